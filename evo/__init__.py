@@ -1,0 +1,15 @@
+"""evo: an automated, gated search harness for CUDA kernel variants.
+
+The public names live in private-ish modules and are re-exported here.
+"""
+
+from evo.config import CampaignConfig, ConfigError, load_config
+from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec, load_family
+from evo.genome import Genome
+from evo.records import Attempt, Interval, Resources, Timing, Verdict
+
+__all__ = [
+    "Attempt", "CampaignConfig", "ConfigError", "Family", "Genome", "Geometry", "GeometryParam", "Interval", "Knob",
+    "Launch", "OutputSpec", "Resources", "Timing", "Verdict", "load_config", "load_family",
+]
+__version__ = "0.1.0"

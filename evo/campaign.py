@@ -1,0 +1,513 @@
+"""A campaign: the loop config -> proposer -> builder -> gates -> ledger.
+
+``Campaign.run`` starts a new campaign or resumes the one in its storage:
+attempts already recorded are never repeated, and one left half-done by a
+killed process is recorded as interrupted and may be proposed again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from evo.config import CampaignConfig
+from evo.genome import Genome
+from evo.ledger import Ledger
+from evo.proposers import PROPOSERS, Proposal
+from evo.records import ACCEPTED, BASELINE, ERROR, Attempt, Verdict
+from gates import PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
+from harness.build import BuildError, Builder, Built
+
+SIMULATED_LABEL = "simulated from recorded H200 measurements"
+
+
+class CampaignError(Exception):
+    """The campaign cannot start (one line for the user)."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class RunSummary:
+    attempts: int
+    new_attempts: int
+    stopped: str
+    champion: Attempt | None
+    log_path: str | None = None
+
+
+def make_backend(cfg: CampaignConfig, builder: Builder):
+    """auto: the GPU when one is present, else the recorded H200 measurements."""
+    from harness.gpu import gpu_available
+
+    kind = cfg.backend
+    if kind == "auto":
+        kind = "gpu" if gpu_available() else "recorded"
+    c = cfg.gates.correctness
+    if kind == "gpu":
+        if not gpu_available():
+            raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
+        from harness.device import Nvml
+        from harness.gpu import GpuBackend
+
+        nvml = Nvml()
+        return GpuBackend(cfg.family, cfg.geometries, builder, seeds=c.seeds, runs=c.runs,
+                          batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+    from harness.recorded import NotRecorded, RecordedBackend
+
+    try:
+        return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
+    except NotRecorded as e:
+        raise CampaignError(f"no GPU here and {e}") from None
+
+
+def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
+    """What must stay the same for a campaign to be resumed."""
+    return {
+        "campaign": cfg.campaign, "family": cfg.family.name,
+        "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in cfg.geometries],
+        "gates": asdict(cfg.gates), "knobs": {k.name: list(k.values) for k in cfg.family.knobs},
+    }
+
+
+class Campaign:
+    def __init__(self, cfg: CampaignConfig, *, on_attempt: Callable[[Attempt, "Campaign"], None] | None = None,
+                 out: Callable[[str], None] = print, command: str = ""):
+        self.cfg = cfg
+        self.family = cfg.family
+        self.out = out
+        self.on_attempt = on_attempt
+        self.command = command or " ".join(sys.argv)
+        self.builder = Builder(cfg.family, cfg.geometries, cfg.arch)
+        self.backend = make_backend(cfg, self.builder)
+        self.simulated = bool(getattr(self.backend, "simulated", False))
+        self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+        self.floor = 0.0
+        self.floors: dict[str, float] = {}
+        self.ceiling: dict[str, float] = {}
+        self.baseline: Attempt | None = None
+        self.champion: Attempt | None = None
+        self._loaded: dict[str, Any] = {}
+        self._base_resources: dict[str, Any] = {}
+        self.launches: dict[str, int] = {}
+        self._pending_baseline: tuple[Built, Any] | None = None
+        self._aa_timing: dict[str, Any] = {}
+        self._aa_clocks: dict[str, Any] = {}
+
+    # --- setup ------------------------------------------------------------
+    def _check_resume(self) -> None:
+        old = self.ledger.meta("config")
+        fp = config_fingerprint(self.cfg)
+        if old is None:
+            return
+        for key in ("family", "geometries", "knobs"):
+            if old.get(key) != fp[key]:
+                raise CampaignError(
+                    f"storage {self.cfg.storage} holds campaign {self.cfg.campaign!r} with different {key}; "
+                    "rename the campaign or give another storage to start a new one")
+        old_backend = self.ledger.meta("backend")
+        if old_backend and old_backend != self.backend.name:
+            raise CampaignError(
+                f"campaign {self.cfg.campaign!r} was run on the {old_backend} backend and this machine uses "
+                f"{self.backend.name}; rename the campaign or give another storage (--storage)")
+
+    def _load(self, built: Built | None, genome: Mapping[str, Any]):
+        key = Genome(genome).key
+        if key not in self._loaded:
+            self._loaded[key] = self.backend.load(built, genome)
+        return self._loaded[key]
+
+    def setup(self) -> None:
+        self._check_resume()
+        interrupted = self.ledger.recover()
+        if interrupted:
+            self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
+        led = self.ledger
+        if led.meta("config") is None:
+            led.set_meta("config", {**config_fingerprint(self.cfg), "budget": asdict(self.cfg.budget),
+                                    "proposer": asdict(self.cfg.proposer), "storage": self.cfg.storage,
+                                    "command": self.command, "seed": self.cfg.seed})
+            led.set_meta("backend", self.backend.name)
+            led.set_meta("simulated", self.simulated)
+            led.set_meta("started_at", now())
+        facts = self.backend.facts()
+        facts.setdefault("nvrtc", _nvrtc_version())
+        facts.setdefault("cuda", facts.get("cuda_driver"))
+        led.set_meta("device", facts)
+        self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
+        led.set_meta("copy_ceiling", self.ceiling)
+        self._baseline()
+        self._noise_floor()
+        self._record_baseline()
+        self.champion = led.champion() or self.baseline
+        if self.cfg.peer.torch_compile != "off" and led.meta("peer_torch_compile") is None:
+            weighted = [g for g in self.cfg.geometries if g.weight > 0]
+            self.out(f"peer: timing torch.compile ({self.cfg.peer.torch_compile}) of the float32 reference ...")
+            led.set_meta("peer_torch_compile", self.backend.peer_torch_compile(self.cfg.peer.torch_compile, weighted))
+
+    def _baseline(self) -> None:
+        led = self.ledger
+        base_genome = self.family.baseline()
+        built = self.builder.build(base_genome)
+        self._base_resources = {k: m.resources for k, m in built.modules.items()}
+        loaded = self._load(built, base_genome)
+        existing = next((a for a in led.attempts() if a.verdict.status == BASELINE), None)
+        ev = self.backend.correctness(loaded, freeze=True)
+        hashes = dict(self.backend.baseline_hashes)
+        for g in self.cfg.geometries:
+            self.launches[g.name] = self.backend.launches_for(loaded, g)
+        if existing is not None:
+            frozen = led.meta("baseline_hashes") or {}
+            moved = [k for k, v in frozen.items() if hashes.get(k) != v]
+            if moved:
+                raise CampaignError(f"the baseline's output hash moved since the campaign started ({moved[0]}): "
+                                    "different GPU, driver or inputs; start a new campaign")
+            self.baseline = existing
+            return
+        # The baseline itself must be right against float64 before it can be the reference.
+        for c in ev.checks:
+            bound = self.family.error_bound(c.output)
+            if c.rel_err is None or not c.rel_err <= bound or c.nonfinite or c.unwritten:
+                raise CampaignError(f"the baseline is wrong: {c.output} at {c.geometry} seed {c.seed} has relative "
+                                    f"error {c.rel_err} vs float64 (bound {bound}), {c.nonfinite} NaN/Inf, "
+                                    f"{c.unwritten} unwritten")
+            if len(set(c.hashes)) > 1:
+                raise CampaignError(f"the baseline races: {c.output} at {c.geometry} seed {c.seed} hash moved")
+        led.set_meta("baseline_hashes", hashes)
+        led.set_meta("baseline_errors", dict(self.backend.baseline_errors))
+        self._pending_baseline = (built, ev)
+
+    def _record_baseline(self) -> None:
+        """A new campaign's attempt #0: the baseline, with its A/A timings as its own."""
+        if self._pending_baseline is None:
+            return
+        built, ev = self._pending_baseline
+        self._pending_baseline = None
+        led = self.ledger
+        base_genome = self.family.baseline()
+        t0 = time.perf_counter()
+        trial = led.ask(fixed=base_genome)
+        a = self._attempt(trial.number, Proposal(base_genome, "baseline (the family's defaults)"), built)
+        a.verdict = Verdict(BASELINE, None, "the portable baseline; its output hashes are frozen as the reference")
+        a.output_hashes = _hashes_by_geometry(ev)
+        a.error_vs_ref = _errors_by_geometry(ev)
+        a.score = 1.0
+        ceiling = self.ceiling.get("ceiling_tbps")
+        for g in self.cfg.geometries:
+            t = self._aa_timing.get(g.name)
+            if t is not None:
+                a.timings[g.name] = t
+                if ceiling:
+                    a.roofline_pct[g.name] = 100.0 * self.family.bytes_moved(g) / (t.median_us * 1e-6) / (ceiling * 1e12)
+        a.device = dict(self._aa_clocks)
+        a.measure_s = time.perf_counter() - t0
+        a.finished_at = now()
+        led.record(trial, a)
+        led.set_meta("baseline_id", a.id)
+        self.baseline = a
+
+    def _noise_floor(self) -> None:
+        """A/A: the baseline against a second copy of itself, per geometry, at every (re)start."""
+        base = self.family.baseline()
+        a = self._load(None if self.simulated else self.builder.build(base), base)
+        b = self.backend.load(None if self.simulated else self.builder.build(base), base)
+        p = self.cfg.gates.perf
+        floors, timings = {}, {}
+        from evo.records import Timing
+        from gates.stats import median, spread_pct
+
+        for g in self.cfg.geometries:
+            s = self.backend.measure([("A", a), ("B", b)], g, p.aa_rounds, self.launches[g.name])
+            r = [x / y for x, y in zip(s.times_us["A"], s.times_us["B"])]
+            floors[g.name] = noise_floor(r, p.confidence) if len(r) >= 3 else 1.0
+            if r:
+                self._aa_timing[g.name] = Timing(
+                    median(s.times_us["A"]), spread_pct(s.times_us["A"]), len(r), s.discarded,
+                    f"A/A: baseline vs a second copy of itself; batch: graph x {s.launches} launches; pairs: {len(r)}"
+                    + (f"; {SIMULATED_LABEL}" if self.simulated else ""))
+            for k, v in s.clocks.items():
+                if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
+                    f = min if k.endswith("min") else max
+                    self._aa_clocks[k] = f(self._aa_clocks.get(k, v), v)
+            timings[g.name] = {"median_us": sorted(s.times_us["A"])[len(r) // 2] if r else None,
+                               "pairs": len(r), "discarded": s.discarded, "launches": s.launches}
+        self.floors = floors
+        self.floor = max(floors.values())
+        sessions = self.ledger.meta("sessions") or []
+        sessions.append({"at": now(), "floor": self.floor, "floors": floors, "aa": timings,
+                         "threshold": threshold(p.min_gain, self.floor), "backend": self.backend.name})
+        self.ledger.set_meta("sessions", sessions)
+        self.ledger.set_meta("noise_floor", floors)
+        self.ledger.set_meta("floor", self.floor)
+        msg = ", ".join(f"{k} {v:.3%}" for k, v in floors.items())
+        self.out(f"A/A noise floor: {msg}; a win needs > {threshold(p.min_gain, self.floor):.4f}x on every "
+                 f"weighted geometry")
+        if self.floor > p.max_floor:
+            self.out(f"warning: the noise floor {self.floor:.3%} is above gates.perf.max_floor {p.max_floor:.3%}; "
+                     "wins must clear 3x the floor, so fewer will be found")
+
+    # --- one attempt --------------------------------------------------------
+    def _attempt(self, number: int, prop: Proposal, built: Built | None) -> Attempt:
+        a = Attempt(id=number, campaign=self.cfg.campaign, family=self.family.name, genome=dict(prop.genome),
+                    genome_key=prop.genome.key, origin=prop.origin, derived_from=list(prop.derived_from),
+                    parent_id=self.champion.id if self.champion else None, backend=self.backend.name,
+                    started_at=now())
+        if built is not None:
+            a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
+            a.resources = {k: m.resources for k, m in built.modules.items()}
+            a.compile_s = round(built.compile_s, 3)
+        return a
+
+    def evaluate(self, prop: Proposal, source: str | None = None) -> Attempt:
+        """Build and gate one proposal (the ledger records what comes back, whatever the verdict)."""
+        trial = self.ledger.ask(fixed=prop.genome)
+        a = self._attempt(trial.number, prop, None)
+        try:
+            a = self._gate(a, prop, source)
+        except Exception as e:  # a bug or a crash must not lose the attempt record
+            from harness.gpu import KernelCrash
+
+            kind = "crash" if isinstance(e, KernelCrash) else "harness"
+            a.verdict = Verdict.error(kind, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            a.finished_at = now()
+            self.ledger.record(trial, a)
+            raise
+        a.finished_at = now()
+        self.ledger.record(trial, a)
+        if a.verdict.status == ACCEPTED:
+            self.champion = a
+        return a
+
+    def _gate(self, a: Attempt, prop: Proposal, source: str | None) -> Attempt:
+        from harness.recorded import NotRecorded
+
+        cfg = self.cfg
+        try:
+            built = self.builder.build(prop.genome, source)
+        except BuildError as e:
+            a.verdict = Verdict.error("compile", str(e), gate="static")
+            return a
+        a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
+        a.resources = {k: m.resources for k, m in built.modules.items()}
+        a.compile_s = round(built.compile_s, 3)
+        v = static_gate(a.resources, self._base_resources, cfg.gates.static.max_registers,
+                        cfg.gates.static.allow_new_spills)
+        if not v.ok:
+            a.verdict = v
+            return a
+        measured = {x.sass_sha256: x.id for x in self.ledger.attempts()
+                    if x.timings and x.sass_sha256 and x.id != a.id}
+        v = identical_sass(a.sass_sha256, measured)
+        if not v.ok:
+            a.verdict = v
+            return a
+        inexact = {g.name: self.family.inexact_knobs(prop.genome, g) for g in cfg.geometries}
+        c = cfg.gates.correctness
+        if c.mode == "exact" and any(inexact.values()):
+            a.verdict = correctness_gate(_EMPTY, {}, "exact", inexact)
+            return a
+        t0 = time.perf_counter()
+        try:
+            loaded = self._load(built, prop.genome)
+            ev = self.backend.correctness(loaded)
+        except NotRecorded as e:
+            a.verdict = Verdict.error("not_recorded", str(e), gate="correctness")
+            return a
+        a.output_hashes = _hashes_by_geometry(ev)
+        a.error_vs_ref = _errors_by_geometry(ev)
+        v = correctness_gate(ev, self.backend.baseline_hashes, c.mode, inexact, self.backend.baseline_errors,
+                             c.tolerance_factor)
+        if not v.ok:
+            a.verdict = v
+            a.measure_s = round(time.perf_counter() - t0, 3)
+            return a
+        a.verdict = self._perf(a, loaded)
+        a.measure_s = round(time.perf_counter() - t0, 3)
+        if a.verdict.status == ACCEPTED:
+            why = self.backend.recheck(loaded)
+            if why:
+                a.verdict = Verdict.rejected("correctness", f"after timing: {why}")
+        return a
+
+    def _perf(self, a: Attempt, loaded) -> Verdict:
+        p = self.cfg.gates.perf
+        champ = self.champion or self.baseline
+        assert champ is not None and self.baseline is not None
+        champ_loaded = self._load(None, champ.genome) if champ.genome_key in self._loaded else None
+        if champ_loaded is None:
+            champ_loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
+        base_loaded = self._loaded[self.baseline.genome_key]
+        parts = [("cand", loaded), ("champ", champ_loaded)]
+        if champ.id != self.baseline.id:
+            parts.append(("base", base_loaded))
+        samples = []
+        devinfo: dict[str, Any] = {}
+        for g in self.cfg.geometries:
+            s = self.backend.measure(parts, g, p.rounds, self.launches[g.name])
+            method = (f"batch: graph x {s.launches} launches; pairs: {len(s.times_us['cand'])} interleaved "
+                      f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
+                      f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: fixed {p.rounds} rounds; "
+                      f"throttled rounds dropped: {s.discarded}")
+            if self.simulated:
+                method += f"; {SIMULATED_LABEL}"
+            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"],
+                                       s.times_us.get("base"), s.discarded, self.family.bytes_moved(g), method))
+            for k, v in s.clocks.items():
+                if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
+                    f = min if k.endswith("min") else max
+                    devinfo[k] = f(devinfo.get(k, v), v)
+                elif k == "throttled_samples":
+                    devinfo[k] = devinfo.get(k, 0) + v
+                else:
+                    devinfo[k] = v
+        res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"))
+        a.timings, a.roofline_pct, a.score = res.timings, res.roofline_pct, res.score
+        a.speedup_vs_parent = res.vs_parent
+        a.speedup_vs_baseline = res.vs_baseline
+        a.parent_id = champ.id
+        a.device = devinfo
+        return res.verdict
+
+    # --- the loop -------------------------------------------------------------
+    def tabu(self) -> dict[str, list[Any]]:
+        """Knob values the exact-mode correctness gate ruled out: proposing them again wastes attempts."""
+        out: dict[str, list[Any]] = {}
+        if self.cfg.gates.correctness.mode != "exact":
+            return out
+        for a in self.ledger.attempts():
+            if a.verdict.gate == "correctness" and "changes the summation order" in a.verdict.reason:
+                base = self.family.baseline()
+                for k in a.verdict.reason.split(" changes the summation order")[0].split(", "):
+                    if k in base and a.genome[k] != base[k]:
+                        out.setdefault(k, []).append(a.genome[k])
+        return out
+
+    def run(self) -> RunSummary:
+        self.setup()
+        cfg = self.cfg
+        budget = cfg.budget
+        led = self.ledger
+        start_elapsed = float(led.meta("elapsed_s") or 0.0)
+        t_start = time.monotonic()
+        new = 0
+        stopped = "budget"
+        proposer_cls = PROPOSERS[cfg.proposer.name]
+        n_before = len(led.attempts())
+        # Seed differs per session so a resumed campaign does not replay the same random stream.
+        proposer = proposer_cls(self.family, cfg.geometries, cfg.proposer.options, cfg.seed * 7919 + n_before,
+                                tabu=self.tabu())
+        if self.on_attempt and self.baseline is not None:
+            self.on_attempt(self.baseline, self)
+        try:
+            while True:
+                attempts = led.attempts()
+                counted = [x for x in attempts if x.verdict.kind != "interrupted"]
+                elapsed = start_elapsed + time.monotonic() - t_start
+                if budget.attempts is not None and len(counted) >= budget.attempts:
+                    stopped = f"attempt budget reached ({len(counted)}/{budget.attempts})"
+                    break
+                if budget.minutes is not None and elapsed >= budget.minutes * 60:
+                    stopped = f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
+                    break
+                proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
+                prop = proposer.propose(attempts, led.seen_keys())
+                if prop is None:
+                    stopped = "search space exhausted (every valid genome was tried)"
+                    break
+                a = self.evaluate(prop)
+                new += 1
+                if self.on_attempt:
+                    self.on_attempt(a, self)
+        except KeyboardInterrupt:
+            stopped = "interrupted by the user"
+        finally:
+            led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
+        return RunSummary(len(led.attempts()), new, stopped, self.champion)
+
+
+def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
+    """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
+
+    A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
+    second copy of itself; none may be accepted. Faults: each named source
+    edit of the family is evaluated like any attempt (and recorded in the
+    ledger) and must be rejected by the correctness gate.
+    """
+    camp.setup()
+    p = camp.cfg.gates.perf
+    base = camp.family.baseline()
+    a = camp._load(None if camp.simulated else camp.builder.build(base), base)
+    b = camp.backend.load(None if camp.simulated else camp.builder.build(base), base)
+    accepted, lows = 0, []
+    for _ in range(aa_evaluations):
+        samples = []
+        for g in camp.cfg.geometries:
+            s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
+            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"], None, s.discarded,
+                                       camp.family.bytes_moved(g)))
+        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"))
+        accepted += res.verdict.status == ACCEPTED
+        lows.append(min(iv.lo for iv in res.vs_parent.values()))
+    out: dict[str, Any] = {"at": now(), "backend": camp.backend.name,
+                           "aa": {"evaluations": aa_evaluations, "accepted": accepted, "rounds_each": p.rounds,
+                                  "max_lower_bound": max(lows) if lows else None,
+                                  "threshold": threshold(p.min_gain, camp.floor), "floor": camp.floor},
+                           "faults": {}}
+    if faults:
+        for title in camp.family.faults:
+            prop = Proposal(base, f"fault: {title}")
+            if camp.simulated:
+                out["faults"][title] = {"verdict": "skipped", "reason": "source-level faults need a GPU"}
+                continue
+            att = camp.evaluate(prop, source=camp.family.faulty_source(title))
+            out["faults"][title] = {"attempt": att.id, "verdict": att.verdict.label(), "reason": att.verdict.reason}
+            if camp.on_attempt:
+                camp.on_attempt(att, camp)
+    camp.ledger.set_meta("selfcheck", out)
+    return out
+
+
+class _Empty:
+    checks: list = []
+
+
+_EMPTY = _Empty()
+
+
+def _hashes_by_geometry(ev) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for c in ev.checks:
+        out.setdefault(c.geometry, {})[f"{c.seed}/{c.output}"] = c.hashes[0] if c.hashes else ""
+    return out
+
+
+def _errors_by_geometry(ev) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for c in ev.checks:
+        d = out.setdefault(c.geometry, {})
+        if c.rel_err is not None:
+            d[f"{c.output}.rel_err"] = max(d.get(f"{c.output}.rel_err", 0.0), c.rel_err)
+        if c.max_abs is not None:
+            d[f"{c.output}.max_abs"] = max(d.get(f"{c.output}.max_abs", 0.0), c.max_abs)
+    return out
+
+
+def _nvrtc_version() -> str:
+    try:
+        from harness.build import nvrtc_version
+
+        return nvrtc_version()
+    except Exception as e:
+        return f"unavailable ({e})"
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,347 @@
+"""Campaign configuration: YAML -> validated dataclasses.
+
+Every problem is reported as one :class:`ConfigError` line that names the key,
+what was given and what is allowed; the CLI prints it and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evo.family import Family, FamilyError, Geometry, load_family
+from evo.genome import Genome
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line for the user."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    attempts: int | None = None
+    minutes: float | None = None
+
+
+@dataclass(frozen=True)
+class ProposerConfig:
+    name: str = "evolutionary"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StaticGateConfig:
+    max_registers: int = 255
+    allow_new_spills: bool = False
+
+
+@dataclass(frozen=True)
+class CorrectnessGateConfig:
+    mode: str = "exact"  # exact | tolerance
+    seeds: int = 3
+    runs: int = 2
+    tolerance_factor: float = 2.0
+
+
+@dataclass(frozen=True)
+class PerfGateConfig:
+    rounds: int = 12
+    aa_rounds: int = 30
+    min_gain: float = 0.01
+    confidence: float = 0.95
+    batch_ms: float = 1.0
+    rule: str = "every"  # every | weighted
+    max_floor: float = 0.002
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    static: StaticGateConfig = field(default_factory=StaticGateConfig)
+    correctness: CorrectnessGateConfig = field(default_factory=CorrectnessGateConfig)
+    perf: PerfGateConfig = field(default_factory=PerfGateConfig)
+
+
+@dataclass(frozen=True)
+class PeerConfig:
+    torch_compile: str = "default"  # default | max-autotune | off
+
+
+@dataclass
+class CampaignConfig:
+    path: Path
+    campaign: str
+    family: Family
+    geometries: list[Geometry]
+    budget: Budget
+    proposer: ProposerConfig
+    gates: GateConfig
+    storage: str
+    seed: int = 0
+    backend: str = "auto"  # auto | gpu | recorded
+    clocks: str = "record"  # record | lock
+    lock_sm_mhz: int | None = None
+    arch: str = "auto"  # auto | sm_90 | ...
+    start: Genome | None = None
+    peer: PeerConfig = field(default_factory=PeerConfig)
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.path).resolve().parent.parent / "logs" / self.campaign
+
+
+# ---------------------------------------------------------------------------
+# A small declarative schema: key -> (type, check, allowed text).
+
+
+def _where(path: str) -> str:
+    return path or "(top level)"
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {int: "an integer", float: "a number", str: "a string", bool: "true/false", dict: "a mapping", list: "a list"}.get(t, str(t))
+
+
+def _expect(value: Any, types: Any, key: str) -> Any:
+    ok_types = types if isinstance(types, tuple) else (types,)
+    if float in ok_types and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) and bool not in ok_types:
+        raise ConfigError(f"{key}: expected {_type_name(types)}, got {value!r}")
+    if not isinstance(value, ok_types):
+        raise ConfigError(f"{key}: expected {_type_name(types)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _section(raw: Any, key: str, allowed: dict[str, Any]) -> dict[str, Any]:
+    """Check a mapping has only known keys; return it with defaults filled in."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{_where(key)}: expected a mapping, got {type(raw).__name__}")
+    for k in raw:
+        if k not in allowed:
+            raise ConfigError(
+                f"{key + '.' if key else ''}{k}: unknown key (allowed here: {', '.join(sorted(allowed))})"
+            )
+    return raw
+
+
+def _num(raw: dict, key: str, prefix: str, types: Any, default: Any, lo: float | None = None,
+         hi: float | None = None, lo_open: bool = False) -> Any:
+    full = f"{prefix}.{key}" if prefix else key
+    if key not in raw or raw[key] is None:
+        return default
+    v = _expect(raw[key], types, full)
+    nan = v != v  # NaN passes every comparison
+    if lo is not None and (nan or v < lo or (lo_open and v == lo)):
+        rng = f"> {lo}" if lo_open else f">= {lo}"
+        if hi is not None:
+            rng += f" and <= {hi}"
+        raise ConfigError(f"{full}: {v!r} is out of range (allowed: {rng})")
+    if hi is not None and (nan or v > hi):
+        raise ConfigError(f"{full}: {v!r} is out of range (allowed: <= {hi})")
+    return v
+
+
+def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default: str) -> str:
+    full = f"{prefix}.{key}" if prefix else key
+    if key not in raw or raw[key] is None:
+        return default
+    v = raw[key]
+    if v not in choices:
+        raise ConfigError(f"{full}: {v!r} is not allowed (allowed: {', '.join(choices)})")
+    return v
+
+
+TOP_KEYS = {
+    "campaign": "name of the campaign (letters, digits, _ . -)",
+    "family": "kernel family under candidates/",
+    "geometries": "list of shapes with weights",
+    "budget": "attempts and/or minutes",
+    "proposer": "search strategy",
+    "gates": "gate settings",
+    "storage": "Optuna storage URL",
+    "seed": "random seed",
+    "backend": "auto, gpu or recorded",
+    "clocks": "record or lock",
+    "lock_sm_mhz": "SM clock for clocks: lock",
+    "arch": "compile target",
+    "start": "knob values of the starting genome",
+    "peer": "peer timings",
+}
+
+STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
+
+
+def load_config(path: str | Path, *, backend_override: str | None = None,
+                storage_override: str | None = None) -> CampaignConfig:
+    """Read and validate a campaign config; raise ConfigError with one line on any problem."""
+    from evo.proposers import PROPOSERS  # local import: proposers import config types
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such config file (give the path of a campaign YAML, e.g. configs/mhc_pre_big_fuse.yaml)")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: not valid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: expected a mapping of settings at the top level, got {type(raw).__name__}")
+    raw = _section(raw, "", TOP_KEYS)
+
+    for req in ("campaign", "family", "geometries"):
+        if req not in raw:
+            raise ConfigError(f"{req}: missing (required: {TOP_KEYS[req]})")
+    name = _expect(raw["campaign"], str, "campaign")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or set(name) == {"."}:
+        raise ConfigError(f"campaign: {name!r} cannot name a folder (allowed: letters, digits, _ . -; not . or ..)")
+
+    fam_name = _expect(raw["family"], str, "family")
+    try:
+        family = load_family(fam_name)
+    except FamilyError as e:
+        raise ConfigError(f"family: {e}") from None
+
+    geometries = _geometries(raw["geometries"], family)
+
+    b = _section(raw.get("budget"), "budget", {"attempts": 0, "minutes": 0})
+    budget = Budget(
+        attempts=_num(b, "attempts", "budget", int, None, lo=1),
+        minutes=_num(b, "minutes", "budget", float, None, lo=0, lo_open=True),
+    )
+    if budget.attempts is None and budget.minutes is None:
+        raise ConfigError("budget: give attempts and/or minutes (e.g. budget: {attempts: 150, minutes: 8})")
+
+    pr = _section(raw.get("proposer"), "proposer", {"name": 0, "options": 0})
+    pname = pr.get("name", "evolutionary")
+    if not isinstance(pname, str) or pname not in PROPOSERS:
+        raise ConfigError(f"proposer.name: {pname!r} is not a proposer (allowed: {', '.join(sorted(PROPOSERS))})")
+    popts = _section(pr.get("options"), "proposer.options", PROPOSERS[pname].OPTIONS)
+    try:
+        PROPOSERS[pname].validate_options(popts)
+    except ValueError as e:
+        raise ConfigError(f"proposer.options.{e}") from None
+    proposer = ProposerConfig(pname, dict(popts))
+
+    gates = _gates(raw.get("gates"))
+
+    storage = raw.get("storage")
+    if storage_override:
+        storage = storage_override
+    if storage is None:
+        log_dir = p.resolve().parent.parent / "logs" / name
+        storage = f"sqlite:///{log_dir / 'ledger.db'}"
+    storage = _expect(storage, str, "storage")
+    if not STORAGE_RE.fullmatch(storage):
+        raise ConfigError(
+            f"storage: {storage!r} is not a storage URL (allowed: sqlite:///path/ledger.db or postgresql://user@host/db)"
+        )
+
+    backend = backend_override or _choice(raw, "backend", "", ("auto", "gpu", "recorded"), "auto")
+    clocks = _choice(raw, "clocks", "", ("record", "lock"), "record")
+    lock_mhz = _num(raw, "lock_sm_mhz", "", int, None, lo=100, hi=5000)
+    arch = _expect(raw.get("arch", "auto"), str, "arch")
+    if arch != "auto" and not re.fullmatch(r"sm_\d{2,3}a?", arch):
+        raise ConfigError(f"arch: {arch!r} is not a target (allowed: auto or sm_XX, e.g. sm_90)")
+
+    start = None
+    if raw.get("start") is not None:
+        st = _expect(raw["start"], dict, "start")
+        try:
+            start = family.genome(st)
+        except ValueError as e:
+            raise ConfigError(f"start: {e}") from None
+        for n, v in st.items():  # family.genome takes 256.0 for 256 and 1 for true (they compare equal)
+            allowed = family.knob(n).values
+            if not any(type(v) is type(x) and v == x for x in allowed):
+                raise ConfigError(f"start.{n}: {v!r} has the wrong type (allowed: {list(allowed)})")
+        why = family.check(start, geometries)
+        if why:
+            raise ConfigError(f"start: genome is invalid: {why}")
+
+    pe = _section(raw.get("peer"), "peer", {"torch_compile": 0})
+    if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
+        pe = {**pe, "torch_compile": "off"}
+    peer = PeerConfig(_choice(pe, "torch_compile", "peer", ("default", "max-autotune", "off"), "default"))
+
+    return CampaignConfig(
+        path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
+        gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
+        clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
+    )
+
+
+def _geometries(raw: Any, family: Family) -> list[Geometry]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError("geometries: expected a non-empty list of shapes, e.g. [{T: 4096, H: 4096, weight: 1}]")
+    params = {gp.name: gp for gp in family.geometry_params}
+    out: list[Geometry] = []
+    names: set[str] = set()
+    for i, g in enumerate(raw):
+        key = f"geometries[{i}]"
+        if not isinstance(g, dict):
+            raise ConfigError(f"{key}: expected a mapping of {', '.join(params)} and weight, got {g!r}")
+        _section(g, key, {**params, "weight": 0, "name": 0})
+        vals: dict[str, Any] = {}
+        for gp in family.geometry_params:
+            if gp.name not in g:
+                if gp.default is None:
+                    raise ConfigError(f"{key}.{gp.name}: missing ({gp.doc or 'required by family ' + family.name})")
+                vals[gp.name] = gp.default
+                continue
+            v = _expect(g[gp.name], gp.type, f"{key}.{gp.name}")
+            if gp.choices is not None and v not in gp.choices:
+                raise ConfigError(f"{key}.{gp.name}: {v!r} is not allowed (allowed: {', '.join(map(str, gp.choices))})")
+            if (gp.min is not None and v < gp.min) or (gp.max is not None and v > gp.max):
+                raise ConfigError(f"{key}.{gp.name}: {v!r} is out of range (allowed: {gp.min}..{gp.max})")
+            vals[gp.name] = v
+        why = family.check_geometry(vals)
+        if why:
+            raise ConfigError(f"{key}: family {family.name} cannot take this geometry: {why}")
+        weight = _num(g, "weight", key, float, 1.0, lo=0)
+        gname = g.get("name") or "_".join(f"{k}{int(v) if isinstance(v, bool) else v}" for k, v in vals.items())
+        gname = _expect(gname, str, f"{key}.name")
+        if gname in names:
+            raise ConfigError(f"{key}: geometry {gname!r} is listed twice")
+        names.add(gname)
+        out.append(Geometry(gname, vals, weight))
+    if not any(g.weight > 0 for g in out):
+        raise ConfigError("geometries: at least one geometry needs a weight > 0 (weight 0 only guards against regressions)")
+    return out
+
+
+def _gates(raw: Any) -> GateConfig:
+    g = _section(raw, "gates", {"static": 0, "correctness": 0, "perf": 0})
+    s = _section(g.get("static"), "gates.static", {"max_registers": 0, "allow_new_spills": 0})
+    static = StaticGateConfig(
+        max_registers=_num(s, "max_registers", "gates.static", int, 255, lo=16, hi=255),
+        allow_new_spills=_expect(s.get("allow_new_spills", False), bool, "gates.static.allow_new_spills"),
+    )
+    c = _section(g.get("correctness"), "gates.correctness", {"mode": 0, "seeds": 0, "runs": 0, "tolerance_factor": 0})
+    corr = CorrectnessGateConfig(
+        mode=_choice(c, "mode", "gates.correctness", ("exact", "tolerance"), "exact"),
+        seeds=_num(c, "seeds", "gates.correctness", int, 3, lo=3, hi=64),
+        runs=_num(c, "runs", "gates.correctness", int, 2, lo=2, hi=16),
+        tolerance_factor=_num(c, "tolerance_factor", "gates.correctness", float, 2.0, lo=1.0, hi=100.0),
+    )
+    pf = _section(g.get("perf"), "gates.perf",
+                  {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0})
+    perf = PerfGateConfig(
+        rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
+        aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
+        min_gain=_num(pf, "min_gain", "gates.perf", float, 0.01, lo=0.0, hi=1.0),
+        confidence=_num(pf, "confidence", "gates.perf", float, 0.95, lo=0.5, hi=0.999),
+        batch_ms=_num(pf, "batch_ms", "gates.perf", float, 1.0, lo=0.01, hi=1000.0),
+        rule=_choice(pf, "rule", "gates.perf", ("every", "weighted"), "every"),
+        max_floor=_num(pf, "max_floor", "gates.perf", float, 0.002, lo=0.0, hi=0.5),
+    )
+    return GateConfig(static, corr, perf)

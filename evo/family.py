@@ -1,0 +1,252 @@
+"""The kernel-family interface, and discovery of families under ``candidates/``.
+
+A family lives entirely in ``candidates/<name>/``: ``kernel.cu`` (the kernel
+with its knobs as preprocessor macros ``EVO_<KNOB>``), ``family.py`` (a
+subclass of :class:`Family` assigned to a module-level ``FAMILY``), and
+optionally ``recorded/`` (H200 measurements) and ``ideas/``. Nothing outside
+that folder has to change to add one.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from evo.genome import Genome
+
+CANDIDATES_DIR = Path(__file__).resolve().parent.parent / "candidates"
+
+
+class FamilyError(Exception):
+    """A family cannot be found or loaded (one line, shown to the user)."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One searchable knob: ordered values, a default, and whether it keeps output bits.
+
+    ``exact`` is False when some non-default value may change the order of a
+    floating-point reduction; a family can refine that per geometry in
+    :meth:`Family.inexact_knobs`.
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    default: Any
+    exact: bool = True
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.values:
+            raise ValueError(f"knob {self.name}: default {self.default!r} not in {self.values!r}")
+
+
+@dataclass(frozen=True)
+class GeometryParam:
+    """One parameter of a geometry (e.g. T or H), with its allowed values or range."""
+
+    name: str
+    type: type
+    default: Any = None  # None: required
+    choices: tuple[Any, ...] | None = None
+    min: int | None = None
+    max: int | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A named problem shape with its weight in the campaign objective.
+
+    Weight 0 means "watched": it must not regress, but it need not improve.
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    weight: float = 1.0
+
+    def __getitem__(self, k: str) -> Any:
+        return self.params[k]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    dtype: str  # torch dtype name: float32, bfloat16, ...
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+
+@dataclass
+class Family(abc.ABC):
+    """Base class of a kernel family.
+
+    The campaign calls, in this order: :meth:`check_geometry` when the config
+    is loaded; :meth:`check` on every genome the proposer makes (invalid ones
+    are never built); :meth:`defines` when the builder resolves a genome into
+    source for one geometry's :meth:`specialization`; :meth:`make_inputs`,
+    :meth:`outputs`, :meth:`launch` and :meth:`kernel_args` on the GPU;
+    :meth:`reference` once per geometry and seed for the float64 check;
+    :meth:`bytes_moved` for the roofline figure.
+    """
+
+    name: str = ""
+    description: str = ""
+    entry: str = "kernel"  # the __global__ function's name (extern "C")
+    knobs: tuple[Knob, ...] = ()
+    geometry_params: tuple[GeometryParam, ...] = ()
+    # Deliberately broken source edits (title -> (old text, new text)) that the
+    # correctness gate must reject: the harness's own fault-injection checks.
+    faults: dict[str, tuple[str, str]] = field(default_factory=dict)
+    folder: Path = field(default_factory=Path)
+
+    # --- knobs and genomes ---------------------------------------------
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def baseline(self) -> Genome:
+        return Genome({k.name: k.default for k in self.knobs})
+
+    def genome(self, values: Mapping[str, Any]) -> Genome:
+        """Baseline with ``values`` applied; raises ValueError naming a bad knob or value."""
+        names = {k.name for k in self.knobs}
+        for n, v in values.items():
+            if n not in names:
+                raise ValueError(f"unknown knob {n!r} for family {self.name} (knobs: {', '.join(sorted(names))})")
+            if v not in self.knob(n).values:
+                raise ValueError(f"knob {n}={v!r} out of range (allowed: {list(self.knob(n).values)})")
+        return self.baseline().replace(**values)
+
+    def check(self, genome: Mapping[str, Any], geometries: Sequence[Geometry]) -> str | None:
+        """Return why ``genome`` is invalid for these geometries, or None when it is fine."""
+        return None
+
+    def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
+        """Knobs of ``genome`` whose value may change output bits at ``geometry``."""
+        return [k.name for k in self.knobs if not k.exact and genome[k.name] != k.default]
+
+    # --- geometries -----------------------------------------------------
+    def check_geometry(self, params: Mapping[str, Any]) -> str | None:
+        """Return why this family cannot take a geometry, or None."""
+        return None
+
+    def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
+        """The compile-time part of a geometry (one module is built per distinct value)."""
+        return {}
+
+    # --- source ---------------------------------------------------------
+    @property
+    def kernel_path(self) -> Path:
+        return self.folder / "kernel.cu"
+
+    def source(self) -> str:
+        return self.kernel_path.read_text()
+
+    def faulty_source(self, title: str) -> str:
+        """The kernel with one named fault applied (ValueError if the edit no longer applies)."""
+        old, new = self.faults[title]
+        src = self.source()
+        if old not in src:
+            raise ValueError(f"fault {title!r} no longer applies to {self.kernel_path.name}")
+        return src.replace(old, new)
+
+    def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default."""
+        out: dict[str, Any] = {}
+        for k in self.knobs:
+            v = genome[k.name]
+            if isinstance(v, bool):
+                v = int(v)
+            elif isinstance(v, str):
+                v = f"EVO_{k.name.upper()}_{v.upper()}"
+            out[f"EVO_{k.name.upper()}"] = v
+        for n, v in spec.items():
+            out[f"EVO_{n.upper()}"] = int(v) if isinstance(v, bool) else v
+        return out
+
+    def value_macros(self) -> dict[str, int]:
+        """Numeric values for string-valued knobs, so ``#if EVO_META == EVO_META_SLICE`` works."""
+        out: dict[str, int] = {}
+        for k in self.knobs:
+            if any(isinstance(v, str) for v in k.values):
+                for i, v in enumerate(k.values):
+                    out[f"EVO_{k.name.upper()}_{str(v).upper()}"] = i
+        return out
+
+    # --- running (GPU only) ---------------------------------------------
+    @abc.abstractmethod
+    def outputs(self, geometry: Geometry) -> list[OutputSpec]: ...
+
+    @abc.abstractmethod
+    def make_inputs(self, geometry: Geometry, seed: int, device: Any) -> dict[str, Any]:
+        """Random inputs (never zeros), fresh per seed, as torch tensors on ``device``."""
+
+    @abc.abstractmethod
+    def reference(self, inputs: Mapping[str, Any], geometry: Geometry, dtype: Any = None) -> dict[str, Any]:
+        """The math in ``dtype`` (float64 by default), as torch tensors keyed like :meth:`outputs`."""
+
+    @abc.abstractmethod
+    def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch: ...
+
+    @abc.abstractmethod
+    def kernel_args(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], geometry: Geometry) -> list[Any]:
+        """Arguments in the kernel's order: tensors (passed as pointers) and Python ints/floats."""
+
+    def arg_types(self) -> str:
+        """One letter per kernel argument: p pointer, i int32, f float32 (matches kernel_args)."""
+        raise NotImplementedError
+
+    def bytes_moved(self, geometry: Geometry) -> int:
+        """Fewest bytes one call must move through device memory."""
+        return 0
+
+    def flops(self, geometry: Geometry) -> int:
+        return 0
+
+    def error_bound(self, output: str) -> float:
+        """Largest relative-norm error vs float64 that the *baseline* may show (sanity check)."""
+        return 1e-2
+
+
+def _load_module(path: Path, modname: str):
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise FamilyError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def family_names(root: Path = CANDIDATES_DIR) -> list[str]:
+    return sorted(p.parent.name for p in root.glob("*/family.py"))
+
+
+def load_family(name: str, root: Path = CANDIDATES_DIR) -> Family:
+    """Load ``candidates/<name>/family.py`` and return its ``FAMILY``."""
+    folder = root / name
+    path = folder / "family.py"
+    if not path.is_file():
+        known = ", ".join(family_names(root)) or "none"
+        raise FamilyError(f"unknown family {name!r} (known: {known})")
+    mod = _load_module(path, f"evo_family_{name}")
+    fam = getattr(mod, "FAMILY", None)
+    if not isinstance(fam, Family):
+        raise FamilyError(f"{path} does not define FAMILY = <Family instance>")
+    fam.folder = folder
+    if not fam.name:
+        fam.name = name
+    return fam

@@ -1,0 +1,357 @@
+"""The human-readable side of the ledger: the markdown attempt log and `evo status`.
+
+Everything here reads only :class:`Attempt` records and the campaign meta dict,
+and tolerates anything missing, because the log is rewritten after every
+attempt, including the first one and after a crash.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evo.genome import Genome
+from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
+
+DASH = "–"
+SIMULATED_BANNER = (
+    "**Simulated from recorded H200 measurements** (no GPU on this machine; "
+    "timings and hashes are replayed from the committed sweep)"
+)
+
+
+# --- small formatting helpers -------------------------------------------------
+def _cell(x: Any) -> str:
+    """A table cell: no pipes or newlines may break the row."""
+    s = "" if x is None else str(x)
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip() or DASH
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _us(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else DASH
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    return f"{x:.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else DASH
+
+
+def _short(s: str, n: int = 160) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _kv(d: Any) -> str:
+    """A flat or nested dict as `a=1, b: c=2` for one line of text."""
+    if not isinstance(d, Mapping):
+        return DASH if d is None else str(d)
+    parts = []
+    for k, v in d.items():
+        parts.append(f"{k}: {_kv(v)}" if isinstance(v, Mapping) else f"{k}={v}")
+    return ", ".join(parts) or DASH
+
+
+def _elapsed(s: Any) -> str:
+    if not isinstance(s, (int, float)):
+        return DASH
+    m, sec = divmod(int(round(s)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m {sec:02d}s" if h else (f"{m}m {sec:02d}s" if m else f"{s:.1f} s")
+
+
+# --- campaign structure ---------------------------------------------------------
+def _geometries(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(name, weight) from the config, else every geometry any attempt was timed at (weight 1)."""
+    cfg = meta.get("config") or {}
+    out: list[tuple[str, float]] = []
+    for g in cfg.get("geometries") or []:
+        if isinstance(g, Mapping) and g.get("name"):
+            out.append((str(g["name"]), float(g.get("weight", 1.0) or 0.0)))
+    if out:
+        return out
+    seen: dict[str, None] = {}
+    for a in attempts:
+        for name in (*a.timings, *a.speedup_vs_baseline):
+            seen.setdefault(name, None)
+    return [(n, 1.0) for n in seen]
+
+
+def _gname(name: str, weight: float) -> str:
+    return f"{name} (watched)" if weight == 0 else name
+
+
+def _baseline(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> Attempt | None:
+    bid = meta.get("baseline_id")
+    for a in attempts:
+        if bid is not None and a.id == bid:
+            return a
+    return next((a for a in attempts if a.verdict.status == BASELINE), None)
+
+
+def champion_chain(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[Attempt]:
+    """Baseline first, then every accepted attempt in id order."""
+    base = _baseline(attempts, meta)
+    acc = sorted((a for a in attempts if a.verdict.status == ACCEPTED), key=lambda a: a.id)
+    return ([base] if base else []) + acc
+
+
+def _change(a: Attempt, prev: Mapping[str, Any] | None) -> str:
+    return DASH if prev is None else Genome(a.genome).describe_change(prev)
+
+
+def _delta(a: Attempt, prev: Mapping[str, Any] | None) -> str:
+    """The knob=value settings ``a`` made relative to ``prev`` (the rejected-idea key)."""
+    if prev is None:
+        return "(no parent)"
+    d = Genome(a.genome).diff(prev)
+    return ", ".join(f"{k}={v}" for k, (_, v) in sorted(d.items())) or "(no change)"
+
+
+def _verdict_counts(attempts: Sequence[Attempt]) -> list[tuple[str, int]]:
+    return Counter(a.verdict.label() for a in attempts).most_common()
+
+
+def _first_resources(a: Attempt) -> str:
+    if not a.resources:
+        return DASH
+    r = next(iter(a.resources.values()))
+    return f"{r.registers}/{r.stack_frame}/{r.spills}"
+
+
+# --- the log ----------------------------------------------------------------------
+def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tuple[str, float]],
+           base: Attempt | None) -> list[str]:
+    cfg = meta.get("config") or {}
+    dev = meta.get("device") or {}
+    L = ["## Setup", ""]
+    L.append(f"- Device: {dev.get('name', DASH)} (uuid {dev.get('uuid', DASH)})")
+    L.append(f"- Driver {dev.get('driver', DASH)}, CUDA {dev.get('cuda', DASH)}, "
+             f"NVRTC {dev.get('nvrtc', DASH)}, arch {dev.get('arch', DASH)}")
+    if "sm_clock_mhz" in dev or "max_sm_clock_mhz" in dev:
+        L.append(f"- SM clock at start: {dev.get('sm_clock_mhz', DASH)} MHz "
+                 f"(max {dev.get('max_sm_clock_mhz', DASH)} MHz)")
+    L += _clock_lines(attempts)
+    cc = meta.get("copy_ceiling") or {}
+    if cc:
+        L.append(f"- Copy ceiling: {_num(cc.get('ceiling_tbps'))} TB/s "
+                 f"(own copy kernel {_num(cc.get('own_kernel_tbps'))} TB/s, "
+                 f"copyto {_num(cc.get('copyto_tbps'))} TB/s)")
+    else:
+        L.append(f"- Copy ceiling: {DASH}")
+    nf = meta.get("noise_floor") or {}
+    if nf:
+        per = ", ".join(f"{g} {v * 100:.3f}%" if isinstance(v, (int, float)) else f"{g} {DASH}"
+                        for g, v in nf.items())
+        floor = meta.get("floor")
+        L.append(f"- A/A noise floor: {per}"
+                 + (f" (floor used: {floor * 100:.3f}%)" if isinstance(floor, (int, float)) else ""))
+    else:
+        L.append(f"- A/A noise floor: {DASH}")
+    gates = cfg.get("gates")
+    if isinstance(gates, Mapping) and gates:
+        L.append("- Gates:")
+        L += [f"  - {k}: {_kv(v)}" for k, v in gates.items()]
+    else:
+        L.append(f"- Gates: {_kv(gates)}")
+    L.append(f"- Budget: {_kv(cfg.get('budget'))}")
+    L.append(f"- Proposer: {_kv(cfg.get('proposer'))}")
+    L.append(f"- Backend: {meta.get('backend') or cfg.get('backend') or DASH}")
+    L.append(f"- Started: {meta.get('started_at') or DASH}; elapsed {_elapsed(meta.get('elapsed_s'))}")
+    if cfg.get("command"):
+        L.append(f"- Command: `{cfg['command']}`")
+    if base is not None and base.timings:
+        L += ["", "Measurement method (baseline):", ""]
+        names = [g for g, _ in geoms if g in base.timings] + [g for g in base.timings if g not in dict(geoms)]
+        L += [f"- {g}: {base.timings[g].method or DASH}" for g in names]
+    return L + [""]
+
+
+def _clock_lines(attempts: Sequence[Attempt]) -> list[str]:
+    """SM clock ranges and throttling seen across attempts (keys are optional)."""
+    def rng(key: str) -> tuple[float, float] | None:
+        vals = [a.device[key] for a in attempts if isinstance(a.device.get(key), (int, float))]
+        return (min(vals), max(vals)) if vals else None
+
+    out: list[str] = []
+    ends = [r for r in (rng("sm_mhz_min"), rng("sm_mhz_max")) if r]
+    if ends:
+        out.append(f"- SM clock while measuring: {min(r[0] for r in ends):g}–{max(r[1] for r in ends):g} MHz "
+                   f"(lowest per-attempt minimum to highest maximum)")
+    for key in ("sm_mhz_before", "sm_mhz_after"):
+        r = rng(key)
+        if r:
+            out.append(f"- SM clock {key.rsplit('_', 1)[1]} measuring: {r[0]:g}–{r[1]:g} MHz")
+    thr = [a.device["throttled_samples"] for a in attempts
+           if isinstance(a.device.get("throttled_samples"), (int, float))]
+    if thr:
+        out.append(f"- Throttled samples: {sum(thr):g} in {sum(1 for t in thr if t)} of {len(thr)} attempts")
+    return out
+
+
+def _peer(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tuple[str, float]],
+          chain: list[Attempt], base: Attempt | None) -> list[str]:
+    peer = meta.get("peer_torch_compile") or {}
+    rows = []
+    for g, w in geoms:
+        p = peer.get(g) or {}
+        if "error" in p:
+            tc = f"error: {_short(p['error'], 80)}"
+        elif isinstance(p.get("median_us"), (int, float)):
+            tc = f"{p['median_us']:.2f} ({p.get('mode', DASH)})"
+        else:
+            tc = DASH
+        times = [a.timings[g].median_us for a in chain if g in a.timings]
+        best = min(times) if times else None
+        ratio = (f"{p['median_us'] / best:.3f}x" if best and isinstance(p.get("median_us"), (int, float))
+                 else DASH)
+        base_us = base.timings[g].median_us if base and g in base.timings else None
+        rows.append([_gname(g, w), tc, _us(base_us), _us(best), ratio])
+    return ["## Peer", "",
+            *_table(["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs",
+                     "Champion vs torch.compile"], rows), ""]
+
+
+def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
+    rows = []
+    prev: Attempt | None = None
+    for step, a in enumerate(chain):
+        change = "baseline" if a.verdict.status == BASELINE else _change(a, prev.genome if prev else None)
+        for g, w in geoms:
+            t = a.timings.get(g)
+            sp, sb = a.speedup_vs_parent.get(g), a.speedup_vs_baseline.get(g)
+            roof = a.roofline_pct.get(g)
+            rows.append([step, f"#{a.id}", _gname(g, w), change, _us(t.median_us if t else None),
+                         sp.fmt() if sp else DASH, sb.fmt() if sb else DASH,
+                         f"{roof:.1f}%" if isinstance(roof, (int, float)) else DASH])
+        prev = a
+    L = ["## Accepted steps", ""]
+    if not chain:
+        return L + ["No baseline or accepted attempt yet.", ""]
+    if len(chain) == 1 and chain[0].verdict.status == BASELINE:
+        L += ["No step accepted yet; the baseline is the champion.", ""]
+    return L + _table(["Step", "Attempt", "Geometry", "Change", "Time µs", "Step speedup",
+                       "vs baseline", "% copy ceiling"], rows) + [""]
+
+
+def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt]) -> list[str]:
+    rows = []
+    for a in attempts:
+        parent = by_id.get(a.parent_id) if a.parent_id is not None else None
+        change = "baseline" if a.verdict.status == BASELINE else _change(a, parent.genome if parent else None)
+        rows.append([f"#{a.id}", a.origin, change, a.verdict.label(), a.verdict.reason,
+                     _num(a.score), _first_resources(a), _num(a.compile_s, 2)])
+    return ["## All attempts", "",
+            *_table(["Id", "Origin", "Change vs parent", "Verdict", "Reason", "Score",
+                     "Regs/stack/spills", "Compile s"], rows), ""]
+
+
+def rejected_ideas(attempts: Sequence[Attempt], meta: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Failed attempts grouped by the knob=value change they made vs their parent, most common first."""
+    by_id = {a.id: a for a in attempts}
+    base = _baseline(attempts, meta or {})
+    groups: dict[str, dict[str, Any]] = {}
+    for a in attempts:
+        if a.verdict.status not in (REJECTED, ERROR) or a.verdict.kind == "interrupted":
+            continue
+        parent = by_id.get(a.parent_id) or base  # an unknown parent: describe the change vs the baseline
+        key = _delta(a, parent.genome if parent else None)
+        g = groups.setdefault(key, {"change": key, "count": 0, "gates": Counter(), "reasons": [], "ids": []})
+        g["count"] += 1
+        g["gates"][a.verdict.label()] += 1
+        g["ids"].append(a.id)
+        r = _short(a.verdict.reason)
+        if r and r not in g["reasons"] and len(g["reasons"]) < 3:
+            g["reasons"].append(r)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["change"]))
+
+
+def _rejected(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]:
+    L = ["## Rejected ideas", "",
+         "These were tried and failed a gate; re-try them only if the hardware or the gates "
+         "changed (`evo replay`, later).", ""]
+    groups = rejected_ideas(attempts, meta)
+    if not groups:
+        return L + ["None yet.", ""]
+    rows = [[g["change"], g["count"], ", ".join(f"{k} ×{n}" for k, n in g["gates"].most_common()),
+             " / ".join(g["reasons"]) or DASH, ", ".join(f"#{i}" for i in g["ids"])] for g in groups]
+    return L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""]
+
+
+def render_log(attempts: list[Attempt], meta: dict) -> str:
+    """The whole markdown log of a campaign."""
+    meta = meta or {}
+    attempts = sorted(attempts, key=lambda a: a.id)
+    cfg = meta.get("config") or {}
+    campaign = cfg.get("campaign") or (attempts[0].campaign if attempts else DASH)
+    family = cfg.get("family") or (attempts[0].family if attempts else DASH)
+    geoms = _geometries(attempts, meta)
+    base = _baseline(attempts, meta)
+    chain = champion_chain(attempts, meta)
+    by_id = {a.id: a for a in attempts}
+
+    L = [f"# Attempt log: {campaign} ({family})", ""]
+    if meta.get("simulated"):
+        L += [SIMULATED_BANNER, ""]
+    L += _setup(attempts, meta, geoms, base)
+    L += _peer(attempts, meta, geoms, chain, base)
+    L += _steps(chain, geoms)
+    L += ["## Verdicts", ""]
+    counts = _verdict_counts(attempts)
+    L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
+    L += _all(attempts, by_id)
+    L += _rejected(attempts, meta)
+    return "\n".join(L).rstrip() + "\n"
+
+
+def write_log(attempts: list[Attempt], meta: dict, path: Path) -> Path:
+    """Write :func:`render_log` to ``path`` (atomically, so a reader never sees half a log)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_log(attempts, meta))
+    tmp.replace(path)
+    return path
+
+
+def render_status(attempts: list[Attempt], meta: dict) -> str:
+    """A short plain-text summary for `evo status`."""
+    meta = meta or {}
+    attempts = sorted(attempts, key=lambda a: a.id)
+    cfg = meta.get("config") or {}
+    backend = meta.get("backend") or cfg.get("backend") or DASH
+    if meta.get("simulated"):
+        backend += " (simulated from recorded H200 measurements)"
+    counts = _verdict_counts(attempts)
+    chain = champion_chain(attempts, meta)
+    base = _baseline(attempts, meta)
+    L = [
+        f"campaign: {cfg.get('campaign') or (attempts[0].campaign if attempts else DASH)}",
+        f"family:   {cfg.get('family') or (attempts[0].family if attempts else DASH)}",
+        f"backend:  {backend}",
+        f"attempts: {len(attempts)} recorded",
+        "verdicts: " + (", ".join(f"{k} {n}" for k, n in counts) or DASH),
+    ]
+    if chain:
+        champ = chain[-1]
+        what = "baseline" if champ is base else _change(champ, base.genome if base else None)
+        L.append(f"champion: #{champ.id} ({what})")
+    else:
+        L.append(f"champion: {DASH}")
+    best: dict[str, Any] = {}
+    for a in chain:
+        for g, iv in a.speedup_vs_baseline.items():
+            if g not in best or iv.value > best[g][1].value:
+                best[g] = (a.id, iv)
+    if best:
+        L.append("best speedup vs baseline:")
+        weights = dict(_geometries(attempts, meta))
+        L += [f"  {_gname(g, weights.get(g, 1.0))}: {iv.fmt()} (#{i})" for g, (i, iv) in best.items()]
+    L.append(f"elapsed:  {_elapsed(meta.get('elapsed_s'))}")
+    return "\n".join(L) + "\n"

@@ -1,0 +1,12 @@
+"""Search strategies, one module each; ``PROPOSERS`` maps a config name to its class."""
+
+from evo.proposers.base import Proposal, Proposer
+from evo.proposers.evolutionary import Evolutionary
+from evo.proposers.random_search import RandomSearch
+
+PROPOSERS: dict[str, type[Proposer]] = {
+    "evolutionary": Evolutionary,
+    "random": RandomSearch,
+}
+
+__all__ = ["PROPOSERS", "Proposal", "Proposer", "Evolutionary", "RandomSearch"]

@@ -1,0 +1,79 @@
+"""The proposer interface: one module per search strategy, one entry point each."""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from evo.family import Family, Geometry
+from evo.genome import Genome
+from evo.records import Attempt
+
+
+@dataclass
+class Proposal:
+    genome: Genome
+    origin: str
+    derived_from: list[int] = field(default_factory=list)
+
+
+class Proposer(abc.ABC):
+    """Makes the next genome to try from the attempts recorded so far.
+
+    ``propose`` is called once per attempt, after the previous attempt was
+    recorded; it must return a valid genome (``family.check`` passes) that
+    is not in ``seen``, or None when the space holds no such genome.
+    ``OPTIONS`` is the strategy's option table: name -> what it does.
+    """
+
+    OPTIONS: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, family: Family, geometries: Sequence[Geometry], options: Mapping[str, Any], seed: int,
+                 tabu: Mapping[str, Sequence[Any]] | None = None):
+        self.family = family
+        self.geometries = list(geometries)
+        self.options = dict(options)
+        self.rng = random.Random(seed)
+        self.tabu = {k: set(v) for k, v in (tabu or {}).items()}  # knob -> values never to propose
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> None:
+        """Raise ValueError("<option>: <problem>") for a bad option value."""
+
+    @abc.abstractmethod
+    def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None: ...
+
+    # --- helpers shared by strategies --------------------------------------
+    def valid(self, genome: Genome, seen: set[str]) -> bool:
+        if genome.key in seen:
+            return False
+        if any(genome[k] in vals for k, vals in self.tabu.items()):
+            return False
+        return self.family.check(genome, self.geometries) is None
+
+    def space(self) -> Iterator[Genome]:
+        names = [k.name for k in self.family.knobs]
+        for vals in itertools.product(*(k.values for k in self.family.knobs)):
+            yield Genome(dict(zip(names, vals)))
+
+    def random_unseen(self, seen: set[str], tries: int = 200) -> Genome | None:
+        for _ in range(tries):
+            g = Genome({k.name: self.rng.choice(k.values) for k in self.family.knobs})
+            if self.valid(g, seen):
+                return g
+        rest = [g for g in self.space() if self.valid(g, seen)]
+        return self.rng.choice(rest) if rest else None
+
+
+def check_range(options: Mapping[str, Any], name: str, lo: float, hi: float, integer: bool = False) -> None:
+    if name not in options:
+        return
+    v = options[name]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise ValueError(f"{name}: expected {'an integer' if integer else 'a number'}, got {v!r}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}: {v!r} is out of range (allowed: {lo}..{hi})")

@@ -1,0 +1,16 @@
+"""Random search: uniform over the valid, untried genomes (the baseline every search must beat)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evo.proposers.base import Proposal, Proposer
+from evo.records import Attempt
+
+
+class RandomSearch(Proposer):
+    OPTIONS: dict[str, str] = {}
+
+    def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
+        g = self.random_unseen(seen)
+        return Proposal(g, "random") if g is not None else None

@@ -1,0 +1,14 @@
+"""Gates: small pure functions from evidence to a :class:`evo.records.Verdict` with a reason.
+
+Cheapest first: static (compiler report), correctness (hashes / float64
+tolerance), perf (paired timings), and, later, the share-derived decode bound.
+"""
+
+from gates.correctness import CorrectnessEvidence, OutputCheck, correctness_gate
+from gates.perf import PairSamples, PerfResult, noise_floor, perf_gate, threshold
+from gates.static import identical_sass, static_gate
+
+__all__ = [
+    "CorrectnessEvidence", "OutputCheck", "correctness_gate", "PairSamples", "PerfResult", "noise_floor",
+    "perf_gate", "threshold", "identical_sass", "static_gate",
+]

@@ -1,0 +1,78 @@
+"""Correctness gate: output hashes against the frozen baseline, or tolerance against float64.
+
+Evidence comes from a backend that poisoned every output before each launch,
+ran each seeded input set ``runs`` times, and hashed the output bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from evo.records import PASS, Verdict
+
+
+@dataclass
+class OutputCheck:
+    """One output of one launch series at one (geometry, seed)."""
+
+    geometry: str
+    seed: int
+    output: str
+    hashes: list[str]  # one per run, each after a fresh poison
+    nonfinite: int = 0  # NaN/Inf elements the baseline does not have
+    unwritten: int = 0  # elements still holding the poison pattern
+    rel_err: float | None = None  # ||out - ref|| / ||ref|| against float64
+    max_abs: float | None = None
+    mismatch: str = ""  # readable first difference vs the baseline output, if any
+
+
+@dataclass
+class CorrectnessEvidence:
+    checks: list[OutputCheck] = field(default_factory=list)
+
+
+def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str, str], mode: str = "exact",
+                     inexact: Mapping[str, Sequence[str]] | None = None,
+                     baseline_errors: Mapping[str, float] | None = None, tolerance_factor: float = 2.0) -> Verdict:
+    """Decide from the evidence; the reason names geometry, seed and output.
+
+    ``baseline_hashes`` and ``baseline_errors`` are keyed "geometry/seed/output".
+    ``inexact`` maps geometry -> knobs of this genome that may change output bits.
+    """
+    inexact = inexact or {}
+    if mode == "exact":
+        for g, knobs in inexact.items():
+            if knobs:
+                return Verdict.rejected(
+                    "correctness", f"{', '.join(knobs)} changes the summation order at {g}; "
+                                   "the campaign runs in exact mode (use gates.correctness.mode: tolerance)")
+    for c in evidence.checks:
+        where = f"{c.output} at {c.geometry} seed {c.seed}"
+        if c.nonfinite:
+            return Verdict.rejected("correctness", f"{c.nonfinite} NaN/Inf values in {where}")
+        if c.unwritten:
+            return Verdict.rejected("correctness", f"{c.unwritten} elements of {where} never written (poison left)")
+        if len(set(c.hashes)) > 1:
+            return Verdict.rejected("correctness", f"race: the hash of {where} moved between {len(c.hashes)} runs "
+                                                   "on the same input")
+    for c in evidence.checks:
+        key = f"{c.geometry}/{c.seed}/{c.output}"
+        where = f"{c.output} at {c.geometry} seed {c.seed}"
+        want = baseline_hashes.get(key)
+        if want is None:
+            return Verdict.error("not_recorded", f"no frozen baseline hash for {key}", gate="correctness")
+        if c.hashes[0] == want:
+            continue
+        if mode == "exact":
+            detail = f": {c.mismatch}" if c.mismatch else ""
+            return Verdict.rejected("correctness", f"hash of {where} differs from the baseline{detail}")
+        base_err = (baseline_errors or {}).get(key)
+        if c.rel_err is None or base_err is None:
+            return Verdict.rejected("correctness", f"hash of {where} differs and no float64 error is known")
+        limit = tolerance_factor * max(base_err, 1e-12)
+        if c.rel_err > limit:
+            return Verdict.rejected(
+                "correctness", f"error vs float64 of {where} is {c.rel_err:.3e}, over {tolerance_factor:g}x the "
+                               f"baseline's {base_err:.3e}")
+    return PASS

@@ -1,0 +1,115 @@
+"""Perf gate: interleaved, paired timings -> speedup intervals -> a verdict.
+
+A win needs the lower confidence bound of the per-pair speedup over the
+champion to clear ``1 + max(min_gain, 3 x noise floor)`` on every weighted
+geometry (rule "every"), or on their weighted geometric mean with no weighted
+geometry regressing (rule "weighted"). Watched geometries (weight 0) only
+must not regress beyond noise. A time that implies more bandwidth than the
+measured copy ceiling is a measurement error or skipped work, never a win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from evo.records import Interval, Timing, Verdict
+from gates.stats import geomean, median, median_interval, spread_pct
+
+PHYSICS_SLACK = 1.05  # a few percent over the copy ceiling is still plausible (caches, clock)
+
+
+@dataclass
+class PairSamples:
+    """Per-round batch times (µs per launch) of one geometry, candidate and references interleaved."""
+
+    geometry: str
+    weight: float
+    cand_us: list[float]
+    parent_us: list[float]
+    base_us: list[float] | None = None  # None when the champion is the baseline itself
+    discarded: int = 0
+    bytes_moved: int = 0
+    method: str = ""
+
+
+@dataclass
+class PerfResult:
+    verdict: Verdict
+    vs_parent: dict[str, Interval] = field(default_factory=dict)
+    vs_baseline: dict[str, Interval] = field(default_factory=dict)
+    roofline_pct: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, Timing] = field(default_factory=dict)
+    score: float | None = None
+
+
+def threshold(min_gain: float, floor: float) -> float:
+    return 1.0 + max(min_gain, 3.0 * floor)
+
+
+def ratios(ref: Sequence[float], cand: Sequence[float]) -> list[float]:
+    n = min(len(ref), len(cand))
+    return [ref[i] / cand[i] for i in range(n)]
+
+
+def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.01, confidence: float = 0.95,
+              rule: str = "every", ceiling_tbps: float | None = None) -> PerfResult:
+    res = PerfResult(Verdict.rejected("perf", "no samples"))
+    need = threshold(min_gain, floor)
+    regress = 1.0 - 3.0 * floor
+    for s in samples:
+        if len(s.cand_us) < 3:
+            res.verdict = Verdict.rejected(
+                "perf", f"only {len(s.cand_us)} unthrottled pairs at {s.geometry} ({s.discarded} discarded)")
+            return res
+        r = ratios(s.parent_us, s.cand_us)
+        res.vs_parent[s.geometry] = median_interval(r, confidence)
+        res.vs_baseline[s.geometry] = (median_interval(ratios(s.base_us, s.cand_us), confidence)
+                                       if s.base_us is not None else res.vs_parent[s.geometry])
+        med = median(s.cand_us)
+        res.timings[s.geometry] = Timing(med, spread_pct(s.cand_us), len(s.cand_us), s.discarded, s.method)
+        if ceiling_tbps and s.bytes_moved:
+            res.roofline_pct[s.geometry] = 100.0 * s.bytes_moved / (med * 1e-6) / (ceiling_tbps * 1e12)
+    weighted = [s for s in samples if s.weight > 0]
+    res.score = geomean([res.vs_baseline[s.geometry].value for s in weighted], [s.weight for s in weighted])
+
+    for s in samples:
+        pct = res.roofline_pct.get(s.geometry)
+        if pct is not None and pct > 100.0 * PHYSICS_SLACK:
+            res.verdict = Verdict.rejected(
+                "perf", f"physics: {res.timings[s.geometry].median_us:.2f} µs at {s.geometry} implies {pct:.0f}% of "
+                        "the measured copy ceiling (measurement error or skipped work)")
+            res.score = None
+            return res
+    for s in samples:
+        iv = res.vs_parent[s.geometry]
+        if iv.hi < regress:
+            res.verdict = Verdict.rejected(
+                "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)")
+            return res
+    if rule == "every":
+        for s in weighted:
+            iv = res.vs_parent[s.geometry]
+            if iv.lo < need:
+                res.verdict = Verdict.rejected(
+                    "perf", f"not faster at {s.geometry}: {iv.fmt()} vs champion, lower bound under {need:.4f}")
+                return res
+        summary = ", ".join(f"{s.geometry} {res.vs_parent[s.geometry].fmt()}" for s in weighted)
+    else:
+        n = min(len(s.cand_us) for s in weighted)
+        per_round = [geomean([ratios(s.parent_us, s.cand_us)[i] for s in weighted], [s.weight for s in weighted])
+                     for i in range(n)]
+        iv = median_interval(per_round, confidence)
+        if iv.lo < need:
+            res.verdict = Verdict.rejected(
+                "perf", f"weighted speedup {iv.fmt()} vs champion, lower bound under {need:.4f}")
+            return res
+        summary = f"weighted {iv.fmt()}"
+    res.verdict = Verdict.accepted(f"faster than the champion: {summary} (needs > {need:.4f})")
+    return res
+
+
+def noise_floor(aa_ratios: Sequence[float], confidence: float = 0.95) -> float:
+    """A/A floor: how far the interval of an identical pair reaches from 1."""
+    iv = median_interval(aa_ratios, confidence)
+    return max(abs(iv.hi - 1.0), abs(1.0 - iv.lo), abs(iv.value - 1.0))

@@ -1,0 +1,290 @@
+"""Resolve a genome into CUDA source and compile it with NVRTC (through CuPy).
+
+Compiling needs no GPU: CuPy's low-level ``cupy.cuda.nvrtc`` emits a cubin
+for a named real architecture, and ptxas's ``-v`` report (registers, stack
+frame, spills) comes back in the program log. Cubins are cached on disk by
+the sha256 of source + options + NVRTC version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from evo.family import Family, Geometry
+from evo.records import Resources
+
+DEFAULT_ARCH = "sm_90"
+
+
+class BuildError(Exception):
+    """NVRTC rejected the source; the message is the first error line of its log."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass
+class Module:
+    """One compiled specialization of a genome."""
+
+    spec_key: str
+    source_sha256: str
+    cubin_sha256: str
+    sass_sha256: str
+    resources: Resources
+    cubin_path: str
+    log: str = ""
+    cached: bool = False
+    compile_s: float = 0.0
+
+
+@dataclass
+class Built:
+    """A genome compiled for every specialization its geometries need."""
+
+    genome_key: str
+    modules: dict[str, Module] = field(default_factory=dict)
+    source: dict[str, str] = field(default_factory=dict)  # spec_key -> resolved source
+
+    @property
+    def source_sha256(self) -> str:
+        return _combine(m.source_sha256 for m in self.modules.values())
+
+    @property
+    def cubin_sha256(self) -> str:
+        return _combine(m.cubin_sha256 for m in self.modules.values())
+
+    @property
+    def sass_sha256(self) -> str:
+        return _combine(m.sass_sha256 for m in self.modules.values())
+
+    @property
+    def compile_s(self) -> float:
+        return sum(m.compile_s for m in self.modules.values())
+
+
+def _combine(parts) -> str:
+    h = hashlib.sha256()
+    for p in sorted(parts):
+        h.update(p.encode())
+    return h.hexdigest()
+
+
+def spec_key(spec: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(spec.items())) or "default"
+
+
+def resolve_source(family: Family, genome: Mapping[str, Any], spec: Mapping[str, Any],
+                   base_source: str | None = None) -> str:
+    """The exact text NVRTC compiles: knob macros, then the family's kernel."""
+    lines = [f"// evo: family {family.name}, genome {json.dumps(dict(sorted(genome.items())), separators=(',', ':'))}"]
+    for name, val in family.value_macros().items():
+        lines.append(f"#define {name} {val}")
+    for name, val in family.defines(genome, spec).items():
+        lines.append(f"#define {name} {val}")
+    body = base_source if base_source is not None else family.source()
+    return "\n".join(lines) + "\n#line 1 \"kernel.cu\"\n" + body
+
+
+# ---------------------------------------------------------------------------
+# ptxas report and SASS identity
+
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
+_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_report(log: str, entry: str) -> Resources:
+    """Read the resource lines ptxas printed for ``entry``."""
+    res = Resources()
+    current = None
+    found = False
+    for line in log.splitlines():
+        m = _PROPS_RE.search(line)
+        if m:
+            current = m.group(1)
+            continue
+        if "Compiling entry function" in line:
+            current = line.split("'")[1] if "'" in line else current
+            continue
+        if current != entry:
+            continue
+        m = _STACK_RE.search(line)
+        if m:
+            res.stack_frame, res.spill_stores, res.spill_loads = map(int, m.groups())
+            found = True
+        m = _USED_RE.search(line)
+        if m:
+            res.registers = int(m.group(1))
+            res.barriers = int(m.group(2) or 0)
+            sm = _SMEM_RE.search(line)
+            res.shared_static = int(sm.group(1)) if sm else 0
+            found = True
+    if not found:
+        tail = " | ".join(ln.strip() for ln in log.splitlines() if ln.strip())[-400:]
+        raise BuildError(f"no ptxas resource report for {entry} in the compile log: {tail or '(empty log)'}", log)
+    return res
+
+
+def sass_digest(cubin: bytes) -> str:
+    """sha256 over the cubin's code sections (.text.*), names included.
+
+    Two genomes whose machine code is the same share this digest even when
+    their source text differs, so the second is never measured.
+    """
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return hashlib.sha256(cubin).hexdigest()
+    (e_shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = []
+    for i in range(e_shnum):
+        off = e_shoff + i * e_shentsize
+        name, _type, _flags, _addr, sh_off, size = struct.unpack_from("<IIQQQQ", cubin, off)
+        sections.append((name, sh_off, size))
+    _, str_off, _ = sections[e_shstrndx]
+    h = hashlib.sha256()
+    for name, sh_off, size in sections:
+        end = cubin.index(b"\0", str_off + name)
+        sname = cubin[str_off + name:end]
+        if sname.startswith(b".text."):
+            h.update(sname + b"\0" + cubin[sh_off:sh_off + size])
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Compiling
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("EVO_CACHE_DIR", Path.home() / ".cache" / "evo" / "cubins"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def nvrtc_version() -> str:
+    from cupy.cuda import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"{major}.{minor}"
+
+
+def detect_arch() -> str:
+    """The running GPU's target (sm_XY), or sm_90 where no GPU is present."""
+    try:
+        import cupy
+
+        major, minor = cupy.cuda.Device().compute_capability[0], cupy.cuda.Device().compute_capability[1:]
+        return f"sm_{major}{minor}"
+    except Exception:
+        return DEFAULT_ARCH
+
+
+def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu") -> tuple[bytes, str, float]:
+    """NVRTC: source -> (cubin, log, seconds). Raises BuildError with the first error line."""
+    import time
+
+    from cupy.cuda import nvrtc
+
+    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-std=c++17"]
+    t0 = time.perf_counter()
+    prog = nvrtc.createProgram(source, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog).replace("\x00", "")
+            first = next((ln.strip() for ln in log.splitlines() if "error" in ln), log.strip()[:200] or "unknown")
+            raise BuildError(f"compile error: {first}", log) from None
+        # Some NVRTC versions run ptxas lazily: ask for the cubin before the log.
+        cubin = nvrtc.getCUBIN(prog)
+        log = nvrtc.getProgramLog(prog).replace("\x00", "")
+    finally:
+        nvrtc.destroyProgram(prog)
+    return cubin, log, time.perf_counter() - t0
+
+
+def _compile_in_subprocess(source: str, entry: str, arch: str) -> tuple[bytes, str, float]:
+    """Compile in a fresh interpreter: seen on the H200 box, an NVRTC inside a process that had
+    already compiled other programs sometimes returned a log without ptxas's report."""
+    import base64
+    import subprocess
+    import sys
+
+    code = ("import sys, json, base64; from harness.build import compile_source; "
+            "src = sys.stdin.read(); c, log, t = compile_source(src, sys.argv[1], sys.argv[2]); "
+            "print(json.dumps({'cubin': base64.b64encode(c).decode(), 'log': log, 't': t}))")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", code, entry, arch], input=source, capture_output=True, text=True,
+                       env=env, timeout=300)
+    if p.returncode != 0:
+        raise BuildError(f"compile error (subprocess): {(p.stderr.strip().splitlines() or ['?'])[-1]}", p.stderr)
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return base64.b64decode(d["cubin"]), d["log"], d["t"]
+
+
+def build_module(source: str, entry: str, arch: str, key: str) -> Module:
+    """Compile (or fetch from the cache) one resolved source."""
+    src_sha = hashlib.sha256(source.encode()).hexdigest()
+    cache_key = hashlib.sha256(f"{src_sha}|{arch}|{nvrtc_version()}|{entry}".encode()).hexdigest()[:32]
+    d = cache_dir()
+    cubin_path, meta_path = d / f"{cache_key}.cubin", d / f"{cache_key}.json"
+    if cubin_path.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        return Module(key, src_sha, meta["cubin_sha256"], meta["sass_sha256"], Resources(**meta["resources"]),
+                      str(cubin_path), meta.get("log", ""), cached=True)
+    cubin, log, secs = compile_source(source, entry, arch)
+    try:
+        res = parse_ptxas_report(log, entry)
+    except BuildError:
+        dbg = os.environ.get("EVO_BUILD_DEBUG_DIR")
+        if dbg:
+            Path(dbg).mkdir(parents=True, exist_ok=True)
+            (Path(dbg) / f"{src_sha[:12]}.log").write_text(log)
+        cubin, log, secs = _compile_in_subprocess(source, entry, arch)
+        res = parse_ptxas_report(log, entry)
+    mod = Module(key, src_sha, hashlib.sha256(cubin).hexdigest(), sass_digest(cubin), res, str(cubin_path), log,
+                 compile_s=secs)
+    tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, cubin_path)
+    meta = {"cubin_sha256": mod.cubin_sha256, "sass_sha256": mod.sass_sha256, "resources": asdict(res), "log": log}
+    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, meta_path)
+    return mod
+
+
+class Builder:
+    """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
+
+    def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto"):
+        self.family = family
+        self.geometries = geometries
+        self.arch = detect_arch() if arch == "auto" else arch
+        self.specs: dict[str, Mapping[str, Any]] = {}
+        for g in geometries:
+            s = family.specialization(g)
+            self.specs.setdefault(spec_key(s), s)
+
+    def spec_of(self, geometry: Geometry) -> str:
+        return spec_key(self.family.specialization(geometry))
+
+    def build(self, genome: Mapping[str, Any], base_source: str | None = None) -> Built:
+        from evo.genome import Genome
+
+        built = Built(Genome(genome).key)
+        for key, spec in self.specs.items():
+            src = resolve_source(self.family, genome, spec, base_source)
+            built.source[key] = src
+            built.modules[key] = build_module(src, self.family.entry, self.arch, key)
+        return built

@@ -1,0 +1,445 @@
+"""The GPU backend: run, check and time compiled variants on the local GPU.
+
+Measuring ideas (printed beside every number, nvbench style):
+- batch: one sample is a CUDA-graph replay of N launches (N chosen so a replay
+  takes about ``batch_ms``), so launch gaps and event resolution drop out;
+- interleaved: candidate, champion and baseline take turns within a round,
+  the order rotating, and speedups are per-round ratios;
+- noise: an A/A floor (baseline against a second copy of itself) at start;
+- clocks: SM clock and throttle reasons read through NVML before and after
+  every sample; a throttled sample's whole round is thrown out;
+- hot L2: inputs are reused across launches (decode-time inputs were just
+  written by the previous kernel, so this matches use for small shapes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evo.family import Family, Geometry
+from gates.correctness import CorrectnessEvidence, OutputCheck
+from harness.build import Built, Builder
+
+POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
+
+
+class KernelCrash(Exception):
+    """A launch failed (illegal address, trap, ...): the CUDA context is no longer usable."""
+
+
+@dataclass
+class Loaded:
+    """A built genome with its kernels loaded into this process."""
+
+    built: Built
+    genome: Mapping[str, Any]
+    functions: dict[str, Any]  # spec_key -> cupy RawKernel
+
+
+@dataclass
+class Samples:
+    times_us: dict[str, list[float]]  # label -> per-round µs per launch (throttled rounds removed)
+    discarded: int
+    launches: int
+    clocks: dict[str, Any]
+
+
+def _dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def _int_view(t):
+    """A bitwise view of a tensor (equality on it is byte equality; NaN == NaN, -0 != +0)."""
+    import torch
+
+    size = t.element_size()
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
+
+
+def _poison_value(t, byte: int) -> int:
+    size = t.element_size()
+    v = int.from_bytes(bytes([byte]) * size, "little", signed=True)
+    return v
+
+
+def sha256_tensor(t) -> str:
+    import torch
+
+    return hashlib.sha256(t.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+
+
+class GpuBackend:
+    name = "gpu"
+    simulated = False
+
+    def __init__(self, family: Family, geometries: Sequence[Geometry], builder: Builder, *, seeds: int = 3,
+                 runs: int = 2, batch_ms: float = 1.0, nvml: Any = None):
+        import cupy
+        import torch
+
+        self.torch, self.cupy = torch, cupy
+        self.family, self.geometries, self.builder = family, list(geometries), builder
+        self.seeds, self.runs, self.batch_ms = seeds, runs, batch_ms
+        self.nvml = nvml
+        self.device = torch.device("cuda")
+        self.stream = torch.cuda.Stream()
+        self._inputs: dict[tuple[str, int], dict[str, Any]] = {}
+        self._refs: dict[tuple[str, int], dict[str, Any]] = {}
+        self._base_out: dict[tuple[str, int], dict[str, Any]] = {}
+        self._outbuf: dict[str, dict[str, Any]] = {}
+        self._streams: dict[int, Any] = {}
+        self._warmed = False
+        self.baseline_hashes: dict[str, str] = {}
+        self.baseline_errors: dict[str, float] = {}
+
+    # --- facts -----------------------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        torch, cupy = self.torch, self.cupy
+        props = torch.cuda.get_device_properties(0)
+        out: dict[str, Any] = {
+            "name": props.name, "sm_count": props.multi_processor_count,
+            "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+            "torch": torch.__version__, "cupy": cupy.__version__,
+            "cuda_runtime": ".".join(map(str, divmod(cupy.cuda.runtime.runtimeGetVersion() // 10, 100))),
+            "arch": self.builder.arch,
+        }
+        if self.nvml is not None:
+            out.update(self.nvml.facts())
+        return out
+
+    def clock(self):
+        return self.nvml.sample() if self.nvml is not None else None
+
+    # --- loading and launching ------------------------------------------
+    def load(self, built: Built, genome: Mapping[str, Any]) -> Loaded:
+        cupy = self.cupy
+        fns = {}
+        for key, mod in built.modules.items():
+            fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(self.family.entry)
+        return Loaded(built, genome, fns)
+
+    def _args(self, inputs, outputs, g: Geometry) -> tuple:
+        import numpy as np
+
+        torch = self.torch
+        vals = self.family.kernel_args(inputs, outputs, g)
+        types = self.family.arg_types()
+        out = []
+        for t, v in zip(types, vals):
+            if t == "p":
+                out.append(np.uint64(v.data_ptr()) if isinstance(v, torch.Tensor) else np.uint64(v))
+            elif t == "i":
+                out.append(np.int32(v))
+            elif t == "f":
+                out.append(np.float32(v))
+            else:
+                raise ValueError(f"unknown kernel argument type {t!r}")
+        return tuple(out)
+
+    def _launcher(self, loaded: Loaded, g: Geometry, inputs, outputs):
+        """A zero-argument callable that launches the kernel on the torch stream that is current."""
+        fn = loaded.functions[self.builder.spec_of(g)]
+        lc = self.family.launch(loaded.genome, g)
+        args = self._args(inputs, outputs, g)
+        cupy, torch = self.cupy, self.torch
+
+        def launch() -> None:
+            # CuPy must launch on torch's current stream, or a torch graph capture records nothing.
+            with self._cupy_stream(torch.cuda.current_stream().cuda_stream):
+                fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
+
+        return launch
+
+    def _cupy_stream(self, ptr: int):
+        if ptr not in self._streams:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._streams[ptr] = self.cupy.cuda.ExternalStream(ptr)
+        return self._streams[ptr]
+
+    def _sync(self) -> None:
+        try:
+            self.torch.cuda.synchronize()
+        except Exception as e:  # an illegal address or trap poisons the whole context
+            raise KernelCrash(str(e).splitlines()[0]) from None
+
+    # --- data --------------------------------------------------------------
+    def inputs(self, g: Geometry, seed: int) -> dict[str, Any]:
+        key = (g.name, seed)
+        if key not in self._inputs:
+            with self.torch.cuda.stream(self.stream):
+                self._inputs[key] = self.family.make_inputs(g, seed, self.device)
+            self.stream.synchronize()
+        return self._inputs[key]
+
+    def reference(self, g: Geometry, seed: int) -> dict[str, Any]:
+        key = (g.name, seed)
+        if key not in self._refs:
+            self._refs[key] = self.family.reference(self.inputs(g, seed), g)
+            self.torch.cuda.synchronize()
+        return self._refs[key]
+
+    def _outputs(self, g: Geometry) -> dict[str, Any]:
+        if g.name not in self._outbuf:
+            torch = self.torch
+            self._outbuf[g.name] = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device)
+                                    for o in self.family.outputs(g)}
+        return self._outbuf[g.name]
+
+    def _errors(self, out, ref) -> tuple[float, float]:
+        torch = self.torch
+        d = out.to(torch.float64) - ref
+        rel = (torch.linalg.vector_norm(d) / torch.linalg.vector_norm(ref).clamp_min(1e-300)).item()
+        return rel, d.abs().max().item()
+
+    def _mismatch(self, got, want) -> str:
+        torch = self.torch
+        diff = _int_view(got) != _int_view(want)
+        n = int(diff.sum().item())
+        if n == 0:
+            return ""
+        idx = int(diff.flatten().nonzero()[0].item())
+        g = got.flatten()[idx].item()
+        w = want.flatten()[idx].item()
+        mad = (got.to(torch.float64) - want.to(torch.float64)).abs().max().item()
+        return (f"{n} of {got.numel()} elements differ ({100.0 * n / got.numel():.2f}%), first at flat index {idx}: "
+                f"got {g:.6g}, want {w:.6g}; max abs diff {mad:.3g}")
+
+    # --- correctness --------------------------------------------------------
+    def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:
+        """Poison, launch, hash: every geometry x seed x run. ``freeze`` keeps the outputs as the baseline's."""
+        torch = self.torch
+        ev = CorrectnessEvidence()
+        for g in self.geometries:
+            outs = self._outputs(g)
+            for seed in range(self.seeds):
+                inputs = self.inputs(g, seed)
+                key = (g.name, seed)
+                per_output: dict[str, OutputCheck] = {}
+                for run in range(self.runs):
+                    with torch.cuda.stream(self.stream):
+                        for t in outs.values():
+                            t.view(torch.uint8).fill_(POISON[run % 2])
+                        self._launcher(loaded, g, inputs, outs)()
+                    self._sync()
+                    for spec in self.family.outputs(g):
+                        t = outs[spec.name]
+                        hkey = f"{g.name}/{seed}/{spec.name}"
+                        chk = per_output.setdefault(spec.name, OutputCheck(g.name, seed, spec.name, []))
+                        iv = _int_view(t)
+                        chk.unwritten = max(chk.unwritten, int((iv == _poison_value(t, POISON[run % 2])).sum().item()))
+                        if t.is_floating_point():
+                            chk.nonfinite = max(chk.nonfinite, int((~torch.isfinite(t)).sum().item()))
+                        base = self._base_out.get(key, {}).get(spec.name)
+                        if freeze and run == 0:
+                            self._base_out.setdefault(key, {})[spec.name] = t.clone()
+                            h = sha256_tensor(t)
+                            self.baseline_hashes[hkey] = h
+                            ref = self.reference(g, seed)[spec.name]
+                            chk.rel_err, chk.max_abs = self._errors(t, ref)
+                            self.baseline_errors[hkey] = chk.rel_err
+                        elif base is not None and torch.equal(iv, _int_view(base)):
+                            h = self.baseline_hashes[hkey]
+                        else:
+                            h = sha256_tensor(t)
+                            if run == 0:
+                                ref = self.reference(g, seed)[spec.name]
+                                chk.rel_err, chk.max_abs = self._errors(t, ref)
+                                if base is not None:
+                                    chk.mismatch = self._mismatch(t, base)
+                        chk.hashes.append(h)
+                for chk in per_output.values():
+                    if chk.rel_err is None:
+                        chk.rel_err = self.baseline_errors.get(f"{g.name}/{seed}/{chk.output}")
+                ev.checks.extend(per_output.values())
+        return ev
+
+    def recheck(self, loaded: Loaded) -> str | None:
+        """After timing: poison once more, launch once, and the output must still equal the baseline's."""
+        torch = self.torch
+        for g in self.geometries:
+            outs = self._outputs(g)
+            with torch.cuda.stream(self.stream):
+                for t in outs.values():
+                    t.view(torch.uint8).fill_(POISON[1])
+                self._launcher(loaded, g, self.inputs(g, 0), outs)()
+            self._sync()
+            for name, t in outs.items():
+                base = self._base_out.get((g.name, 0), {}).get(name)
+                if base is not None and not torch.equal(_int_view(t), _int_view(base)):
+                    return f"{name} at {g.name} changed after the timed runs: {self._mismatch(t, base)}"
+        return None
+
+    # --- timing -------------------------------------------------------------
+    def _graph(self, launch, n: int):
+        torch = self.torch
+        with torch.cuda.stream(self.stream):
+            launch()  # warm-up outside capture (module load, first-touch)
+        self._sync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            for _ in range(n):
+                launch()
+        self._sync()
+        return graph
+
+    def _time_graph(self, graph) -> float:
+        torch = self.torch
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            e0.record()
+            graph.replay()
+            e1.record()
+        e1.synchronize()
+        return e0.elapsed_time(e1) * 1000.0
+
+    def _warm_up(self, graphs, seconds: float = 1.5) -> None:
+        """Replay until the GPU has been busy for a while, so the SM clock has left idle before any sample."""
+        first = not self._warmed
+        t0 = time.perf_counter()
+        while True:
+            for g in graphs:
+                self._time_graph(g)
+            if not first or time.perf_counter() - t0 >= seconds:
+                break
+        self._warmed = True
+
+    def launches_for(self, loaded: Loaded, g: Geometry) -> int:
+        """N so that a graph of N launches takes about batch_ms."""
+        torch = self.torch
+        outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
+        launch = self._launcher(loaded, g, self.inputs(g, 0), outs)
+        graph = self._graph(launch, 5)
+        self._time_graph(graph)
+        us = min(self._time_graph(graph) for _ in range(3)) / 5
+        return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
+
+    def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
+                launches: int | None = None) -> Samples:
+        """Interleave the parts for ``rounds`` rounds; return µs per launch of each, throttled rounds removed."""
+        torch = self.torch
+        n = launches or self.launches_for(parts[0][1], g)
+        inputs = self.inputs(g, 0)
+        graphs = {}
+        for label, loaded in parts:
+            outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device)
+                    for o in self.family.outputs(g)}
+            graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), n), outs)
+        self._warm_up([g for g, _ in graphs.values()])
+        labels = [p[0] for p in parts]
+        times: dict[str, list[float]] = {lb: [] for lb in labels}
+        discarded = 0
+        sm = []
+        reasons = 0
+        for r in range(rounds):
+            order = labels[r % len(labels):] + labels[:r % len(labels)]
+            got: dict[str, float] = {}
+            throttled = False
+            for lb in order:
+                before = self.clock()
+                us = self._time_graph(graphs[lb][0]) / n
+                after = self.clock()
+                for c in (before, after):
+                    if c is not None:
+                        sm.append(c.sm_mhz)
+                        if c.throttled:
+                            throttled = True
+                            reasons |= c.reasons
+                got[lb] = us
+            if throttled:
+                discarded += 1
+                continue
+            for lb in labels:
+                times[lb].append(got[lb])
+        clocks = {"sm_mhz_min": min(sm) if sm else None, "sm_mhz_max": max(sm) if sm else None,
+                  "throttled_samples": discarded, "throttle_reasons": reasons}
+        del graphs
+        return Samples(times, discarded, n, clocks)
+
+    # --- ceilings and peers -------------------------------------------------
+    def copy_ceiling(self, gib: float = 1.0, reps: int = 10) -> dict[str, float]:
+        """Device-to-device copy bandwidth (bytes read + written): our 16-byte kernel and cupy.copyto."""
+        cupy = self.cupy
+        n16 = int(gib * 2**30) // 16
+        a = cupy.random.random(n16 * 2, dtype=cupy.float64)  # random, never zeros
+        b = cupy.empty_like(a)
+        src = r'''
+        extern "C" __global__ void copy16(const uint4* __restrict__ a, uint4* __restrict__ b, unsigned long long n) {
+          for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+               i += (unsigned long long)gridDim.x * blockDim.x) b[i] = a[i];
+        }'''
+        k = cupy.RawKernel(src, "copy16", options=("-std=c++17",))
+        sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+
+        def best(fn) -> float:
+            fn()
+            cupy.cuda.Device().synchronize()
+            ts = []
+            for _ in range(reps):
+                e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+                e0.record()
+                fn()
+                e1.record()
+                e1.synchronize()
+                ts.append(cupy.cuda.get_elapsed_time(e0, e1) / 1000.0)
+            ts.sort()
+            return 2 * n16 * 16 / ts[len(ts) // 2] / 1e12
+
+        own = max(best(lambda bl=bl: k((sms * bl,), (256,), (a, b, cupy.uint64(n16)))) for bl in (4, 8, 16))
+        copyto = best(lambda: cupy.copyto(b, a))
+        del a, b
+        return {"own_kernel_tbps": round(own, 3), "copyto_tbps": round(copyto, 3),
+                "ceiling_tbps": round(max(own, copyto), 3), "bytes": 2 * n16 * 16}
+
+    def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
+        """torch.compile of the float32 reference, timed by graph replay: the peer a user would otherwise pick."""
+        torch = self.torch
+        out: dict[str, Any] = {}
+        for g in geometries:
+            try:
+                inputs = self.inputs(g, 0)
+                fam = self.family
+
+                def fn(inp=inputs, g=g):
+                    r = fam.reference(inp, g, dtype=torch.float32)
+                    return {k: v.to(_dtype(o.dtype)) for (k, v), o in zip(r.items(), fam.outputs(g))}
+
+                kw = {} if mode == "default" else {"mode": mode}
+                cf = torch.compile(fn, **kw)
+                t0 = time.perf_counter()
+                cf()
+                torch.cuda.synchronize()
+                compile_s = time.perf_counter() - t0
+                for _ in range(3):
+                    cf()
+                torch.cuda.synchronize()
+                n = 20
+                graph = torch.cuda.CUDAGraph()
+                s = torch.cuda.Stream()
+                with torch.cuda.graph(graph, stream=s):
+                    for _ in range(n):
+                        cf()
+                ts = [self._time_graph(graph) / n for _ in range(9)]
+                ts.sort()
+                out[g.name] = {"median_us": round(ts[len(ts) // 2], 3), "mode": mode, "compile_s": round(compile_s, 1),
+                               "method": f"batch: graph x {n}, 9 replays, median"}
+            except Exception as e:  # the peer is context, never a reason to stop a campaign
+                out[g.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "mode": mode}
+        return out
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False

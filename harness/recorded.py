@@ -1,0 +1,177 @@
+"""The recorded backend: serve real H200 measurements where no GPU is present.
+
+A sweep (``tools/sweep.py`` on the GPU) stores, for every genome of a family's
+knob space, its correctness evidence (output hashes per geometry, seed and
+run) and its per-round batch times interleaved with the baseline's. This
+backend replays them through the same gates, so a campaign on a laptop or in
+CI exercises the whole loop against real numbers. Every output of such a run
+says "simulated from recorded H200 measurements".
+
+Pairing: round i of a genome was measured right next to a baseline sample
+b_i, so times are normalized as t_i * (B / b_i) with B the baseline's median;
+the ratio of two genomes in round i is then free of slow drift across the
+sweep.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evo.family import Family, Geometry
+from gates.correctness import CorrectnessEvidence, OutputCheck
+from harness.build import Built
+from harness.gpu import Loaded, Samples
+
+SIMULATED_LABEL = "simulated from recorded H200 measurements"
+SAME = "="  # a stored hash equal to the baseline's
+
+
+class NotRecorded(Exception):
+    """The sweep holds nothing for this genome or geometry."""
+
+
+@dataclass
+class Sweep:
+    path: Path
+    data: dict[str, Any]
+    geo_map: dict[str, str]  # config geometry name -> recorded geometry name
+
+
+def _params_key(params: Mapping[str, Any]) -> str:
+    return json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
+
+
+def load_sweeps(family: Family) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted((family.folder / "recorded").glob("*.json.gz")):
+        with gzip.open(p, "rt") as f:
+            d = json.load(f)
+        d["_path"] = str(p)
+        out.append(d)
+    return out
+
+
+def recorded_geometries(family: Family) -> list[dict[str, Any]]:
+    return [g for d in load_sweeps(family) for g in d["geometries"]]
+
+
+def find_sweep(family: Family, geometries: Sequence[Geometry]) -> Sweep:
+    """The sweep that covers every geometry of the campaign (matched by parameters, not names)."""
+    sweeps = load_sweeps(family)
+    if not sweeps:
+        raise NotRecorded(f"family {family.name} has no recorded measurements under {family.folder / 'recorded'}")
+    for d in sweeps:
+        by_params = {_params_key(g["params"]): g["name"] for g in d["geometries"]}
+        mapping = {g.name: by_params.get(_params_key(g.params)) for g in geometries}
+        if all(mapping.values()):
+            return Sweep(Path(d["_path"]), d, mapping)  # type: ignore[arg-type]
+    have = sorted({g["name"] for d in sweeps for g in d["geometries"]})
+    missing = [g.name for g in geometries if not any(
+        _params_key(g.params) == _params_key(rg["params"]) for d in sweeps for rg in d["geometries"])]
+    raise NotRecorded(f"no recorded H200 sweep covers geometries {', '.join(missing) or '(combination)'} "
+                      f"(recorded: {', '.join(have)}); run on a GPU or pick recorded geometries")
+
+
+class RecordedBackend:
+    name = "recorded"
+    simulated = True
+
+    def __init__(self, family: Family, geometries: Sequence[Geometry], *, seeds: int = 3, runs: int = 2):
+        self.family = family
+        self.geometries = list(geometries)
+        self.sweep = find_sweep(family, geometries)
+        d = self.sweep.data
+        self.seeds = min(seeds, d["seeds"])
+        self.runs = min(runs, d["runs"])
+        self.baseline_key: str = d["baseline_key"]
+        self.baseline_hashes = {self._cfg_key(k): v for k, v in d["baseline_hashes"].items() if self._cfg_key(k)}
+        self.baseline_errors = {self._cfg_key(k): v for k, v in d["baseline_errors"].items() if self._cfg_key(k)}
+        self._rev = {v: k for k, v in self.sweep.geo_map.items()}
+
+    def _cfg_key(self, key: str) -> str | None:
+        """Recorded "geometry/seed/output" -> the campaign's geometry name."""
+        rg, rest = key.split("/", 1)
+        for cfg_name, rec_name in self.sweep.geo_map.items():
+            if rec_name == rg:
+                return f"{cfg_name}/{rest}"
+        return None
+
+    def _entry(self, key: str) -> dict[str, Any]:
+        e = self.sweep.data["genomes"].get(key)
+        hops = 0
+        while e is not None and "same_as" in e and hops < 4:
+            e = self.sweep.data["genomes"].get(e["same_as"])
+            hops += 1
+        if e is None:
+            raise NotRecorded(f"genome {key} is not in the recorded sweep {self.sweep.path.name}")
+        return e
+
+    # --- the backend interface ----------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        f = dict(self.sweep.data.get("device", {}))
+        f["recorded"] = f"{self.sweep.path.name} ({self.sweep.data.get('created', '?')})"
+        f["note"] = SIMULATED_LABEL
+        return f
+
+    def copy_ceiling(self) -> dict[str, float]:
+        return dict(self.sweep.data["copy_ceiling"])
+
+    def load(self, built: Built | None, genome: Mapping[str, Any]) -> Loaded:
+        from evo.genome import Genome
+
+        return Loaded(built, genome, {"key": Genome(genome).key})  # type: ignore[arg-type]
+
+    def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:
+        e = self._entry(loaded.functions["key"])
+        if e.get("status", "ok") != "ok":
+            raise NotRecorded(f"recorded run of this genome ended with {e.get('status')}: {e.get('reason', '')}")
+        ev = CorrectnessEvidence()
+        for g, seed, output, hashes, nonfinite, unwritten, rel, mabs, mismatch in e["checks"]:
+            cfg_g = self._rev.get(g)
+            if cfg_g is None or seed >= self.seeds:
+                continue
+            base = self.baseline_hashes.get(f"{cfg_g}/{seed}/{output}", "")
+            hs = [base if h == SAME else h for h in hashes[: self.runs]]
+            ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch))
+        return ev
+
+    def recheck(self, loaded: Loaded) -> str | None:
+        e = self._entry(loaded.functions["key"])
+        return e.get("recheck")
+
+    def launches_for(self, loaded: Loaded, g: Geometry) -> int:
+        return int(self.sweep.data["launches"][self.sweep.geo_map[g.name]])
+
+    def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
+                launches: int | None = None) -> Samples:
+        rg = self.sweep.geo_map[g.name]
+        keys = [p[1].functions["key"] for p in parts]
+        if len(set(keys)) == 1 and keys[0] == self.baseline_key and len(parts) == 2:
+            aa = self.sweep.data["aa"][rg]  # an A/A pair was recorded as such
+            n = min(rounds, len(aa["a"]), len(aa["b"]))
+            return Samples({parts[0][0]: aa["a"][:n], parts[1][0]: aa["b"][:n]}, 0,
+                           self.launches_for(parts[0][1], g), {"note": SIMULATED_LABEL})
+        base_med = sorted(self._entry(self.baseline_key)["t"][rg])
+        bmed = base_med[len(base_med) // 2]
+        times: dict[str, list[float]] = {}
+        disc = 0
+        clocks: dict[str, Any] = {"note": SIMULATED_LABEL}
+        for (label, _), key in zip(parts, keys):
+            e = self._entry(key)
+            if rg not in e.get("t", {}):
+                raise NotRecorded(f"genome {key} has no recorded times at {g.name}")
+            t, b = e["t"][rg], e["b"][rg]
+            times[label] = [ti * bmed / bi for ti, bi in zip(t, b)][:rounds]
+            disc = max(disc, e.get("disc", {}).get(rg, 0))
+            clocks.update(e.get("clk", {}).get(rg, {}))
+        n = min(len(v) for v in times.values())
+        return Samples({k: v[:n] for k, v in times.items()}, disc, self.launches_for(parts[0][1], g), clocks)
+
+    def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
+        rec = self.sweep.data.get("peer_torch_compile", {})
+        return {g.name: rec[self.sweep.geo_map[g.name]] for g in geometries if self.sweep.geo_map[g.name] in rec}

@@ -1,0 +1,182 @@
+"""Sweep a family's knob space on the GPU and save it for the recorded backend.
+
+    python tools/sweep.py configs/mhc_pre_big_fuse.yaml \
+        --out candidates/mhc_pre_big_fuse/recorded/h200-sweep.json.gz [--limit-s 300]
+
+For every valid genome (baseline first, the rest in a seeded random order so a
+time-limited sweep is a uniform sample): compile (in parallel processes),
+check correctness on every geometry x seed x run against the frozen baseline,
+and time it interleaved with the baseline (``--rounds`` rounds of CUDA-graph
+batches). Genomes whose SASS equals one already swept are stored as
+``same_as``. The A/A pairs of the baseline, the copy ceiling, device facts and
+torch.compile peer timings are stored too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import gzip
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evo.config import load_config  # noqa: E402
+from evo.genome import Genome  # noqa: E402
+from harness.build import BuildError, Builder  # noqa: E402
+
+_builder: Builder | None = None
+
+
+def _init(config: str, arch: str) -> None:
+    global _builder
+    cfg = load_config(config)
+    _builder = Builder(cfg.family, cfg.geometries, arch)
+
+
+def _compile(key: str) -> tuple[str, str | None, str | None]:
+    assert _builder is not None
+    try:
+        b = _builder.build(Genome.from_key(key))
+        return key, b.sass_sha256, None
+    except BuildError as e:
+        return key, None, str(e)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--aa-rounds", type=int, default=30)
+    ap.add_argument("--limit-s", type=float, default=1e9, help="stop measuring after this many seconds")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-ms", type=float, default=2.0, help="target duration of one timed graph replay")
+    ap.add_argument("--peer", default="default", help="torch.compile mode for the peer timing, or off")
+    args = ap.parse_args()
+    t_start = time.monotonic()
+
+    cfg = load_config(args.config)
+    fam, geos = cfg.family, cfg.geometries
+    builder = Builder(fam, geos, cfg.arch)
+    base = fam.baseline()
+    space = [Genome(dict(zip([k.name for k in fam.knobs], vals)))
+             for vals in __import__("itertools").product(*(k.values for k in fam.knobs))]
+    valid = [g for g in space if fam.check(g, geos) is None and g != base]
+    random.Random(args.seed).shuffle(valid)
+    order = [base] + valid
+    print(f"sweep: {len(order)} valid genomes of {len(space)}; compiling with {args.jobs} processes", flush=True)
+
+    sass: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    with cf.ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(args.config, builder.arch)) as ex:
+        for key, s, err in ex.map(_compile, [g.key for g in order], chunksize=8):
+            if s is not None:
+                sass[key] = s
+            else:
+                errors[key] = err or "compile error"
+    print(f"sweep: compiled in {time.monotonic() - t_start:.0f} s ({len(errors)} compile errors)", flush=True)
+
+    from harness.device import Nvml
+    from harness.gpu import GpuBackend, KernelCrash
+
+    nvml = Nvml()
+    be = GpuBackend(fam, geos, builder, seeds=cfg.gates.correctness.seeds, runs=cfg.gates.correctness.runs,
+                    batch_ms=args.batch_ms, nvml=nvml if nvml.available() else None)
+    facts = be.facts()
+    ceiling = be.copy_ceiling()
+    print(f"sweep: copy ceiling {ceiling}", flush=True)
+    base_loaded = be.load(builder.build(base), base)
+    ev = be.correctness(base_loaded, freeze=True)
+    launches = {g.name: be.launches_for(base_loaded, g) for g in geos}
+    aa = {}
+    base_copy = be.load(builder.build(base), base)
+    for g in geos:
+        s = be.measure([("a", base_loaded), ("b", base_copy)], g, args.aa_rounds, launches[g.name])
+        aa[g.name] = {"a": s.times_us["a"], "b": s.times_us["b"], "discarded": s.discarded}
+
+    genomes: dict[str, dict] = {}
+    by_sass: dict[str, str] = {}
+    measured = 0
+    stopped = "complete"
+    for i, g in enumerate(order):
+        if time.monotonic() - t_start > args.limit_s:
+            stopped = f"time limit after {i} of {len(order)} genomes"
+            break
+        key = g.key
+        if key in errors:
+            genomes[key] = {"status": "compile_error", "reason": errors[key]}
+            continue
+        if sass[key] in by_sass:
+            genomes[key] = {"same_as": by_sass[sass[key]], "sass": sass[key]}
+            continue
+        by_sass[sass[key]] = key
+        entry: dict = {"sass": sass[key], "status": "ok"}
+        try:
+            loaded = be.load(builder.build(g), g)
+            ev = be.correctness(loaded, freeze=False) if g != base else ev
+            entry["checks"] = [
+                [c.geometry, c.seed, c.output,
+                 ["=" if h == be.baseline_hashes.get(f"{c.geometry}/{c.seed}/{c.output}") else h for h in c.hashes],
+                 c.nonfinite, c.unwritten, c.rel_err, c.max_abs, c.mismatch]
+                for c in ev.checks]
+            broken = any(c.nonfinite or c.unwritten or len(set(c.hashes)) > 1 for c in ev.checks)
+            if not broken:
+                entry["t"], entry["b"], entry["disc"], entry["clk"] = {}, {}, {}, {}
+                for geo in geos:
+                    s = be.measure([("g", loaded), ("b", base_loaded)], geo, args.rounds, launches[geo.name])
+                    entry["t"][geo.name] = [round(x, 4) for x in s.times_us["g"]]
+                    entry["b"][geo.name] = [round(x, 4) for x in s.times_us["b"]]
+                    entry["disc"][geo.name] = s.discarded
+                    entry["clk"][geo.name] = s.clocks
+                entry["recheck"] = be.recheck(loaded) if all(
+                    h == "=" for c in entry["checks"] for h in c[3]) else None
+        except KernelCrash as e:
+            entry = {"status": "crash", "reason": str(e)}
+            genomes[key] = entry
+            stopped = f"crash at genome {key}: {e}"
+            break
+        genomes[key] = entry
+        measured += 1
+        if measured % 50 == 0:
+            el = time.monotonic() - t_start
+            print(f"sweep: {i + 1}/{len(order)} genomes ({measured} measured) after {el:.0f} s", flush=True)
+
+    peer = be.peer_torch_compile(args.peer, [g for g in geos if g.weight > 0]) if args.peer != "off" else {}
+    out = {
+        "format": 1, "family": fam.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python " + " ".join(sys.argv), "stopped": stopped, "device": facts, "copy_ceiling": ceiling,
+        "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in geos],
+        "seeds": be.seeds, "runs": be.runs, "rounds": args.rounds, "launches": launches, "batch_ms": args.batch_ms,
+        "baseline_key": base.key, "baseline_hashes": be.baseline_hashes, "baseline_errors": be.baseline_errors,
+        "aa": aa, "peer_torch_compile": peer, "genomes": genomes,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(args.out, "wt") as f:
+        json.dump(out, f, separators=(",", ":"))
+    # A short table last: best per geometry against the baseline.
+    print(f"sweep: {stopped}; {measured} measured, {len(genomes)} recorded, {time.monotonic() - t_start:.0f} s")
+    for geo in geos:
+        rows = []
+        for k, e in genomes.items():
+            if "t" in e:
+                t = sorted(e["t"][geo.name])
+                b = sorted(e["b"][geo.name])
+                rows.append((b[len(b) // 2] / t[len(t) // 2], t[len(t) // 2], k))
+        rows.sort(reverse=True)
+        bytes_ = fam.bytes_moved(geo)
+        for sp, t, k in rows[:3]:
+            pct = 100 * bytes_ / (t * 1e-6) / (ceiling["ceiling_tbps"] * 1e12)
+            print(f"  {geo.name}: {t:8.2f} us  {sp:.3f}x vs baseline  {pct:5.1f}% of copy ceiling  {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
