@@ -314,9 +314,14 @@ class Campaign:
         if c.mode == "exact" and any(inexact.values()):
             a.verdict = correctness_gate(_EMPTY, {}, "exact", inexact)
             return a
+        if source is not None and self.simulated:
+            a.verdict = Verdict.error("not_recorded", "source-level variants need a GPU: the recorded sweep only "
+                                      "holds knob genomes", gate="correctness")
+            return a
         t0 = time.perf_counter()
         try:
-            loaded = self._load(built, prop.genome)
+            # A source-level variant shares its genome with a plain one: never reuse a loaded module for it.
+            loaded = self._load(built, prop.genome) if source is None else self.backend.load(built, prop.genome)
             ev = self.backend.correctness(loaded)
         except NotRecorded as e:
             a.verdict = Verdict.error("not_recorded", str(e), gate="correctness")

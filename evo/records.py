@@ -79,6 +79,7 @@ class Resources:
     spill_loads: int = 0
     shared_static: int = 0
     barriers: int = 0
+    report: str = "ptxas"  # "ptxas" (the -v report) or "cubin" (read from the ELF; spill bytes unknown)
 
     @property
     def spills(self) -> int:
