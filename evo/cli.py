@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--storage", help="override the config's storage URL")
         if name == "log":
             s.add_argument("-o", "--output", help="where to write (default logs/<campaign>/attempts.md)")
+    e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
+    e.add_argument("config", help="campaign YAML")
+    e.add_argument("--storage", help="override the config's storage URL")
+    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export)")
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     c.add_argument("config", help="campaign YAML")
     c.add_argument("--storage", help="override the config's storage URL")
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             return _status(cfg)
         if args.cmd == "log":
             return _log(cfg, args.output)
+        if args.cmd == "export":
+            return _export(cfg, args.output)
         if args.cmd == "selfcheck":
             return _selfcheck(cfg, args.aa)
     except ConfigError as e:
@@ -178,6 +184,23 @@ def _selfcheck(cfg, aa: int) -> int:
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     bad = a["accepted"] > 0 or any(v["verdict"] not in ("rejected: correctness", "skipped") for v in out["faults"].values())
     return 1 if bad else 0
+
+
+def _export(cfg, output: str | None) -> int:
+    from evo.export import export
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg)
+    out = Path(output) if output else cfg.log_dir / "export"
+    try:
+        patches = export(cfg.family, led.attempts(), led.all_meta(), out)
+    except ValueError as e:
+        return _fail(str(e))
+    print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
+    print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
+          f"{cfg.family.name}.cu)")
+    return 0
 
 
 def _status(cfg) -> int:

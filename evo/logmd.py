@@ -154,6 +154,13 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
                  + (f" (floor used: {floor * 100:.3f}%)" if isinstance(floor, (int, float)) else ""))
     else:
         L.append(f"- A/A noise floor: {DASH}")
+    sessions = meta.get("sessions") or []
+    if len(sessions) > 1 or (sessions and not nf):
+        L.append("- Sessions (the floor is measured again at every start; each session's attempts use its own):")
+        for s in sessions:
+            per = ", ".join(f"{g} {v * 100:.3f}%" for g, v in (s.get("floors") or {}).items())
+            L.append(f"  - {s.get('at', DASH)} ({s.get('backend', DASH)}): {per}; threshold "
+                     f"{_num(s.get('threshold'), 4)}")
     gates = cfg.get("gates")
     if isinstance(gates, Mapping) and gates:
         L.append("- Gates:")
@@ -284,6 +291,23 @@ def _rejected(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]
     return L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""]
 
 
+def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
+    """`evo selfcheck`: the A/A acceptance check and the deliberate faults, when it was run."""
+    sc = meta.get("selfcheck")
+    if not sc:
+        return []
+    aa = sc.get("aa") or {}
+    L = ["## Self-check", "", f"Run {sc.get('at', DASH)} on the {sc.get('backend', DASH)} backend.", ""]
+    L.append(f"- A/A acceptance: {aa.get('accepted', DASH)} of {aa.get('evaluations', DASH)} perf-gate evaluations "
+             f"of the baseline against a copy of itself accepted ({aa.get('rounds_each', DASH)} pairs each); highest "
+             f"lower bound {_num(aa.get('max_lower_bound'), 4)} against a threshold of {_num(aa.get('threshold'), 4)}"
+             f" (floor {_num((aa.get('floor') or 0) * 100, 3)}%)")
+    for title, v in (sc.get("faults") or {}).items():
+        at = f" (attempt #{v['attempt']})" if "attempt" in v else ""
+        L.append(f"- Fault \"{_cell(title)}\"{at}: {v.get('verdict', DASH)}: {_cell(_short(v.get('reason', ''), 240))}")
+    return L + [""]
+
+
 def render_log(attempts: list[Attempt], meta: dict) -> str:
     """The whole markdown log of a campaign."""
     meta = meta or {}
@@ -305,6 +329,7 @@ def render_log(attempts: list[Attempt], meta: dict) -> str:
     L += ["## Verdicts", ""]
     counts = _verdict_counts(attempts)
     L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
+    L += _selfcheck(meta)
     L += _all(attempts, by_id)
     L += _rejected(attempts, meta)
     return "\n".join(L).rstrip() + "\n"

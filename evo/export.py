@@ -1,0 +1,215 @@
+"""`evo export`: the accepted steps of a campaign as a `git am`-able patch series.
+
+Each step's kernel is the family's ``kernel.cu`` with the genome's knob values
+written as ``#define`` lines at the top and every preprocessor conditional
+that depends only on knobs resolved and removed, so a diff between two steps
+shows the real code change. Conditionals on a geometry's compile-time
+parameters (its specialization, e.g. split count) stay: the exported kernel
+still serves every geometry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evo.family import Family
+from evo.genome import Genome
+from evo.records import ACCEPTED, BASELINE, Attempt
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
+
+
+class _Unknown(Exception):
+    pass
+
+
+def knob_macros(family: Family, genome: Mapping[str, Any]) -> dict[str, int]:
+    """Knob macros of ``genome`` as numbers (string values through the family's value constants)."""
+    values = family.value_macros()
+    out: dict[str, int] = dict(values)
+    for name, val in family.defines(genome, {}).items():
+        out[name] = values.get(val, val) if isinstance(val, str) else int(val)
+    return out
+
+
+def _eval(expr: str, macros: Mapping[str, int]) -> bool:
+    """Evaluate a #if expression; raise _Unknown when it depends on a macro that is not a knob."""
+    expr = re.sub(r"//.*$", "", expr).strip()
+    expr = re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", lambda m: "1" if m.group(1) in macros else f"__undef_{m.group(1)}",
+                  expr)
+    py = expr.replace("&&", " and ").replace("||", " or ")
+    py = re.sub(r"!(?!=)", " not ", py)
+
+    class Env(dict):
+        def __missing__(self, key: str) -> Any:
+            raise _Unknown(key)
+
+    try:
+        return bool(eval(py, {"__builtins__": {}}, Env(macros)))  # noqa: S307 - preprocessor arithmetic only
+    except _Unknown:
+        raise
+    except Exception as e:  # syntax the resolver does not know: keep the directive
+        raise _Unknown(str(e)) from None
+
+
+def _substitute(line: str, macros: Mapping[str, int]) -> str:
+    """A kept directive: write the knob macros it names as numbers, so it no longer needs their #defines."""
+    return re.sub(r"\b(EVO_\w+)\b", lambda m: str(macros[m.group(1)]) if m.group(1) in macros else m.group(1), line)
+
+
+def resolve_conditionals(source: str, macros: Mapping[str, int]) -> str:
+    """Drop every #if/#ifdef/#ifndef block whose condition is decided by ``macros``; keep the others."""
+    out: list[str] = []
+    # Stack entries: (resolved, branch_taken_already, emitting_now, parent_emitting)
+    stack: list[list[Any]] = []
+
+    def emitting() -> bool:
+        return all(e[2] for e in stack)
+
+    for line in source.splitlines(keepends=True):
+        m = _DIRECTIVE.match(line)
+        if not m:
+            if emitting():
+                out.append(line)
+            continue
+        kind, rest = m.group(1), m.group(2)
+        if kind in ("if", "ifdef", "ifndef"):
+            try:
+                if kind == "if":
+                    val = _eval(rest, macros)
+                else:
+                    name = rest.strip().split()[0]
+                    if name not in macros:
+                        raise _Unknown(name)
+                    val = kind == "ifdef"
+                stack.append([True, val, val])
+            except _Unknown:
+                stack.append([False, False, True])
+                if emitting():
+                    out.append(_substitute(line, macros))
+        elif kind == "elif":
+            top = stack[-1]
+            if not top[0]:
+                if all(e[2] for e in stack[:-1]):
+                    out.append(_substitute(line, macros))
+                continue
+            try:
+                val = (not top[1]) and _eval(rest, macros)
+            except _Unknown:
+                # A knob-decided chain turns into an undecided one: keep the rest as a plain #if.
+                top[0], top[2] = False, True
+                if all(e[2] for e in stack[:-1]) and not top[1]:
+                    out.append(_substitute(line, macros).replace("#elif", "#if", 1))
+                    top.append("opened")
+                continue
+            top[1] = top[1] or val
+            top[2] = val
+        elif kind == "else":
+            top = stack[-1]
+            if not top[0]:
+                top[2] = True
+                if all(e[2] for e in stack[:-1]):
+                    out.append(line)
+                continue
+            top[2] = not top[1]
+            top[1] = True
+        else:  # endif
+            top = stack.pop()
+            if (not top[0]) and all(e[2] for e in stack):
+                out.append(line)
+    return "".join(out)
+
+
+def resolved_kernel(family: Family, genome: Mapping[str, Any], source: str | None = None) -> str:
+    macros = knob_macros(family, genome)
+    body = resolve_conditionals(source if source is not None else family.source(), macros)
+    body = re.sub(r"\n{3,}", "\n\n", body)
+    knob_lines = [f"#define EVO_{k.name.upper()} {macros[f'EVO_{k.name.upper()}']}"
+                  f"  // {k.name} = {genome[k.name]}" for k in family.knobs
+                  if isinstance(macros.get(f"EVO_{k.name.upper()}"), int)]
+    head = f"// {family.name}: knob values of this step (evo export)\n" + "\n".join(knob_lines) + "\n\n"
+    return head + body
+
+
+def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
+    import os
+
+    e = {**os.environ, "GIT_AUTHOR_NAME": "evo", "GIT_AUTHOR_EMAIL": "evo@localhost",
+         "GIT_COMMITTER_NAME": "evo", "GIT_COMMITTER_EMAIL": "evo@localhost", **(env or {})}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e,
+                          input=stdin).stdout
+
+
+def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any]) -> str:
+    change = Genome(a.genome).describe_change(prev.genome)
+    dev = meta.get("device") or {}
+    lines = [f"{family.name}: {change}", ""]
+    lines.append(f"Step {step} of campaign {a.campaign}, attempt #{a.id} ({a.origin}).")
+    lines.append("")
+    lines.append("What changed and why:")
+    for k, (old, new) in sorted(Genome(a.genome).diff(prev.genome).items()):
+        doc = family.knob(k).doc
+        lines.append(f"- {k}: {old} -> {new}" + (f" ({doc})" if doc else ""))
+    lines += ["", "Kernel speedup (median of per-round ratios, 95% interval):"]
+    for g, iv in a.speedup_vs_parent.items():
+        cum = a.speedup_vs_baseline.get(g)
+        t = a.timings.get(g)
+        pct = a.roofline_pct.get(g)
+        lines.append(f"- {g}: step {iv.fmt()}, cumulative {cum.fmt() if cum else '-'}"
+                     + (f", {t.median_us:.2f} us" if t else "") + (f", {pct:.1f}% of the copy ceiling" if pct else ""))
+    bound = a.bound or {}
+    lines += ["", "Decode bound: " + (bound.get("summary") or "no decode profile configured; no end-to-end claim.")]
+    lines += ["", "Correctness:"]
+    frozen = meta.get("baseline_hashes") or {}
+    for g, hs in a.output_hashes.items():
+        same = sum(1 for k, h in hs.items() if frozen.get(f"{g}/{k}") == h)
+        lines.append(f"- {g}: {same} of {len(hs)} output hashes (seed/output) equal to the frozen baseline's")
+    for g, errs in a.error_vs_ref.items():
+        figs = ", ".join(f"{k} {v:.3e}" for k, v in sorted(errs.items()) if k.endswith("rel_err"))
+        if figs:
+            lines.append(f"- {g}: error vs float64: {figs}")
+    lines += ["", f"Verdict: {a.verdict.reason}"]
+    lines.append(f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
+                 + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
+                 + f"; measured {a.finished_at or a.started_at}.")
+    return "\n".join(lines) + "\n"
+
+
+def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = next((a for a in attempts if a.verdict.status == BASELINE), None)
+    if base is None:
+        raise ValueError("the campaign has no baseline attempt yet")
+    chain = [base] + sorted((a for a in attempts if a.verdict.status == ACCEPTED), key=lambda a: a.id)
+    fname = f"{family.name}.cu"
+    baseline_text = resolved_kernel(family, base.genome)
+    (out_dir / f"baseline-{fname}").write_text(baseline_text)
+    for old in out_dir.glob("*.patch"):
+        old.unlink()
+    with tempfile.TemporaryDirectory() as td:
+        repo = Path(td)
+        _git(repo, "init", "-q")
+        (repo / fname).write_text(baseline_text)
+        _git(repo, "add", fname)
+        date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        _git(repo, "commit", "-q", "-m", f"{family.name}: baseline (the family's defaults)",
+             env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        for i, (prev, a) in enumerate(zip(chain, chain[1:]), 1):
+            (repo / fname).write_text(resolved_kernel(family, a.genome))
+            _git(repo, "add", fname)
+            msg = commit_message(family, i, a, prev, meta)
+            when = a.finished_at or date
+            _git(repo, "commit", "-q", "-F", "-", stdin=msg, env={"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
+        if len(chain) > 1:
+            _git(repo, "format-patch", "-q", "-o", str(out_dir), "HEAD~%d" % (len(chain) - 1))
+        patches = sorted(out_dir.glob("*.patch"))
+    (out_dir / fname).write_text(resolved_kernel(family, chain[-1].genome))
+    return sorted(patches)

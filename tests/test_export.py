@@ -1,0 +1,86 @@
+"""evo export: knob conditionals resolved, a patch series that `git am` applies, and the same machine code."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evo.export import export, resolve_conditionals, resolved_kernel
+from evo.family import load_family
+from evo.genome import Genome
+from harness.build import compile_source, resolve_source, sass_digest
+
+FAM = load_family("mhc_pre_big_fuse")
+
+
+def test_resolve_conditionals_keeps_undecided_and_drops_decided():
+    src = "\n".join([
+        "#if EVO_A == 1", "a1", "#elif EVO_A == 2", "a2", "#else", "a3", "#endif",
+        "#if EVO_A == 1 && EVO_S > 1", "both", "#endif",
+        "#if EVO_A == 2 && EVO_S > 1", "never", "#endif",
+        "#ifndef EVO_S", "#define EVO_S 1", "#endif", ""])
+    out = resolve_conditionals(src, {"EVO_A": 2})
+    assert "a2" in out and "a1" not in out and "a3" not in out and "#elif" not in out
+    assert "#if 2 == 1 && EVO_S > 1" not in out and "never" in out  # A==2: condition reduces to EVO_S > 1
+    assert "#ifndef EVO_S" in out  # a geometry macro stays
+    out1 = resolve_conditionals(src, {"EVO_A": 1})
+    assert "a1" in out1 and "both" in out1 and "never" not in out1
+
+
+@pytest.mark.parametrize("changes", [{}, {"meta": "slice", "barrier": "early"},
+                                     {"split_reduce": "warp", "vec": 8, "unroll": 4, "h_split": 2, "block": 128},
+                                     {"warp0_stream": True, "meta": "slice"}])
+@pytest.mark.parametrize("spec", [{"S": 1, "prenorm": False}, {"S": 32, "prenorm": False}, {"S": 1, "prenorm": True}])
+def test_resolved_kernel_compiles_to_the_same_machine_code(changes, spec):
+    g = FAM.baseline().replace(**changes)
+    ref, _, _ = compile_source(resolve_source(FAM, g, spec), FAM.entry, "sm_90")
+    spec_defs = "".join(f"#define EVO_{k.upper()} {int(v)}\n" for k, v in spec.items())
+    mine, _, _ = compile_source(spec_defs + resolved_kernel(FAM, g), FAM.entry, "sm_90")
+    assert sass_digest(mine) == sass_digest(ref)
+
+
+def _campaign(tmp_path: Path, attempts: int) -> Path:
+    text = Path("configs/mhc_pre_big_fuse.yaml").read_text()
+    text = text.replace("backend: auto", "backend: recorded")
+    text += f"\nstorage: sqlite:///{tmp_path}/ledger.db\n"
+    text = text.replace("budget: {attempts: 150, minutes: 8}", f"budget: {{attempts: {attempts}}}")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    return cfg
+
+
+def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
+    from evo.campaign import Campaign
+    from evo.config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    cfg = load_config(_campaign(tmp_path, 40))
+    camp = Campaign(cfg, out=lambda s: None)
+    camp.run()
+    attempts = camp.ledger.attempts()
+    accepted = [a for a in attempts if a.verdict.status == "accepted"]
+    assert accepted, "the recorded campaign should accept at least one step in 40 attempts"
+    out = tmp_path / "export"
+    patches = export(FAM, attempts, camp.ledger.all_meta(), out)
+    assert len(patches) == len(accepted)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True, env=env)  # noqa: E731
+    run("init", "-q")
+    (repo / "mhc_pre_big_fuse.cu").write_text((out / "baseline-mhc_pre_big_fuse.cu").read_text())
+    run("add", ".")
+    run("commit", "-q", "-m", "baseline")
+    run("am", *[str(p) for p in patches])
+    final = (repo / "mhc_pre_big_fuse.cu").read_text()
+    assert final == (out / "mhc_pre_big_fuse.cu").read_text()
+    champion = accepted[-1]
+    assert final == resolved_kernel(FAM, Genome(champion.genome))
+    log = run("log", "--format=%B").stdout
+    assert "Kernel speedup" in log and "Correctness" in log and "simulated from recorded H200" in log
+    subjects = run("log", "--format=%s").stdout.splitlines()
+    assert len(subjects) == len(accepted) + 1 and subjects[-1] == "baseline"
