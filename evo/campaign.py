@@ -80,12 +80,13 @@ def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
 
 class Campaign:
     def __init__(self, cfg: CampaignConfig, *, on_attempt: Callable[[Attempt, "Campaign"], None] | None = None,
-                 out: Callable[[str], None] = print, command: str = ""):
+                 out: Callable[[str], None] = print, command: str = "", replaying: bool = False):
         self.cfg = cfg
         self.family = cfg.family
         self.out = out
         self.on_attempt = on_attempt
         self.command = command or " ".join(sys.argv)
+        self.replaying = replaying  # replay may re-judge a ledger made on another backend
         self.builder = Builder(cfg.family, cfg.geometries, cfg.arch)
         self.backend = make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
@@ -114,7 +115,7 @@ class Campaign:
                     f"storage {self.cfg.storage} holds campaign {self.cfg.campaign!r} with different {key}; "
                     "rename the campaign or give another storage to start a new one")
         old_backend = self.ledger.meta("backend")
-        if old_backend and old_backend != self.backend.name:
+        if old_backend and old_backend != self.backend.name and not self.replaying:
             raise CampaignError(
                 f"campaign {self.cfg.campaign!r} was run on the {old_backend} backend and this machine uses "
                 f"{self.backend.name}; rename the campaign or give another storage (--storage)")
@@ -132,16 +133,17 @@ class Campaign:
             self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
         led = self.ledger
         if led.meta("config") is None:
-            led.set_meta("config", {**config_fingerprint(self.cfg), "budget": asdict(self.cfg.budget),
-                                    "proposer": asdict(self.cfg.proposer), "storage": self.cfg.storage,
-                                    "command": self.command, "seed": self.cfg.seed})
-            led.set_meta("backend", self.backend.name)
-            led.set_meta("simulated", self.simulated)
-            led.set_meta("started_at", now())
+            # One transaction: a kill between these writes must not leave "config" without "backend".
+            led.set_meta_many({
+                "config": {**config_fingerprint(self.cfg), "budget": asdict(self.cfg.budget),
+                           "proposer": asdict(self.cfg.proposer), "storage": self.cfg.storage,
+                           "command": self.command, "seed": self.cfg.seed},
+                "backend": self.backend.name, "simulated": self.simulated, "started_at": now()})
         facts = self.backend.facts()
         facts.setdefault("nvrtc", _nvrtc_version())
         facts.setdefault("cuda", facts.get("cuda_driver"))
-        led.set_meta("device", facts)
+        if not self.replaying or led.meta("device") is None:  # a replay elsewhere keeps the campaign's device
+            led.set_meta("device", facts)
         self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
         led.set_meta("copy_ceiling", self.ceiling)
         self._baseline()
@@ -181,8 +183,7 @@ class Campaign:
                                     f"{c.unwritten} unwritten")
             if len(set(c.hashes)) > 1:
                 raise CampaignError(f"the baseline races: {c.output} at {c.geometry} seed {c.seed} hash moved")
-        led.set_meta("baseline_hashes", hashes)
-        led.set_meta("baseline_errors", dict(self.backend.baseline_errors))
+        # baseline_hashes/baseline_errors are written with the baseline attempt itself (_record_baseline).
         self._pending_baseline = (built, ev)
 
     def _record_baseline(self) -> None:
@@ -210,8 +211,9 @@ class Campaign:
         a.device = dict(self._aa_clocks)
         a.measure_s = time.perf_counter() - t0
         a.finished_at = now()
-        led.record(trial, a)
-        led.set_meta("baseline_id", a.id)
+        # One transaction: the baseline attempt and the meta that points at it (a kill leaves both or neither).
+        led.record(trial, a, meta={"baseline_hashes": dict(self.backend.baseline_hashes),
+                                   "baseline_errors": dict(self.backend.baseline_errors), "baseline_id": trial.number})
         self.baseline = a
 
     def _noise_floor(self) -> None:
@@ -340,7 +342,26 @@ class Campaign:
             why = self.backend.recheck(loaded)
             if why:
                 a.verdict = Verdict.rejected("correctness", f"after timing: {why}")
+            else:
+                a.bound = self._bound(a)
         return a
+
+    def _bound(self, a: Attempt) -> dict[str, Any] | None:
+        """The share-derived decode bound of an accepted step (kept either way; it says whether to claim)."""
+        b = self.cfg.bound
+        if b is None:
+            return None
+        from evo.profile import load_profile
+        from gates.bound import bound_gate
+
+        prof = load_profile(b.profile)
+        floor = b.noise_floor if b.noise_floor is not None else prof.decode_noise_floor
+        champ = self.champion or self.baseline
+        prev = champ.speedup_vs_baseline.get(b.geometry) if champ else None
+        k = a.speedup_vs_parent[b.geometry].value
+        v = bound_gate(prof.share(b.kernel), prev.value if prev else 1.0, k, floor)
+        return {**v.to_dict(), "geometry": b.geometry, "profile": str(b.profile), "decode_floor": floor,
+                "observed": None}
 
     def _perf(self, a: Attempt, loaded) -> Verdict:
         p = self.cfg.gates.perf
@@ -429,6 +450,8 @@ class Campaign:
                     break
                 a = self.evaluate(prop)
                 new += 1
+                # Kept current so a killed session's time still counts against budget.minutes.
+                led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
                 if self.on_attempt:
                     self.on_attempt(a, self)
         except KeyboardInterrupt:
@@ -478,6 +501,43 @@ def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -
                 camp.on_attempt(att, camp)
     camp.ledger.set_meta("selfcheck", out)
     return out
+
+
+def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
+    """Re-judge rejected attempts on this machine with today's gates; each new attempt links its original.
+
+    ``gate`` keeps only attempts rejected by that gate (or errors of that kind); ``ids`` only those attempts.
+    Returns (original, new) pairs in order.
+    """
+    camp.setup()
+    targets = []
+    for a in camp.ledger.attempts():
+        if a.verdict.status not in ("rejected", "error") or a.verdict.kind == "interrupted":
+            continue
+        if ids is not None and a.id not in ids:
+            continue
+        if gate is not None and gate not in (a.verdict.gate, a.verdict.kind):
+            continue
+        targets.append(a)
+    if ids:
+        missing = sorted(set(ids) - {a.id for a in targets})
+        if missing:
+            raise CampaignError(f"attempt(s) {', '.join(f'#{i}' for i in missing)} are not rejected attempts of "
+                                f"campaign {camp.cfg.campaign}")
+    pairs = []
+    for old in targets:
+        source = None
+        if old.origin.startswith("fault: "):
+            title = old.origin[len("fault: "):]
+            if title not in camp.family.faults:
+                continue
+            source = camp.family.faulty_source(title)
+        prop = Proposal(Genome(old.genome), f"replay of #{old.id} ({old.backend}, {old.verdict.label()})", [old.id])
+        new = camp.evaluate(prop, source=source)
+        if camp.on_attempt:
+            camp.on_attempt(new, camp)
+        pairs.append((old, new))
+    return pairs
 
 
 class _Empty:

@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("config", help="campaign YAML")
     e.add_argument("--storage", help="override the config's storage URL")
     e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export)")
+    rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
+    rp.add_argument("config", help="campaign YAML")
+    rp.add_argument("--storage", help="override the config's storage URL")
+    rp.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    rp.add_argument("--gate", help="only attempts rejected by this gate (static, correctness, perf) or error kind")
+    rp.add_argument("--id", type=int, action="append", dest="ids", help="only this attempt (repeatable)")
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     c.add_argument("config", help="campaign YAML")
     c.add_argument("--storage", help="override the config's storage URL")
@@ -73,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             return _log(cfg, args.output)
         if args.cmd == "export":
             return _export(cfg, args.output)
+        if args.cmd == "replay":
+            return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
             return _selfcheck(cfg, args.aa)
     except ConfigError as e:
@@ -200,6 +208,29 @@ def _export(cfg, output: str | None) -> int:
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
     print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
           f"{cfg.family.name}.cu)")
+    return 0
+
+
+def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
+    from evo.campaign import Campaign, CampaignError, replay
+    from evo.logmd import write_log
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    try:
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
+        pairs = replay(camp, gate=gate, ids=ids)
+    except CampaignError as e:
+        return _fail(str(e))
+    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    changed = [(o, n) for o, n in pairs if o.verdict.label() != n.verdict.label()]
+    print(f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; {len(changed)} verdict(s) changed")
+    print(f"{'original':>9}  {'backend':<9} {'verdict then':<24} {'replay':>7}  {'verdict now':<24} reason now")
+    for o, n in pairs:
+        mark = "*" if o.verdict.label() != n.verdict.label() else " "
+        print(f"{mark}{'#' + str(o.id):>8}  {o.backend:<9} {o.verdict.label():<24} {'#' + str(n.id):>7}  "
+              f"{n.verdict.label():<24} {n.verdict.reason[:100]}")
+    write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     return 0
 
 

@@ -70,6 +70,14 @@ class PeerConfig:
     torch_compile: str = "default"  # default | max-autotune | off
 
 
+@dataclass(frozen=True)
+class BoundConfig:
+    profile: Path
+    kernel: str
+    geometry: str
+    noise_floor: float | None = None  # None: the profile's decode_noise_floor
+
+
 @dataclass
 class CampaignConfig:
     path: Path
@@ -87,6 +95,7 @@ class CampaignConfig:
     arch: str = "auto"  # auto | sm_90 | ...
     start: Genome | None = None
     peer: PeerConfig = field(default_factory=PeerConfig)
+    bound: BoundConfig | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -174,6 +183,7 @@ TOP_KEYS = {
     "arch": "compile target",
     "start": "knob values of the starting genome",
     "peer": "peer timings",
+    "bound": "decode profile for the share-derived bound",
 }
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
@@ -273,7 +283,10 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
         pe = {**pe, "torch_compile": "off"}
     peer = PeerConfig(_choice(pe, "torch_compile", "peer", ("default", "max-autotune", "off"), "default"))
 
+    bound = _bound(raw.get("bound"), p, family, geometries)
+
     return CampaignConfig(
+        bound=bound,
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
@@ -345,3 +358,28 @@ def _gates(raw: Any) -> GateConfig:
         max_floor=_num(pf, "max_floor", "gates.perf", float, 0.002, lo=0.0, hi=0.5),
     )
     return GateConfig(static, corr, perf)
+
+
+def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> BoundConfig | None:
+    from evo.profile import ProfileError, load_profile
+
+    if raw is None:
+        return None
+    b = _section(raw, "bound", {"profile": 0, "kernel": 0, "geometry": 0, "noise_floor": 0})
+    if "profile" not in b:
+        raise ConfigError("bound.profile: missing (a YAML profile or a torch.profiler / nsys CSV export)")
+    path = Path(_expect(b["profile"], str, "bound.profile"))
+    if not path.is_absolute():
+        path = (cfg_path.parent / path).resolve()
+    kernel = _expect(b.get("kernel", family.name), str, "bound.kernel")
+    names = [g.name for g in geometries]
+    geometry = _expect(b.get("geometry", next(g.name for g in geometries if g.weight > 0)), str, "bound.geometry")
+    if geometry not in names:
+        raise ConfigError(f"bound.geometry: {geometry!r} is not a geometry of this campaign (allowed: {', '.join(names)})")
+    try:
+        prof = load_profile(path)
+        prof.share(kernel)
+    except ProfileError as e:
+        raise ConfigError(f"bound.profile: {e}") from None
+    floor = _num(b, "noise_floor", "bound", float, None, lo=0.0, hi=0.5)
+    return BoundConfig(path, kernel, geometry, floor)

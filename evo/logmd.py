@@ -247,6 +247,33 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
                        "vs baseline", "% copy ceiling"], rows) + [""]
 
 
+def _decode_steps(chain: list[Attempt]) -> list[str]:
+    """Per step: kernel speedup, the share-derived decode bound, the observed decode gain, and the residual."""
+    steps = [a for a in chain if a.bound]
+    if not steps:
+        return []
+    rows = []
+    for i, a in enumerate(chain):
+        b = a.bound
+        if not b:
+            continue
+        obs = b.get("observed")
+        resid = (obs - (b["bound"] - 1.0)) if isinstance(obs, (int, float)) else None
+        rows.append([i, f"#{a.id}", f"{b['kernel_speedup']:.3f}x ({b['geometry']})", f"{b['share']:.1%}",
+                     f"+{(b['bound'] - 1) * 100:.2f}%",
+                     f"{obs * 100:+.2f}%" if isinstance(obs, (int, float)) else DASH,
+                     f"{resid * 100:+.2f}%" if resid is not None else DASH,
+                     "yes" if b.get("claim") else "no: kernel-only"])
+    last = steps[-1].bound
+    return (["## Decode bound", "",
+             f"Profile {last.get('profile', DASH)}; decode noise floor {last.get('decode_floor', 0):.2%}. "
+             f"Cumulative kernel {last['cumulative_kernel']:.3f}x predicts at most "
+             f"+{(last['predicted_decode'] - 1) * 100:.2f}% decode. Observed gains come only from a configured "
+             "end-to-end command; none is shown where none ran.", ""]
+            + _table(["Step", "Attempt", "Kernel speedup", "Share before", "Step bound", "Observed", "Residual",
+                      "E2E claim"], rows) + [""])
+
+
 def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt]) -> list[str]:
     rows = []
     for a in attempts:
@@ -308,8 +335,8 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
     return L + [""]
 
 
-def render_log(attempts: list[Attempt], meta: dict) -> str:
-    """The whole markdown log of a campaign."""
+def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> str:
+    """The whole markdown log of a campaign; ``plot`` names the convergence PNG beside it ("" = none made)."""
     meta = meta or {}
     attempts = sorted(attempts, key=lambda a: a.id)
     cfg = meta.get("config") or {}
@@ -325,7 +352,12 @@ def render_log(attempts: list[Attempt], meta: dict) -> str:
         L += [SIMULATED_BANNER, ""]
     L += _setup(attempts, meta, geoms, base)
     L += _peer(attempts, meta, geoms, chain, base)
+    if plot is not None:
+        L += ["## Convergence", "",
+              f"![Convergence: champion against attempts]({plot})" if plot
+              else "(convergence plot skipped: matplotlib is not installed)", ""]
     L += _steps(chain, geoms)
+    L += _decode_steps(chain)
     L += ["## Verdicts", ""]
     counts = _verdict_counts(attempts)
     L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
@@ -335,12 +367,53 @@ def render_log(attempts: list[Attempt], meta: dict) -> str:
     return "\n".join(L).rstrip() + "\n"
 
 
+def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path: Path) -> Path | None:
+    """Best accepted score (weighted geometric-mean speedup vs baseline) against attempts, as a PNG.
+
+    Returns None where matplotlib is missing: the log then says so instead of embedding the plot.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    attempts = sorted(attempts, key=lambda a: a.id)
+    xs, best, cur = [], [], 1.0
+    for i, a in enumerate(attempts):
+        if a.verdict.status == ACCEPTED and a.score is not None:
+            cur = a.score
+        xs.append(i)
+        best.append(cur)
+    meas = [(i, a.score) for i, a in enumerate(attempts) if a.score is not None]
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    if meas:
+        ax.scatter([m[0] for m in meas], [m[1] for m in meas], s=6, c="0.7", label="measured attempts")
+    ax.step(xs, best, where="post", color="C0", label="champion")
+    ax.set_xlabel("attempt")
+    ax.set_ylabel("speedup vs baseline (weighted geomean)")
+    title = f"{(meta.get('config') or {}).get('campaign', '')}"
+    if meta.get("simulated"):
+        title += " — simulated from recorded H200 measurements"
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def write_log(attempts: list[Attempt], meta: dict, path: Path) -> Path:
-    """Write :func:`render_log` to ``path`` (atomically, so a reader never sees half a log)."""
+    """Write :func:`render_log` to ``path`` (atomically, so a reader never sees half a log), with its plot."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    png = convergence_plot(attempts, meta, path.with_name("convergence.png")) if attempts else None
+    text = render_log(attempts, meta, plot=png.name if png else ("" if attempts else None))
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_log(attempts, meta))
+    tmp.write_text(text)
     tmp.replace(path)
     return path
 

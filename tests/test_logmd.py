@@ -82,7 +82,9 @@ def test_log_sections_and_banner(tmp_path):
 
     meta["simulated"] = False
     assert SIMULATED_BANNER not in render_log(atts, meta)
-    assert write_log(atts, meta, tmp_path / "out" / "log.md").read_text() == render_log(atts, meta)
+    out = write_log(atts, meta, tmp_path / "out" / "log.md")
+    assert out.read_text() == render_log(atts, meta, plot="convergence.png")
+    assert (tmp_path / "out" / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_accepted_steps_rows():
