@@ -52,6 +52,18 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
     if kind == "auto":
         kind = "gpu" if gpu_available() else "recorded"
     c = cfg.gates.correctness
+    isolate = cfg.worker.isolation == "worker" or (cfg.worker.isolation == "auto" and kind == "gpu")
+    if isolate:
+        from harness.worker import WorkerBackend, WorkerCrash
+
+        if kind == "gpu" and not gpu_available():
+            raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
+        factory = "harness.worker:gpu_backend" if kind == "gpu" else "harness.worker:recorded_backend"
+        try:
+            return WorkerBackend(factory, {"config": str(cfg.path), "backend": kind, "storage": cfg.storage},
+                                 cfg.worker.timeout_s)
+        except WorkerCrash as e:
+            raise CampaignError(f"the {kind} worker could not start: {e}") from None
     if kind == "gpu":
         if not gpu_available():
             raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
@@ -80,7 +92,8 @@ def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
 
 class Campaign:
     def __init__(self, cfg: CampaignConfig, *, on_attempt: Callable[[Attempt, "Campaign"], None] | None = None,
-                 out: Callable[[str], None] = print, command: str = "", replaying: bool = False):
+                 out: Callable[[str], None] = print, command: str = "", replaying: bool = False,
+                 backend: Any = None):
         self.cfg = cfg
         self.family = cfg.family
         self.out = out
@@ -88,7 +101,7 @@ class Campaign:
         self.command = command or " ".join(sys.argv)
         self.replaying = replaying  # replay may re-judge a ledger made on another backend
         self.builder = Builder(cfg.family, cfg.geometries, cfg.arch)
-        self.backend = make_backend(cfg, self.builder)
+        self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
         self.floor = 0.0
@@ -272,8 +285,16 @@ class Campaign:
         """Build and gate one proposal (the ledger records what comes back, whatever the verdict)."""
         trial = self.ledger.ask(fixed=prop.genome)
         a = self._attempt(trial.number, prop, None)
+        from harness.worker import WorkerCrash, WorkerTimeout
+
         try:
             a = self._gate(a, prop, source)
+        except (WorkerCrash, WorkerTimeout) as e:  # only the worker died: record it and go on
+            a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
+            a.finished_at = now()
+            self.ledger.record(trial, a)
+            self._loaded.pop(prop.genome.key, None)
+            return a
         except Exception as e:  # a bug or a crash must not lose the attempt record
             from harness.gpu import KernelCrash
 

@@ -78,6 +78,12 @@ class BoundConfig:
     noise_floor: float | None = None  # None: the profile's decode_noise_floor
 
 
+@dataclass(frozen=True)
+class WorkerConfig:
+    isolation: str = "auto"  # auto (a worker on the GPU, in-process on recorded data) | worker | none
+    timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
+
+
 @dataclass
 class CampaignConfig:
     path: Path
@@ -96,10 +102,14 @@ class CampaignConfig:
     start: Genome | None = None
     peer: PeerConfig = field(default_factory=PeerConfig)
     bound: BoundConfig | None = None
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
 
     @property
     def log_dir(self) -> Path:
-        return Path(self.path).resolve().parent.parent / "logs" / self.campaign
+        """Beside a SQLite ledger; for a server storage, logs/<campaign> under the working directory."""
+        if self.storage.startswith("sqlite:///"):
+            return Path(self.storage[len("sqlite:///"):]).parent
+        return Path.cwd() / "logs" / self.campaign
 
 
 # ---------------------------------------------------------------------------
@@ -184,6 +194,7 @@ TOP_KEYS = {
     "start": "knob values of the starting genome",
     "peer": "peer timings",
     "bound": "decode profile for the share-derived bound",
+    "worker": "isolation of candidates in a worker process",
 }
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
@@ -247,9 +258,8 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     storage = raw.get("storage")
     if storage_override:
         storage = storage_override
-    if storage is None:
-        log_dir = p.resolve().parent.parent / "logs" / name
-        storage = f"sqlite:///{log_dir / 'ledger.db'}"
+    if storage is None:  # logs/<campaign>/ under the directory evo runs in
+        storage = f"sqlite:///{Path.cwd() / 'logs' / name / 'ledger.db'}"
     storage = _expect(storage, str, "storage")
     if not STORAGE_RE.fullmatch(storage):
         raise ConfigError(
@@ -284,9 +294,12 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     peer = PeerConfig(_choice(pe, "torch_compile", "peer", ("default", "max-autotune", "off"), "default"))
 
     bound = _bound(raw.get("bound"), p, family, geometries)
+    w = _section(raw.get("worker"), "worker", {"isolation": 0, "timeout_s": 0})
+    worker = WorkerConfig(_choice(w, "isolation", "worker", ("auto", "worker", "none"), "auto"),
+                          _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0))
 
     return CampaignConfig(
-        bound=bound,
+        bound=bound, worker=worker,
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,

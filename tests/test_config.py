@@ -41,11 +41,13 @@ def test_shipped_config_storage_defaults_to_sqlite_under_logs():
     assert cfg.log_dir == ledger.parent
 
 
-def test_storage_default_follows_campaign_name(tmp_path):
+def test_storage_default_follows_campaign_name(tmp_path, monkeypatch):
     p = _write(tmp_path, _doc(campaign="other_one"))
+    monkeypatch.chdir(tmp_path)
     cfg = load_config(p)
-    # the config lies in <tmp>/configs/, so the ledger goes to <tmp>/logs/<campaign>/
+    # the ledger goes to logs/<campaign>/ under the directory evo runs in, and the log beside it
     assert cfg.storage == f"sqlite:///{tmp_path.resolve() / 'logs' / 'other_one' / 'ledger.db'}"
+    assert cfg.log_dir == tmp_path.resolve() / "logs" / "other_one"
 
 
 def test_overrides(tmp_path):
@@ -125,7 +127,7 @@ BAD = [
     ("campaign_empty", _doc(campaign="''"), "campaign", "allowed: letters, digits"),
     ("campaign_not_string", _doc(campaign="[a]"), "campaign", "expected a string"),
     ("missing_family", _doc(family=DROP), "family", "required: kernel family"),
-    ("unknown_family", _doc(family="nope"), "family", "known: mhc_pre_big_fuse"),
+    ("unknown_family", _doc(family="nope"), "family", "(known: "),
     # --- geometries
     ("missing_geometries", _doc(geometries=DROP), "geometries", "required: list of shapes"),
     ("empty_geometries", _doc(geometries="[]"), "geometries", "non-empty list"),
@@ -164,8 +166,8 @@ BAD = [
     ("budget_unknown_key", _doc(budget="{attempts: 5, hours: 1}"), "budget.hours", "allowed here: attempts, minutes"),
     ("budget_not_mapping", _doc(budget="150"), "budget", "expected a mapping"),
     # --- proposer
-    ("unknown_proposer", _doc(proposer="{name: annealing}"), "proposer.name", "allowed: evolutionary, random"),
-    ("proposer_name_list", _doc(proposer="{name: [evolutionary]}"), "proposer.name", "allowed: evolutionary, random"),
+    ("unknown_proposer", _doc(proposer="{name: annealing}"), "proposer.name", "allowed: evolutionary, "),
+    ("proposer_name_list", _doc(proposer="{name: [evolutionary]}"), "proposer.name", "allowed: evolutionary, "),
     ("proposer_option_unknown", _doc(proposer="{options: {temperature: 1}}"), "proposer.options.temperature",
      "allowed here: champion_bias, crossover, elite"),
     ("proposer_option_out_of_range", _doc(proposer="{options: {crossover: 2.0}}"), "proposer.options.crossover",

@@ -1,0 +1,242 @@
+"""Worker isolation: the backend runs in a child process, so a bad kernel ends only that child.
+
+An illegal address or a device-side trap poisons a CUDA context for good, and a
+kernel that never returns blocks its process: neither may take the campaign
+down. :class:`WorkerBackend` has the backend interface of
+:class:`harness.gpu.GpuBackend`; each call is sent to a child process that owns
+the real backend. When the child reports a crash, dies, or does not answer
+within the call's time limit, the call raises :class:`WorkerCrash` or
+:class:`WorkerTimeout` (the campaign records ``error: crash`` / ``error:
+timeout``), the child is killed, and the next call starts a fresh one, which
+first re-loads what it needs and re-freezes the baseline outputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Calls that may legitimately run long (they are not candidates' kernels).
+SLOW_CALLS = {"peer_torch_compile": 3600.0, "copy_ceiling": 600.0, "facts": 120.0}
+
+
+class WorkerCrash(Exception):
+    """The worker died or reported a context-destroying failure."""
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer within the call's time limit (a hang); it was killed."""
+
+
+@dataclass
+class RemoteLoaded:
+    """A handle to a genome loaded in the worker (``built`` lets a fresh worker load it again)."""
+
+    handle: int
+    built: Any
+    genome: Mapping[str, Any]
+
+
+def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
+    """The worker's loop: build the backend, then answer (method, args) messages until told to stop."""
+    try:
+        mod, fn = factory.split(":")
+        backend = getattr(importlib.import_module(mod), fn)(**kwargs)
+    except Exception as e:  # the worker cannot even start: say why, once
+        conn.send(("crash", f"backend did not start: {type(e).__name__}: {e}"))
+        return
+    from harness.gpu import KernelCrash
+
+    loaded: dict[int, Any] = {}
+    conn.send(("ok", {"name": backend.name, "simulated": bool(getattr(backend, "simulated", False))}))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        method, args, kwargs_ = msg
+        if method == "stop":
+            return
+        try:
+            if method == "load":
+                handle, built, genome = args
+                loaded[handle] = backend.load(built, genome)
+                result: Any = handle
+            elif method == "attrs":
+                result = {k: getattr(backend, k) for k in args}
+            else:
+                args = [loaded[a.handle] if isinstance(a, RemoteLoaded) else a for a in args]
+                args = [[(lb, loaded[x.handle]) if isinstance(x, RemoteLoaded) else (lb, x) for lb, x in a]
+                        if method == "measure" and i == 0 else a for i, a in enumerate(args)]
+                result = getattr(backend, method)(*args, **kwargs_)
+            conn.send(("ok", result))
+        except KernelCrash as e:
+            conn.send(("crash", str(e)))
+            return  # the CUDA context is gone: this process must end
+        except Exception as e:
+            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+
+
+class WorkerBackend:
+    """The backend interface, served by a child process that a crash or a hang cannot outlive."""
+
+    def __init__(self, factory: str, kwargs: Mapping[str, Any], timeout_s: float = 120.0):
+        self.factory, self.kwargs, self.timeout_s = factory, dict(kwargs), timeout_s
+        self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
+        self._proc = None
+        self._conn = None
+        self._next = 0
+        self._in_child: set[int] = set()
+        self._handles: dict[int, RemoteLoaded] = {}
+        self._freeze: RemoteLoaded | None = None
+        self.baseline_hashes: dict[str, str] = {}
+        self.baseline_errors: dict[str, float] = {}
+        self.restarts = 0
+        info = self._start()
+        self.name, self.simulated = info["name"], info["simulated"]
+
+    # --- process management --------------------------------------------------
+    def _start(self) -> dict[str, Any]:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_child, args=(child, self.factory, self.kwargs), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._in_child = set()
+        status, *rest = self._wait(SLOW_CALLS["copy_ceiling"], "start")
+        if status != "ok":
+            self._kill()
+            raise WorkerCrash(rest[0])
+        return rest[0]
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.join(5)
+        self._proc = None
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop", (), {}))
+                self._proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self._kill()
+
+    def _wait(self, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                try:
+                    return self._conn.recv()
+                except EOFError:
+                    break
+            if not self._proc.is_alive():
+                break
+            if time.monotonic() >= deadline:
+                self._kill()
+                raise WorkerTimeout(f"{what} did not finish within {timeout:g} s; the worker was killed")
+        self._proc.join(5)  # reap it, so the exit code is known
+        code = self._proc.exitcode
+        self._kill()
+        how = f"signal {-code}" if isinstance(code, int) and code < 0 else f"exit code {code}"
+        raise WorkerCrash(f"the worker died during {what} ({how})")
+
+    def _ensure(self) -> None:
+        """A fresh worker after a crash: start it, re-freeze the baseline."""
+        if self._proc is not None and self._proc.is_alive():
+            return
+        self.restarts += 1
+        self._start()
+        if self._freeze is not None:
+            self._call("correctness", (self._freeze,), {"freeze": True})
+
+    def _load_in_child(self, r: RemoteLoaded) -> None:
+        if r.handle not in self._in_child:
+            self._send("load", (r.handle, r.built, r.genome), {}, self.timeout_s)
+            self._in_child.add(r.handle)
+
+    def _send(self, method: str, args: tuple, kwargs: dict, timeout: float) -> Any:
+        self._conn.send((method, args, kwargs))
+        status, *rest = self._wait(timeout, method)
+        if status == "ok":
+            return rest[0]
+        if status == "crash":
+            self._kill()
+            raise WorkerCrash(rest[0])
+        raise RuntimeError(f"{rest[0]} (in the worker)")
+
+    def _call(self, method: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self._ensure()
+        for a in args:
+            if isinstance(a, RemoteLoaded):
+                self._load_in_child(a)
+            elif method == "measure" and isinstance(a, (list, tuple)):
+                for _, x in a:
+                    if isinstance(x, RemoteLoaded):
+                        self._load_in_child(x)
+        return self._send(method, args, kwargs or {}, SLOW_CALLS.get(method, self.timeout_s))
+
+    # --- the backend interface ----------------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        return self._call("facts")
+
+    def copy_ceiling(self) -> dict[str, float]:
+        return self._call("copy_ceiling")
+
+    def load(self, built: Any, genome: Mapping[str, Any]) -> RemoteLoaded:
+        self._next += 1
+        r = RemoteLoaded(self._next, built, dict(genome))
+        self._handles[r.handle] = r
+        return r
+
+    def correctness(self, loaded: RemoteLoaded, *, freeze: bool = False):
+        ev = self._call("correctness", (loaded,), {"freeze": freeze})
+        if freeze:
+            self._freeze = loaded
+            attrs = self._call("attrs", ("baseline_hashes", "baseline_errors"))
+            self.baseline_hashes, self.baseline_errors = attrs["baseline_hashes"], attrs["baseline_errors"]
+        return ev
+
+    def recheck(self, loaded: RemoteLoaded) -> str | None:
+        return self._call("recheck", (loaded,))
+
+    def launches_for(self, loaded: RemoteLoaded, g: Any) -> int:
+        return self._call("launches_for", (loaded, g))
+
+    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int, launches: int | None = None):
+        return self._call("measure", (list(parts), g, rounds, launches))
+
+    def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:
+        return self._call("peer_torch_compile", (mode, list(geometries)))
+
+
+def gpu_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
+    """Factory run inside the worker: the GPU backend of a campaign config."""
+    from evo.config import load_config
+    from harness.build import Builder
+    from harness.device import Nvml
+    from harness.gpu import GpuBackend
+
+    cfg = load_config(config, backend_override=backend, storage_override=storage)
+    c = cfg.gates.correctness
+    nvml = Nvml()
+    return GpuBackend(cfg.family, cfg.geometries, Builder(cfg.family, cfg.geometries, cfg.arch), seeds=c.seeds,
+                      runs=c.runs, batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+
+
+def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
+    """Factory run inside the worker: the recorded backend (used to test the worker path without a GPU)."""
+    from evo.config import load_config
+    from harness.recorded import RecordedBackend
+
+    cfg = load_config(config, backend_override=backend, storage_override=storage)
+    c = cfg.gates.correctness
+    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)

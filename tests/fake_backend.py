@@ -1,0 +1,35 @@
+"""A backend for worker-isolation tests: the recorded backend, plus kernels that crash, die or hang."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from harness.gpu import KernelCrash
+from harness.recorded import RecordedBackend
+from harness.worker import recorded_backend
+
+
+class Faulty:
+    """Genomes with unroll=4 'hit an illegal address', h_split=8 kill the process, vec=8 with unroll=2 hang."""
+
+    def __init__(self, inner: RecordedBackend):
+        self.inner = inner
+        self.name, self.simulated = inner.name, True
+
+    def __getattr__(self, k):
+        return getattr(self.inner, k)
+
+    def correctness(self, loaded, *, freeze: bool = False):
+        g = loaded.genome
+        if g["unroll"] == 4:
+            raise KernelCrash("an illegal memory access was encountered (simulated)")
+        if g["h_split"] == 8:
+            os._exit(139)  # as a segfault would end it
+        if g["vec"] == 8 and g["unroll"] == 2:
+            time.sleep(3600)
+        return self.inner.correctness(loaded, freeze=freeze)
+
+
+def faulty_backend(config: str, backend: str | None = None, storage: str | None = None) -> Faulty:
+    return Faulty(recorded_backend(config, backend, storage))

@@ -1,0 +1,52 @@
+"""Worker isolation: a crash, a dying process or a hang ends only the worker; the campaign goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.campaign import Campaign
+from evo.config import load_config
+from harness.worker import WorkerBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cfg(tmp_path: Path, attempts: int) -> Path:
+    text = (ROOT / "configs/mhc_pre_big_fuse.yaml").read_text().replace("backend: auto", "backend: recorded")
+    text = text.replace("budget: {attempts: 150, minutes: 8}", f"budget: {{attempts: {attempts}}}")
+    text += f"\nstorage: sqlite:///{tmp_path}/ledger.db\nworker: {{isolation: worker, timeout_s: 3}}\n"
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_crash_death_and_hang_get_verdicts_and_the_campaign_goes_on(tmp_path):
+    path = _cfg(tmp_path, 35)
+    cfg = load_config(path)
+    wb = WorkerBackend("fake_backend:faulty_backend", {"config": str(path), "backend": "recorded"}, timeout_s=3)
+    try:
+        camp = Campaign(cfg, out=lambda s: None, backend=wb)
+        camp.run()
+        atts = camp.ledger.attempts()
+    finally:
+        wb.close()
+    assert len(atts) == 35  # every attempt recorded, the budget reached
+    by_kind = {}
+    for a in atts:
+        g = a.genome
+        if a.verdict.status == "error":
+            by_kind.setdefault(a.verdict.kind, []).append(a)
+        if a.verdict.gate in ("static",) or a.verdict.reason.startswith(("identical SASS", "split_reduce")):
+            continue
+        if g["unroll"] == 4 and a.verdict.status != "baseline":
+            assert (a.verdict.status, a.verdict.kind) == ("error", "crash"), a.verdict
+            assert "illegal memory access" in a.verdict.reason
+        elif g["h_split"] == 8:
+            assert (a.verdict.status, a.verdict.kind) == ("error", "crash"), a.verdict
+            assert "died" in a.verdict.reason and "139" in a.verdict.reason
+        elif g["vec"] == 8 and g["unroll"] == 2:
+            assert (a.verdict.status, a.verdict.kind) == ("error", "timeout"), a.verdict
+    assert by_kind.get("crash") and wb.restarts >= 1
+    # After restarts the worker still judges ordinary genomes: some attempt after the first crash was measured.
+    first = min(a.id for a in by_kind["crash"])
+    assert any(a.id > first and a.timings for a in atts)
