@@ -365,7 +365,50 @@ class Campaign:
                 a.verdict = Verdict.rejected("correctness", f"after timing: {why}")
             else:
                 a.bound = self._bound(a)
+                if a.bound is not None and self.cfg.e2e is not None:
+                    self._e2e(a)
         return a
+
+    def _genome_file(self, a: Attempt) -> Any:
+        from evo.e2e import write_genome_file
+
+        return write_genome_file(self.cfg.log_dir / "e2e" / f"genome-{a.id}.json", {self.family.name: a.genome})
+
+    def _e2e_frozen(self) -> dict[str, Any]:
+        """The baseline's token stream hash and tokens/s, measured once per campaign."""
+        from evo.e2e import run_e2e
+
+        frozen = self.ledger.meta("e2e_frozen")
+        if frozen is None:
+            e = self.cfg.e2e
+            assert e is not None and self.baseline is not None
+            r = run_e2e(list(e.command), self._genome_file(self.baseline), e.runs, e.timeout_s, e.env)
+            frozen = {"hash": r.hash, "median": r.median, "spread": r.spread, "argv": r.argv, "at": now()}
+            self.ledger.set_meta("e2e_frozen", frozen)
+        return frozen
+
+    def _e2e(self, a: Attempt) -> None:
+        """Observe the step end to end: champion and candidate decode interleaved, held against the bound."""
+        from evo.e2e import MEASUREMENT_ERROR, REJECTED, E2EError, compare_e2e, judge
+
+        e = self.cfg.e2e
+        champ = self.champion or self.baseline
+        assert e is not None and a.bound is not None and champ is not None
+        try:
+            frozen = self._e2e_frozen()
+            base, cand, gain = compare_e2e(list(e.command), self._genome_file(champ), self._genome_file(a), e.runs,
+                                           e.timeout_s, e.env)
+        except E2EError as err:
+            a.bound.update({"e2e": "error", "e2e_reason": str(err), "claim": False})
+            a.notes.append(f"e2e: {err}")
+            return
+        verdict, reason = judge(gain, a.bound["bound"], a.bound["decode_floor"], cand.hash, frozen["hash"])
+        a.bound.update({"observed": gain, "e2e": verdict, "e2e_reason": reason, "tokens_per_s": cand.median,
+                        "champion_tokens_per_s": base.median, "token_hash": cand.hash})
+        if verdict == REJECTED:
+            a.verdict = Verdict.rejected("e2e", reason)
+        elif verdict == MEASUREMENT_ERROR:
+            a.bound["claim"] = False  # the kernel step stands on its own evidence; the decode figure does not
 
     def _bound(self, a: Attempt) -> dict[str, Any] | None:
         """The share-derived decode bound of an accepted step (kept either way; it says whether to claim)."""

@@ -79,6 +79,14 @@ class BoundConfig:
 
 
 @dataclass(frozen=True)
+class E2EConfig:
+    command: tuple[str, ...]  # an argv list, never a shell string
+    runs: int = 2
+    timeout_s: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     isolation: str = "auto"  # auto (a worker on the GPU, in-process on recorded data) | worker | none
     timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
@@ -103,6 +111,7 @@ class CampaignConfig:
     peer: PeerConfig = field(default_factory=PeerConfig)
     bound: BoundConfig | None = None
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    e2e: E2EConfig | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -195,6 +204,7 @@ TOP_KEYS = {
     "peer": "peer timings",
     "bound": "decode profile for the share-derived bound",
     "worker": "isolation of candidates in a worker process",
+    "e2e": "end-to-end decode command (argv list) printing tokens/s and sha256",
 }
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
@@ -299,7 +309,7 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
                           _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0))
 
     return CampaignConfig(
-        bound=bound, worker=worker,
+        bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
@@ -396,3 +406,22 @@ def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry])
         raise ConfigError(f"bound.profile: {e}") from None
     floor = _num(b, "noise_floor", "bound", float, None, lo=0.0, hi=0.5)
     return BoundConfig(path, kernel, geometry, floor)
+
+
+def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
+    from evo.e2e import E2EError, normalize_command
+
+    if raw is None:
+        return None
+    e = _section(raw, "e2e", {"command": 0, "runs": 0, "timeout_s": 0, "env": 0})
+    if "command" not in e:
+        raise ConfigError("e2e.command: missing (an argv list, e.g. [python, -m, evo.proxy, --tokens, 64])")
+    try:
+        argv = normalize_command(e["command"], "e2e.command")
+    except E2EError as err:
+        raise ConfigError(str(err)) from None
+    if bound is None:
+        raise ConfigError("e2e: needs bound: {profile: ...} too (an observed decode gain is judged against its bound)")
+    env = _expect(e.get("env", {}) or {}, dict, "e2e.env")
+    return E2EConfig(tuple(argv), _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
+                     _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0), {str(k): str(v) for k, v in env.items()})

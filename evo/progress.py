@@ -61,9 +61,11 @@ class Progress:
             self._live.update(self.render())
         else:
             change = Genome(a.genome).describe_change(self._baseline) if self._baseline else ""
-            sim = " [simulated]" if self.simulated else ""
+            # markup=False: rich took "[simulated]" (and any [..] in a reason) for a style tag and dropped it.
+            sim = " [simulated from recorded H200 measurements]" if self.simulated else ""
             self.console.print(f"#{a.id:<4} {a.verdict.label():<22} {_short(change, 60):<60} "
-                               f"{_short(a.verdict.reason, 110)}{sim}", highlight=False, soft_wrap=True)
+                               f"{_short(a.verdict.reason, 110)}{sim}", highlight=False, soft_wrap=True,
+                               markup=False)
 
     def render(self) -> Panel:
         head = Table.grid(padding=(0, 2))

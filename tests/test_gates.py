@@ -38,9 +38,10 @@ def test_median_interval_ranks_and_coverage(n, lo_rank, coverage):
 
 def test_median_interval_one_rank_narrower_would_miss_the_confidence():
     # The rank chosen is the largest that still covers: one rank further in drops below 95%.
-    for n in (10, 12, 20, 40):
+    for n in (10, 12, 20, 40, 100):
         xs = list(range(n))
         iv = median_interval(xs, 0.95)
+        assert iv.confidence >= 0.95, n
         r = iv.lo + 1  # xs[i] == i, so the one-based rank is lo + 1
         tail_next = sum(math.comb(n, i) for i in range(r + 1)) / 2 ** n
         assert 1 - 2 * tail_next < 0.95, n
@@ -102,6 +103,23 @@ def test_clear_win_accepted_with_intervals_and_score():
     assert res.score == pytest.approx(iv.value)
     assert res.timings["A"].samples == 12
     assert res.timings["A"].median_us == pytest.approx(80.0, rel=0.01)
+
+
+def _exact(name: str, speedups: list[float], weight: float = 1.0) -> PairSamples:
+    return PairSamples(name, weight, [100.0 / r for r in speedups], [100.0] * len(speedups))
+
+
+def test_judged_on_the_lower_bound_not_the_median():
+    # Median speedup 1.02 clears 1.01, but the 95% interval [x(3), x(10)] starts at 1.00.
+    wide = [0.98, 0.99, 1.00, 1.01, 1.02, 1.02, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07]
+    res = perf_gate([_exact("A", wide)], floor=0.001, min_gain=0.01)
+    assert res.vs_parent["A"].value == pytest.approx(1.02)
+    assert res.vs_parent["A"].lo == pytest.approx(1.00)
+    assert res.verdict.status == "rejected" and "lower bound under 1.0100" in res.verdict.reason
+    res = perf_gate([_exact("A", wide), _exact("B", wide)], floor=0.001, min_gain=0.01, rule="weighted")
+    assert res.verdict.status == "rejected"
+    tight = [1.012, 1.013, 1.014, 1.015, 1.02, 1.02, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07]
+    assert perf_gate([_exact("A", tight)], floor=0.001, min_gain=0.01).verdict.status == "accepted"
 
 
 def test_no_gain_rejected():
