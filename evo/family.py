@@ -209,6 +209,20 @@ class Family(abc.ABC):
         """One letter per kernel argument: p pointer, i int32, f float32 (matches kernel_args)."""
         raise NotImplementedError
 
+    def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
+                     geometry: Geometry) -> dict[str, Any]:
+        """The parts of the output buffers this genome must write (poison, NaN, race and hash checks look here).
+
+        Default: the whole buffers. A family whose outputs are sized for the largest knob value (e.g.
+        split partials) returns the slices this genome writes.
+        """
+        return dict(outputs)
+
+    def compare_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
+                     geometry: Geometry) -> dict[str, Any]:
+        """What is compared with :meth:`reference` (same keys and shapes). Default: the written view."""
+        return self.written_view(outputs, genome, geometry)
+
     def bytes_moved(self, geometry: Geometry) -> int:
         """Fewest bytes one call must move through device memory."""
         return 0

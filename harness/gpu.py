@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evo.family import Family, Geometry
@@ -38,6 +38,7 @@ class Loaded:
     built: Built
     genome: Mapping[str, Any]
     functions: dict[str, Any]  # spec_key -> cupy RawKernel
+    hashes: dict[str, str] = field(default_factory=dict)  # "geometry/output" -> its seed-0 hash (for recheck)
 
 
 @dataclass
@@ -66,6 +67,21 @@ def _poison_value(t, byte: int) -> int:
     size = t.element_size()
     v = int.from_bytes(bytes([byte]) * size, "little", signed=True)
     return v
+
+
+class _Padded(dict):
+    """The baseline's written outputs laid over full-size buffers, so a family's compare_view can read them."""
+
+    def __init__(self, written: dict, full: dict):
+        super().__init__()
+        for name, buf in full.items():
+            w = written.get(name)
+            if w is not None and w.shape != buf.shape:
+                b = buf.clone()
+                b[: w.shape[0]] = w
+                self[name] = b
+            else:
+                self[name] = w if w is not None else buf
 
 
 def sha256_tensor(t) -> str:
@@ -215,8 +231,12 @@ class GpuBackend:
 
     # --- correctness --------------------------------------------------------
     def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:
-        """Poison, launch, hash: every geometry x seed x run. ``freeze`` keeps the outputs as the baseline's."""
-        torch = self.torch
+        """Poison, launch, hash: every geometry x seed x run. ``freeze`` keeps the outputs as the baseline's.
+
+        Checks look at the family's written view of the outputs (what this genome must write) and errors
+        at its compare view (what matches the float64 reference).
+        """
+        torch, fam = self.torch, self.family
         ev = CorrectnessEvidence()
         for g in self.geometries:
             outs = self._outputs(g)
@@ -230,31 +250,35 @@ class GpuBackend:
                             t.view(torch.uint8).fill_(POISON[run % 2])
                         self._launcher(loaded, g, inputs, outs)()
                     self._sync()
-                    for spec in self.family.outputs(g):
-                        t = outs[spec.name]
-                        hkey = f"{g.name}/{seed}/{spec.name}"
-                        chk = per_output.setdefault(spec.name, OutputCheck(g.name, seed, spec.name, []))
+                    written = fam.written_view(outs, loaded.genome, g)
+                    compared = None
+                    for name, t in written.items():
+                        hkey = f"{g.name}/{seed}/{name}"
+                        chk = per_output.setdefault(name, OutputCheck(g.name, seed, name, []))
                         iv = _int_view(t)
                         chk.unwritten = max(chk.unwritten, int((iv == _poison_value(t, POISON[run % 2])).sum().item()))
                         if t.is_floating_point():
                             chk.nonfinite = max(chk.nonfinite, int((~torch.isfinite(t)).sum().item()))
-                        base = self._base_out.get(key, {}).get(spec.name)
+                        base = self._base_out.get(key, {}).get(name)
+                        same_as_base = (base is not None and base.shape == t.shape
+                                        and torch.equal(iv, _int_view(base)))
                         if freeze and run == 0:
-                            self._base_out.setdefault(key, {})[spec.name] = t.clone()
+                            self._base_out.setdefault(key, {})[name] = t.clone()
                             h = sha256_tensor(t)
                             self.baseline_hashes[hkey] = h
-                            ref = self.reference(g, seed)[spec.name]
-                            chk.rel_err, chk.max_abs = self._errors(t, ref)
-                            self.baseline_errors[hkey] = chk.rel_err
-                        elif base is not None and torch.equal(iv, _int_view(base)):
+                        elif same_as_base:
                             h = self.baseline_hashes[hkey]
                         else:
                             h = sha256_tensor(t)
-                            if run == 0:
-                                ref = self.reference(g, seed)[spec.name]
-                                chk.rel_err, chk.max_abs = self._errors(t, ref)
-                                if base is not None:
-                                    chk.mismatch = self._mismatch(t, base)
+                        if run == 0 and (freeze or not same_as_base):
+                            compared = compared if compared is not None else fam.compare_view(outs, loaded.genome, g)
+                            chk.rel_err, chk.max_abs = self._errors(compared[name], self.reference(g, seed)[name])
+                            if freeze:
+                                self.baseline_errors[hkey] = chk.rel_err
+                            elif base is not None:
+                                chk.mismatch = self._mismatch_views(compared[name], key, name, g)
+                        if run == 0 and seed == 0:
+                            loaded.hashes[f"{g.name}/{name}"] = h
                         chk.hashes.append(h)
                 for chk in per_output.values():
                     if chk.rel_err is None:
@@ -262,8 +286,16 @@ class GpuBackend:
                 ev.checks.extend(per_output.values())
         return ev
 
+    def _mismatch_views(self, got, key: tuple[str, int], name: str, g: Geometry) -> str:
+        """First difference between this output and the baseline's, compared as the family compares them."""
+        base = self._base_out.get(key, {})
+        want = self.family.compare_view(_Padded(base, self._outputs(g)), self.family.baseline(), g).get(name)
+        if want is None or want.shape != got.shape:
+            return ""
+        return self._mismatch(got, want)
+
     def recheck(self, loaded: Loaded) -> str | None:
-        """After timing: poison once more, launch once, and the output must still equal the baseline's."""
+        """After timing: poison once more, launch once; the output must still hash as in the correctness run."""
         torch = self.torch
         for g in self.geometries:
             outs = self._outputs(g)
@@ -272,10 +304,12 @@ class GpuBackend:
                     t.view(torch.uint8).fill_(POISON[1])
                 self._launcher(loaded, g, self.inputs(g, 0), outs)()
             self._sync()
-            for name, t in outs.items():
-                base = self._base_out.get((g.name, 0), {}).get(name)
-                if base is not None and not torch.equal(_int_view(t), _int_view(base)):
-                    return f"{name} at {g.name} changed after the timed runs: {self._mismatch(t, base)}"
+            for name, t in self.family.written_view(outs, loaded.genome, g).items():
+                want = loaded.hashes.get(f"{g.name}/{name}")
+                if want is not None and sha256_tensor(t) != want:
+                    base = self._base_out.get((g.name, 0), {}).get(name)
+                    detail = self._mismatch(t, base) if base is not None and base.shape == t.shape else ""
+                    return f"{name} at {g.name} changed after the timed runs" + (f": {detail}" if detail else "")
         return None
 
     # --- timing -------------------------------------------------------------

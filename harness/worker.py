@@ -57,7 +57,7 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
     while True:
         try:
             msg = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the campaign process is gone: so is this worker's purpose
             return
         method, args, kwargs_ = msg
         if method == "stop":
@@ -76,10 +76,19 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
                 result = getattr(backend, method)(*args, **kwargs_)
             conn.send(("ok", result))
         except KernelCrash as e:
-            conn.send(("crash", str(e)))
+            _send_quietly(conn, ("crash", str(e)))
             return  # the CUDA context is gone: this process must end
+        except (BrokenPipeError, ConnectionResetError):
+            return
         except Exception as e:
-            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+            _send_quietly(conn, ("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+
+
+def _send_quietly(conn, msg) -> None:
+    try:
+        conn.send(msg)
+    except OSError:
+        pass
 
 
 class WorkerBackend:
