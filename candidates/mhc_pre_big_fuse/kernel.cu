@@ -126,16 +126,10 @@ __device__ __forceinline__ void warp_split_sum(const float* __restrict__ dot_mix
   *sq = acc[MIX];
 }
 
-// Row softmax, then 20 Sinkhorn normalisations of the 4x4 comb matrix; lane j
-// holds row j in cmv, columns are summed with shuffles among lanes 0..3.
-__device__ __forceinline__ void sinkhorn_row(float* cmv) {
+// Divide each column of the 4x4 matrix by (its sum + eps); lane j holds row j, columns are summed
+// with shuffles among lanes 0..3 (xor 1 then xor 2: every lane gets bit-identical sums).
+__device__ __forceinline__ void normalize_columns(float* cmv) {
   const unsigned mask = 0xfu;
-  const float m = fmaxf(fmaxf(cmv[0], cmv[1]), fmaxf(cmv[2], cmv[3]));
-#pragma unroll
-  for (int k = 0; k < HC; ++k) cmv[k] = expf(__fsub_rn(cmv[k], m));
-  float rs = __fadd_rn(__fadd_rn(__fadd_rn(cmv[0], cmv[1]), cmv[2]), cmv[3]);
-#pragma unroll
-  for (int k = 0; k < HC; ++k) cmv[k] = __fadd_rn(__fdiv_rn(cmv[k], rs), EPS);
 #pragma unroll
   for (int k = 0; k < HC; ++k) {
     float cs = cmv[k];
@@ -143,17 +137,22 @@ __device__ __forceinline__ void sinkhorn_row(float* cmv) {
     cs = __fadd_rn(cs, __shfl_xor_sync(mask, cs, 2));
     cmv[k] = __fdiv_rn(cmv[k], __fadd_rn(cs, EPS));
   }
+}
+
+// Row softmax, then 20 Sinkhorn normalisations of the 4x4 comb matrix (lane j holds row j).
+__device__ __forceinline__ void sinkhorn_row(float* cmv) {
+  const float m = fmaxf(fmaxf(cmv[0], cmv[1]), fmaxf(cmv[2], cmv[3]));
+#pragma unroll
+  for (int k = 0; k < HC; ++k) cmv[k] = expf(__fsub_rn(cmv[k], m));
+  float rs = __fadd_rn(__fadd_rn(__fadd_rn(cmv[0], cmv[1]), cmv[2]), cmv[3]);
+#pragma unroll
+  for (int k = 0; k < HC; ++k) cmv[k] = __fadd_rn(__fdiv_rn(cmv[k], rs), EPS);
+  normalize_columns(cmv);
   for (int it = 1; it < SINKHORN_REPEAT; ++it) {
     rs = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(cmv[0], cmv[1]), cmv[2]), cmv[3]), EPS);
 #pragma unroll
     for (int k = 0; k < HC; ++k) cmv[k] = __fdiv_rn(cmv[k], rs);
-#pragma unroll
-    for (int k = 0; k < HC; ++k) {
-      float cs = cmv[k];
-      cs = __fadd_rn(cs, __shfl_xor_sync(mask, cs, 1));
-      cs = __fadd_rn(cs, __shfl_xor_sync(mask, cs, 2));
-      cmv[k] = __fdiv_rn(cmv[k], __fadd_rn(cs, EPS));
-    }
+    normalize_columns(cmv);
   }
 }
 
