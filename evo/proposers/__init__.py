@@ -2,11 +2,15 @@
 
 from evo.proposers.base import Proposal, Proposer
 from evo.proposers.evolutionary import Evolutionary
+from evo.proposers.optuna_samplers import NSGA2, TPE, OptunaSampler
 from evo.proposers.random_search import RandomSearch
 
 PROPOSERS: dict[str, type[Proposer]] = {
     "evolutionary": Evolutionary,
     "random": RandomSearch,
+    "tpe": TPE,
+    "nsga2": NSGA2,
+    "optuna": OptunaSampler,
 }
 
-__all__ = ["PROPOSERS", "Proposal", "Proposer", "Evolutionary", "RandomSearch"]
+__all__ = ["PROPOSERS", "Proposal", "Proposer", "Evolutionary", "RandomSearch", "TPE", "NSGA2", "OptunaSampler"]

@@ -1,0 +1,228 @@
+"""The search-efficiency benchmark (tools/search_bench.py) and the Optuna proposers, on the recorded mhc sweep."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pytest
+
+from evo.family import Family, Geometry, Knob, Launch
+from evo.genome import Genome
+from evo.proposers import NSGA2, PROPOSERS, TPE, OptunaSampler
+from evo.records import BASELINE, Attempt, Verdict
+from tools import search_bench as sb
+
+
+@pytest.fixture(scope="module")
+def space() -> sb.Space:
+    return sb.load_space("mhc_pre_big_fuse")
+
+
+# --- the recorded objective ---------------------------------------------------------------------
+def test_objective_lookup_on_the_real_sweep(space):
+    base = space.family.baseline()
+    assert space.objective(base) == pytest.approx(1.0, abs=1e-12)
+    assert space.size == 1152
+    assert space.best > 1.9
+    assert any((v or 0) > 1.9 for v in space.scores.values())
+    # The exact-mode rule: split_reduce=warp changes the summation order at the decode geometry -> invalid.
+    assert space.objective(base.replace(split_reduce="warp")) is None
+    assert all(space.objective(g) is not None for g in space.genomes if g["split_reduce"] == "serial")
+    hits = space.hits()
+    assert hits and all(space.scores[k] >= 0.99 * space.best for k in hits)
+
+
+def test_objective_resolves_same_as_and_rejects_bad_entries():
+    ok_checks = [["G", 0, "out", ["=", "="], 0, 0, 0.0, 0.0, ""]]
+    data = {
+        "baseline_key": "b",
+        "geometries": [{"name": "G", "weight": 1.0}, {"name": "W", "weight": 0.0}],
+        "genomes": {
+            "b": {"status": "ok", "checks": ok_checks, "t": {"G": [10.0, 10.0, 10.0], "W": [1.0]}},
+            "fast": {"status": "ok", "checks": ok_checks, "t": {"G": [5.0, 4.0, 6.0], "W": [9.0]}},
+            "alias": {"same_as": "fast"},
+            "wrong": {"status": "ok", "checks": [["G", 0, "out", ["=", "abc"], 0, 0, 0.0, 0.0, ""]],
+                      "t": {"G": [1.0]}},
+            "crashed": {"status": "crash", "checks": ok_checks, "t": {"G": [1.0]}},
+        },
+    }
+    s = sb.sweep_objectives(data)
+    assert s["b"] == 1.0 and s["fast"] == pytest.approx(2.0) and s["alias"] == pytest.approx(2.0)
+    assert s["wrong"] is None and s["crashed"] is None
+
+
+# --- evo's proposers, driven like a campaign ---------------------------------------------------------
+@pytest.mark.parametrize("name", ["evolutionary", "random", "tpe", "nsga2"])
+def test_evo_side_strategies_never_repeat(space, name):
+    run = sb.run_proposer(space, name, seed=1, cap=60, until_target=False)
+    assert len(run.keys) == 60
+    assert len(set(run.keys)) == len(run.keys), f"{name} repeated a genome"
+    assert all(space.family.check(Genome.from_key(k), space.geometries) is None for k in run.keys)
+    # The campaign's tabu: once split_reduce=warp was rejected, it is never proposed again.
+    warp = [i for i, k in enumerate(run.keys) if Genome.from_key(k)["split_reduce"] == "warp"]
+    assert len(warp) <= 1
+
+
+def test_three_seeds_of_evolutionary_and_random_reach_the_target(space):
+    for name in ("evolutionary", "random"):
+        runs = [sb.run_proposer(space, name, seed) for seed in range(3)]
+        for r in runs:
+            assert r.ok and 1 <= r.evals <= space.size
+            assert len(r.keys) == r.evals
+            assert space.scores[r.keys[-1]] >= space.target
+            assert all((space.scores[k] or 0) < space.target for k in r.keys[:-1])
+        st = sb.stats(runs, space.size)
+        assert st["success"] == 3 and st["min"] <= st["median"] <= st["max"]
+
+
+def test_table_and_verdict_lines(space):
+    runs = {sb.EVO: [sb.Run(sb.EVO, i, e) for i, e in enumerate([10, 20, 30])],
+            "peer": [sb.Run("peer", i, e) for i, e in enumerate([40, 60, None])]}
+    lines = sb.table(runs, 100)
+    assert lines[0].startswith("| strategy | median evals | IQR | min–max | success rate |")
+    assert "| peer | 60 | 50–80 (width 30) | 40–100 | 2/3 (67%) |" in lines
+    v = sb.verdict(runs, 100)
+    assert v[0].startswith(f"best strategy: {sb.EVO}")
+    assert "20 / 60 (peer) = 0.33 (meets" in v[1]
+
+
+# --- the Optuna proposers ------------------------------------------------------------------------------
+@dataclass
+class Tiny(Family):
+    forbid: tuple | None = None
+
+    def check(self, genome: Mapping[str, Any], geometries) -> str | None:
+        if self.forbid is not None and (genome["a"], genome["b"]) == self.forbid:
+            return "ruled out"
+        return None
+
+    def outputs(self, geometry):
+        return []
+
+    def make_inputs(self, geometry, seed, device):
+        return {}
+
+    def reference(self, inputs, geometry, dtype=None):
+        return {}
+
+    def launch(self, genome, geometry):
+        return Launch((1, 1, 1), (32, 1, 1))
+
+    def kernel_args(self, inputs, outputs, geometry):
+        return []
+
+
+GEO = [Geometry("g", {"T": 1}, 1.0)]
+
+
+def _tiny(forbid=None) -> Tiny:
+    return Tiny(name="tiny", knobs=(Knob("a", (1, 2, 3), 1), Knob("b", ("x", "y"), "x")), forbid=forbid)
+
+
+def _attempt(i: int, g: Genome, score: float | None, origin: str = "") -> Attempt:
+    v = Verdict(BASELINE, None, "base") if i == 0 else (
+        Verdict.rejected("perf", "slow") if score is not None else Verdict.rejected("correctness", "wrong"))
+    return Attempt(i, "t", "tiny", dict(g), g.key, origin, verdict=v, score=score)
+
+
+def test_registered_with_options_tables():
+    assert PROPOSERS["tpe"] is TPE and PROPOSERS["nsga2"] is NSGA2 and PROPOSERS["optuna"] is OptunaSampler
+    assert set(TPE.OPTIONS) == {"sampler_options", "retries"}
+    assert "sampler" in OptunaSampler.OPTIONS
+    OptunaSampler.validate_options({"sampler": "RandomSampler", "retries": 5})
+    TPE.validate_options({"sampler_options": {"n_startup_trials": 3}})
+    for cls, bad, what in [(OptunaSampler, {"sampler": "Nope"}, "sampler"),
+                           (TPE, {"retries": 0}, "retries"),
+                           (TPE, {"sampler_options": {"no_such": 1}}, "sampler_options"),
+                           (TPE, {"sampler_options": {"seed": 1}}, "sampler_options"),
+                           (NSGA2, {"sampler": "TPESampler"}, "sampler")]:
+        with pytest.raises(ValueError, match=f"^{what}:"):
+            cls.validate_options(bad)
+
+
+@pytest.mark.parametrize("cls", [TPE, NSGA2])
+def test_optuna_proposers_exhaust_a_tiny_space_without_repeats(cls):
+    fam = _tiny(forbid=(2, "y"))
+    prop = cls(fam, GEO, {"retries": 20}, 0)
+    base = fam.baseline()
+    attempts = [_attempt(0, base, 1.0)]
+    seen = {base.key}
+    while True:
+        p = prop.propose(attempts, set(seen))
+        if p is None:
+            break
+        assert p.genome.key not in seen and fam.check(p.genome, GEO) is None
+        attempts.append(_attempt(len(attempts), p.genome, 1.0 + 0.1 * len(attempts), p.origin))
+        seen.add(p.genome.key)
+    assert len(seen) == 5  # 3 x 2 minus the forbidden one
+    trials = prop.study.get_trials(deepcopy=False)
+    dups = [t for t in trials if t.user_attrs.get("duplicate")]
+    bad = [t for t in trials if "invalid" in t.user_attrs]
+    assert all(t.state.name == "FAIL" for t in bad)
+    # A duplicate is told with the known score of the genome it repeats.
+    known = {a.genome_key: a.score for a in attempts}
+    for t in dups:
+        assert t.value == pytest.approx(known[Genome(t.params).key])
+    told = [t for t in trials if not t.user_attrs.get("duplicate") and "invalid" not in t.user_attrs]
+    assert len(told) == 5 and all(t.state.name == "COMPLETE" for t in told)
+
+
+def test_optuna_proposer_falls_back_to_random_and_says_so():
+    fam = _tiny()
+    base = fam.baseline()
+    # Every genome but one is known: with 1 ask the sampler mostly proposes a tried one.
+    others = [Genome({"a": a, "b": b}) for a in (1, 2, 3) for b in ("x", "y")]
+    attempts = [_attempt(0, base, 1.0)] + [_attempt(i + 1, g, 0.5) for i, g in enumerate(others[1:-1])]
+    seen = {a.genome_key for a in attempts}
+    origins = set()
+    for seed in range(8):
+        p = TPE(fam, GEO, {"retries": 1}, seed).propose(attempts, set(seen))
+        assert p is not None and p.genome.key not in seen and p.genome == others[-1]
+        origins.add(p.origin.split(":")[0].split(" ")[0])
+    assert "random" in origins
+
+
+def test_optuna_proposer_tells_failed_attempts_as_fail():
+    fam = _tiny()
+    prop = TPE(fam, GEO, {}, 0)
+    base = fam.baseline()
+    bad = base.replace(a=3)
+    prop.propose([_attempt(0, base, 1.0), _attempt(1, bad, None)], {base.key, bad.key})
+    states = {Genome(t.params).key: t.state.name for t in prop.study.get_trials(deepcopy=False)
+              if "attempt" in t.user_attrs}
+    assert states == {base.key: "COMPLETE", bad.key: "FAIL"}
+
+
+# --- Kernel Tuner's simulation mode -----------------------------------------------------------------------
+def test_kernel_tuner_cache_and_simulated_runs(space, tmp_path):
+    if sb.kernel_tuner_missing():
+        pytest.skip(sb.kernel_tuner_missing())
+    from kernel_tuner import util
+
+    path = sb.write_kt_cache(space, tmp_path / "c.json", (4096, 4096))
+    cache = util.read_cache(str(path), open_cache=False)
+    assert cache["tune_params_keys"] == [k.name for k in space.family.knobs]
+    assert len(cache["cache"]) == space.size
+    base = cache["cache"][sb.kt_key(space, space.family.baseline())]
+    assert base["time"] == pytest.approx(1.0) and "__error__" not in base
+    warp = cache["cache"][sb.kt_key(space, space.family.baseline().replace(split_reduce="warp"))]
+    assert isinstance(warp["__error__"], util.RuntimeFailedConfig)
+    assert base["benchmark_time"] == sb.EVAL_MS
+    for strategy in sb.KT_STRATEGIES:
+        r = sb.run_kernel_tuner(space, strategy, 0, path, (4096, 4096))
+        assert r.ok and len(set(r.keys)) == len(r.keys) == r.evals
+        assert space.scores[r.keys[-1]] >= space.target
+    # Seeded and independent of wall-clock time: the same seed gives the same search.
+    a, b = (sb.run_kernel_tuner(space, "bayes_opt", 3, path, (4096, 4096), {"exact_rule": True}) for _ in range(2))
+    assert a.keys == b.keys and a.ok
+    assert all(Genome.from_key(k)["split_reduce"] == "serial" for k in a.keys)  # the exact rule as a restriction
+
+
+def test_kernel_tuner_strategies_are_skipped_with_the_reason(space, monkeypatch):
+    monkeypatch.setattr(sb, "kernel_tuner_missing", lambda: "kernel_tuner is not importable (test)")
+    said: list[str] = []
+    kt = next(s for s in sb.STRATEGIES if s.kind == "kt")
+    runs, skipped = sb.bench(space, 1, [sb.STRATEGIES[0], kt], out=said.append)
+    assert list(runs) == [sb.EVO] and skipped == {kt.label: "kernel_tuner is not importable (test)"}
+    assert any(line.startswith(f"{kt.label}: skipped: kernel_tuner is not importable") for line in said)

@@ -1,0 +1,608 @@
+"""Search efficiency on a recorded sweep: evaluations to come within 1% of the sweep's best.
+
+    python tools/search_bench.py [--family mhc_pre_big_fuse] [--seeds 20] [--out docs/search-efficiency.md]
+
+CPU only. The objective of a genome is looked up in the family's recorded H200
+sweep (``candidates/<family>/recorded/*.json.gz``): the weighted geometric mean,
+over the weighted geometries, of median(baseline time) / median(genome time).
+A genome whose recorded checks are not all bit-identical to the baseline's, or
+whose recorded status is not ok, is invalid (objective None). "Best" is the
+largest objective in the sweep; a run succeeds at the first evaluation whose
+objective is within 1% of it (>= 0.99 x best).
+
+Strategies, each run with ``--seeds`` seeds (0, 1, ...):
+
+* evo's proposers (``evolutionary``, ``random``, ``tpe``, ``nsga2``) are driven
+  the way a campaign drives them: attempt 0 is the baseline (score 1.0, counted
+  as evaluation 1); every proposal becomes an ``evo.records.Attempt`` whose
+  verdict is accepted when its objective beats the current champion's by more
+  than 1% (the config's ``min_gain``), rejected (perf) otherwise, and rejected
+  (correctness) when invalid, with the reason the correctness gate gives; the
+  campaign's tabu (knob values the exact-mode correctness gate ruled out) is
+  applied exactly as ``Campaign.tabu`` computes it.
+* Kernel Tuner's ``genetic_algorithm`` and ``bayes_opt`` (``pip install
+  kernel_tuner``; skipped with the reason when it is not importable) run in
+  Kernel Tuner's own simulation mode on a cache file written from the same
+  sweep: time = 1 / objective, invalid genomes stored as RuntimeFailedConfig,
+  tune_params = the knob values, restrictions = ``family.check``,
+  ``max_fevals`` = the space size. Unique evaluations are counted in the order
+  the runner served them from the cache. The "+ exact rule" variants also
+  restrict away the knob values that change the summation order (what evo's
+  tabu learns from its first correctness rejection). Where the simulation
+  differs from a real Kernel Tuner run, and why: docs/search-efficiency.md.
+
+A run that never reaches the target is a failure and counts as the space size
+(the cap) in the statistics; the success column says how many runs got there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import functools
+import gzip
+import io
+import itertools
+import json
+import math
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evo.family import Family, Geometry, load_family  # noqa: E402
+from evo.genome import Genome  # noqa: E402
+from evo.records import ACCEPTED, BASELINE, Attempt, Verdict  # noqa: E402
+
+TOLERANCE = 0.01  # "within 1% of the best"
+MIN_GAIN = 0.01  # the campaign's perf.min_gain: a champion must be beaten by more than this
+EVO = "evo evolutionary"
+
+
+# --- the recorded objective -----------------------------------------------------------
+@dataclass
+class Space:
+    """A family's knob space with every genome's recorded objective."""
+
+    family: Family
+    geometries: list[Geometry]
+    sweep_path: Path
+    created: str
+    scores: dict[str, float | None]  # genome key -> objective (None: invalid)
+    genomes: list[Genome]  # every genome that family.check accepts, in knob-product order
+    baseline_key: str
+
+    @property
+    def size(self) -> int:
+        return len(self.genomes)
+
+    @property
+    def best(self) -> float:
+        return max(v for v in self.scores.values() if v is not None)
+
+    @property
+    def target(self) -> float:
+        return (1.0 - TOLERANCE) * self.best
+
+    def objective(self, genome: Mapping[str, Any]) -> float | None:
+        return self.scores.get(Genome(genome).key)
+
+    def hits(self) -> list[str]:
+        return [k for k, v in self.scores.items() if v is not None and v >= self.target]
+
+
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs)
+
+
+def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A sweep entry with ``same_as`` links followed (as harness/recorded.py does)."""
+    e = genomes.get(key)
+    hops = 0
+    while e is not None and "same_as" in e and hops < 8:
+        e = genomes.get(e["same_as"])
+        hops += 1
+    return None if e is None or "same_as" in e else e
+
+
+def sweep_objectives(data: Mapping[str, Any]) -> dict[str, float | None]:
+    """Genome key -> weighted geometric mean of median(baseline t) / median(genome t), None when invalid."""
+    genomes = data["genomes"]
+    weighted = [(g["name"], float(g["weight"])) for g in data["geometries"] if g["weight"] > 0]
+    base = entry(genomes, data["baseline_key"])
+    assert base is not None, "the sweep has no baseline entry"
+    bmed = {n: _median(base["t"][n]) for n, _ in weighted}
+    total_w = sum(w for _, w in weighted)
+    out: dict[str, float | None] = {}
+    for key in genomes:
+        e = entry(genomes, key)
+        if e is None or e.get("status", "ok") != "ok" or not e.get("checks"):
+            out[key] = None
+            continue
+        if not all(h == "=" for c in e["checks"] for h in c[3]):  # "=" stores "same hash as the baseline"
+            out[key] = None
+            continue
+        if not all(n in e.get("t", {}) and e["t"][n] for n, _ in weighted):
+            out[key] = None
+            continue
+        out[key] = math.exp(sum(w * math.log(bmed[n] / _median(e["t"][n])) for n, w in weighted) / total_w)
+    return out
+
+
+def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None) -> Space:
+    family = load_family(family_name)
+    paths = [Path(sweep)] if sweep else sorted((family.folder / "recorded").glob("*.json.gz"))
+    if not paths:
+        raise SystemExit(f"family {family_name} has no recorded sweep under {family.folder / 'recorded'}")
+    path = paths[0]
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    geometries = [Geometry(g["name"], dict(g["params"]), float(g["weight"])) for g in data["geometries"]]
+    names = [k.name for k in family.knobs]
+    genomes = [Genome(dict(zip(names, vals))) for vals in itertools.product(*(k.values for k in family.knobs))]
+    genomes = [g for g in genomes if family.check(g, geometries) is None]
+    scores = sweep_objectives(data)
+    for g in genomes:  # a valid genome the sweep does not hold cannot be measured here
+        scores.setdefault(g.key, None)
+    return Space(family, geometries, path, data.get("created", "?"), scores, genomes, data["baseline_key"])
+
+
+# --- one simulated search ----------------------------------------------------------------
+@dataclass
+class Run:
+    strategy: str
+    seed: int
+    evals: int | None  # evaluations up to and including the first within 1% of the best; None: never
+    keys: list[str] = field(default_factory=list)  # genome keys in evaluation order (unique)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.evals is not None
+
+
+def _verdict(space: Space, genome: Genome, score: float | None, champ: Attempt) -> Verdict:
+    if score is None:
+        inexact = {g.name: space.family.inexact_knobs(genome, g) for g in space.geometries}
+        if any(inexact.values()):
+            from gates.correctness import CorrectnessEvidence, correctness_gate
+
+            return correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
+        return Verdict.rejected("correctness", "recorded outputs differ from the baseline's (or the run failed)")
+    if score > (champ.score or 0.0) * (1.0 + MIN_GAIN):
+        return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > 1%")
+    return Verdict.rejected("perf", f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) by > 1%")
+
+
+def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]:
+    """Exactly what ``Campaign.tabu`` computes from these attempts in exact mode."""
+    from evo.campaign import Campaign
+
+    fake = SimpleNamespace(cfg=SimpleNamespace(gates=SimpleNamespace(correctness=SimpleNamespace(mode="exact"))),
+                           ledger=SimpleNamespace(attempts=lambda: attempts), family=space.family)
+    return Campaign.tabu(fake)  # type: ignore[arg-type]
+
+
+def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] | None = None,
+                 cap: int | None = None, tabu: bool = True, until_target: bool = True) -> Run:
+    """Drive one of evo's proposers as a campaign would, against the recorded objective."""
+    from evo.proposers import PROPOSERS
+
+    cap = cap or space.size
+    prop = PROPOSERS[name](space.family, space.geometries, dict(options or {}), seed)
+    base = space.family.baseline()
+    attempts = [Attempt(id=0, campaign="bench", family=space.family.name, genome=dict(base), genome_key=base.key,
+                        origin="baseline", backend="recorded", score=1.0,
+                        verdict=Verdict(BASELINE, None, "the baseline"))]
+    champ = attempts[0]
+    seen = {base.key}
+    run = Run(name, seed, None, [base.key])
+    if (space.objective(base) or 0.0) >= space.target:
+        run.evals = 1
+    while len(attempts) < cap and not (until_target and run.ok):
+        if tabu:
+            prop.tabu = {k: set(v) for k, v in campaign_tabu(space, attempts).items()}
+        p = prop.propose(attempts, set(seen))
+        if p is None:
+            break
+        g = p.genome
+        assert g.key not in seen, f"{name} proposed {g.key} twice"
+        score = space.objective(g)
+        a = Attempt(id=len(attempts), campaign="bench", family=space.family.name, genome=dict(g), genome_key=g.key,
+                    origin=p.origin, derived_from=list(p.derived_from), parent_id=champ.id, backend="recorded",
+                    score=score, verdict=_verdict(space, g, score, champ))
+        attempts.append(a)
+        seen.add(g.key)
+        run.keys.append(g.key)
+        if a.verdict.status == ACCEPTED:
+            champ = a
+        if run.evals is None and score is not None and score >= space.target:
+            run.evals = len(attempts)
+    run.notes["fallbacks"] = getattr(prop, "fallbacks", 0)
+    run.notes["random_origin"] = sum(1 for a in attempts[1:] if a.origin.startswith("random"))
+    return run
+
+
+# --- Kernel Tuner's simulation mode -------------------------------------------------------
+KT_STRATEGIES = ("genetic_algorithm", "bayes_opt")
+# What one evaluation costs on the H200, for the cache's timing fields: the first campaign made 213 attempts
+# in 5 min 01 s (logs/h200/2026-11-30-campaign/status.txt). Compile, check and measurement are not separated,
+# so it is all stored as benchmark_time.
+EVAL_MS = 1410.0
+
+
+def kernel_tuner_missing() -> str | None:
+    try:
+        import kernel_tuner  # noqa: F401
+    except Exception as e:  # not installed, or broken
+        return f"kernel_tuner is not importable ({type(e).__name__}: {e}); pip install kernel_tuner"
+    return None
+
+
+def kt_tune_params(space: Space) -> dict[str, list[Any]]:
+    return {k.name: list(k.values) for k in space.family.knobs}
+
+
+def kt_key(space: Space, genome: Mapping[str, Any]) -> str:
+    """Kernel Tuner's cache key: the values in tune_params order joined by commas (runners/simulation.py)."""
+    return ",".join(str(genome[k.name]) for k in space.family.knobs)
+
+
+def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Path:
+    """A Kernel Tuner cache file (the JSON that util.process_cache / read_cache take) holding the whole sweep.
+
+    Valid genomes get time = 1 / objective (relative to the baseline's 1.0); invalid ones are stored as
+    RuntimeFailedConfig, the error Kernel Tuner records for a configuration that ran but gave no usable time.
+    Every entry costs ``EVAL_MS`` of benchmark_time (what a simulated run adds to its simulated time).
+    """
+    tp = kt_tune_params(space)
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat()
+    cache: dict[str, Any] = {}
+    for g in space.genomes:
+        e: dict[str, Any] = {k: g[k] for k in tp}
+        score = space.objective(g)
+        if score is None:
+            e["__error__"] = "RuntimeFailedConfig"
+        else:
+            e["time"] = 1.0 / score
+            e["times"] = [1.0 / score]
+        e.update(compile_time=0.0, verification_time=0.0, benchmark_time=EVAL_MS, strategy_time=0.0,
+                 framework_time=0.0, timestamp=stamp)
+        cache[kt_key(space, g)] = e
+    doc = {"device_name": str(space.sweep_path.name), "kernel_name": space.family.entry,
+           "problem_size": list(problem_size), "tune_params_keys": list(tp), "tune_params": tp,
+           "objective": "time", "cache": cache}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@contextlib.contextmanager
+def _simulation_hooks(space: Space, served: list[str]):
+    """Two hooks around Kernel Tuner's simulation mode; neither changes what a strategy sees before the target.
+
+    1. ``SimulationRunner.run`` runs unchanged, then every configuration it served is logged in order; once
+       one within 1% of the best was served, the budget is marked spent, so the strategy stops at its next
+       budget check (what it did up to the target is all the benchmark counts).
+    2. bayes_opt's default method (multi-ultrafast) decides whether to refit its model by comparing the
+       wall-clock time of its predictions with that of its evaluations. Served from a cache, an evaluation
+       takes microseconds, so the model would be refit far less often than on a GPU (and the result would
+       depend on machine load). Its clock is made to include the runner's simulated evaluation time (the
+       cache's compile + verification + benchmark time, which Kernel Tuner itself adds up in
+       ``total_simulated_time``), as a real run's clock would.
+    """
+    from kernel_tuner.runners.simulation import SimulationRunner
+
+    orig = SimulationRunner.run
+    names = [k.name for k in space.family.knobs]
+    runners: list[Any] = []
+
+    def run(self, parameter_space, tuning_options):
+        if not runners:
+            runners.append(self)
+        results = orig(self, parameter_space, tuning_options)
+        for r in results:
+            if not r:
+                continue
+            g = Genome({n: r[n] for n in names})
+            served.append(g.key)
+            score = space.objective(g)
+            if score is not None and score >= space.target:
+                b = tuning_options.budget
+                b.max_fevals = b.num_fevals
+        return results
+
+    def virtual() -> float:
+        return time.perf_counter() + (runners[0].total_simulated_time / 1000.0 if runners else 0.0)
+
+    clock = SimpleNamespace(perf_counter=virtual, perf_counter_ns=lambda: int(virtual() * 1e9))
+    bo = None
+    with contextlib.suppress(Exception):
+        from kernel_tuner.strategies import bayes_opt as bo
+    SimulationRunner.run = run
+    if bo is not None:
+        bo.time = clock
+    try:
+        yield
+    finally:
+        SimulationRunner.run = orig
+        if bo is not None:
+            bo.time = time
+
+
+@contextlib.contextmanager
+def _seeded_lhs(seed: int):
+    """bayes_opt draws its initial Latin-hypercube sample with scipy's LatinHypercube and no seed, i.e. from
+    fresh OS entropy, so its runs cannot be repeated; give that one generator the run's seed."""
+    try:
+        from kernel_tuner.strategies import bayes_opt
+    except Exception:
+        yield
+        return
+    orig = bayes_opt.LatinHypercube
+    bayes_opt.LatinHypercube = functools.partial(orig, rng=seed)
+    try:
+        yield
+    finally:
+        bayes_opt.LatinHypercube = orig
+
+
+def run_kernel_tuner(space: Space, strategy: str, seed: int, cache_file: Path, problem_size: Sequence[int],
+                     options: Mapping[str, Any] | None = None) -> Run:
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    fam, geos = space.family, space.geometries
+    tp = kt_tune_params(space)
+
+    opts = {"max_fevals": space.size, **dict(options or {})}
+    exact_rule = bool(opts.pop("exact_rule", False))
+
+    def restriction(p: Mapping[str, Any]) -> bool:  # Kernel Tuner's monolithic form: one dict argument
+        if fam.check(p, geos) is not None:
+            return False
+        # exact_rule: the knob values that change the summation order are ruled out up front, the way a
+        # Kernel Tuner user would after the first failed verification (which is fatal in Kernel Tuner).
+        return not (exact_rule and any(fam.inexact_knobs(p, g) for g in geos))
+
+    if strategy == "genetic_algorithm":
+        opts.setdefault("x0", [fam.baseline()[k] for k in tp])  # GA starts from the baseline, as evo does
+    served: list[str] = []
+    with _simulation_hooks(space, served), _seeded_lhs(seed), warnings.catch_warnings(), \
+            contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        # Kernel Tuner 1.5 takes a seed argument but never uses it: its strategies draw from the global
+        # random and numpy generators, so those are seeded, last thing before the run.
+        random.seed(seed)
+        np.random.seed(seed)
+        tune_kernel(fam.entry, "", tuple(problem_size), [], tp, restrictions=[restriction], strategy=strategy,
+                    strategy_options=opts, cache=str(cache_file), simulation_mode=True, quiet=True,
+                    objective="time", objective_higher_is_better=False)
+    run = Run(f"kt {strategy}", seed, None)
+    uniq: set[str] = set()
+    for key in served:
+        if key in uniq:
+            continue
+        uniq.add(key)
+        run.keys.append(key)
+        score = space.scores.get(key)
+        if score is not None and score >= space.target:
+            run.evals = len(run.keys)
+            break
+    run.notes["served"] = len(served)
+    return run
+
+
+# --- the benchmark ----------------------------------------------------------------------
+@dataclass
+class Strategy:
+    label: str
+    kind: str  # evo | kt
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+STRATEGIES = [
+    Strategy(EVO, "evo", "evolutionary"),
+    Strategy("evo random", "evo", "random"),
+    Strategy("optuna TPE", "evo", "tpe"),
+    Strategy("optuna NSGA-II", "evo", "nsga2"),
+    Strategy("kt genetic_algorithm", "kt", "genetic_algorithm"),
+    Strategy("kt bayes_opt", "kt", "bayes_opt"),
+    Strategy("kt genetic_algorithm + exact rule", "kt", "genetic_algorithm", {"exact_rule": True}),
+    Strategy("kt bayes_opt + exact rule", "kt", "bayes_opt", {"exact_rule": True}),
+]
+
+
+def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(STRATEGIES), tabu: bool = True,
+          out: Callable[[str], None] = print) -> tuple[dict[str, list[Run]], dict[str, str]]:
+    """Every strategy x seed; returns the runs per strategy label and the skip reasons."""
+    runs: dict[str, list[Run]] = {}
+    skipped: dict[str, str] = {}
+    missing = kernel_tuner_missing()
+    with tempfile.TemporaryDirectory(prefix="search-bench-") as tmp:
+        cache_file = None
+        g0 = next(g for g in space.geometries if g.weight > 0)
+        problem_size = (int(g0["T"]), int(g0["H"])) if "T" in g0.params and "H" in g0.params else (1,)
+        for s in strategies:
+            if s.kind == "kt" and missing:
+                skipped[s.label] = missing
+                out(f"{s.label}: skipped: {missing}")
+                continue
+            if s.kind == "kt" and cache_file is None:
+                cache_file = write_kt_cache(space, Path(tmp) / f"{space.family.name}.json", problem_size)
+            t0 = time.perf_counter()
+            rs = []
+            for seed in range(seeds):
+                if s.kind == "evo":
+                    rs.append(run_proposer(space, s.name, seed, s.options, tabu=tabu))
+                else:
+                    rs.append(run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options))
+                rs[-1].strategy = s.label
+            runs[s.label] = rs
+            st = stats(rs, space.size)
+            out(f"{s.label}: median {st['median']:g} evaluations, {st['success']}/{len(rs)} reached the target "
+                f"({time.perf_counter() - t0:.1f} s)")
+    return runs, skipped
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def stats(rs: Sequence[Run], cap: int) -> dict[str, Any]:
+    xs = [r.evals if r.evals is not None else cap for r in rs]
+    return {"median": _quantile(xs, 0.5), "q1": _quantile(xs, 0.25), "q3": _quantile(xs, 0.75),
+            "min": min(xs), "max": max(xs), "success": sum(r.ok for r in rs), "n": len(rs)}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def table(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
+    lines = ["| strategy | median evals | IQR | min–max | success rate |", "|---|---:|---:|---:|---:|"]
+    for label, rs in runs.items():
+        st = stats(rs, cap)
+        lines.append(f"| {label} | {_fmt(st['median'])} | {_fmt(st['q1'])}–{_fmt(st['q3'])} "
+                     f"(width {_fmt(st['q3'] - st['q1'])}) | {st['min']}–{st['max']} | "
+                     f"{st['success']}/{st['n']} ({100.0 * st['success'] / st['n']:.0f}%) |")
+    return lines
+
+
+def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
+    meds = {k: stats(v, cap)["median"] for k, v in runs.items()}
+    best = min(meds, key=lambda k: meds[k])
+    out = [f"best strategy: {best} (median {_fmt(meds[best])} evaluations)"]
+    peers = {k: v for k, v in meds.items() if k != EVO}
+    if EVO in meds and peers:
+        peer = min(peers, key=lambda k: peers[k])
+        ratio = meds[EVO] / peers[peer]
+        out.append(f"evo/best-peer: {_fmt(meds[EVO])} / {_fmt(peers[peer])} ({peer}) = {ratio:.2f} "
+                   f"({'meets' if ratio <= 0.5 else 'does not meet'} the 'at most half the evaluations' bar)")
+        p = _mann_whitney(runs[EVO], runs[peer], cap)
+        if p is not None:
+            out.append(f"evo vs {peer}: two-sided Mann-Whitney U p = {p:.3g} over {len(runs[EVO])} vs "
+                       f"{len(runs[peer])} seeds")
+    for label, rs in runs.items():
+        fb = sum(r.notes.get("fallbacks", 0) for r in rs)
+        if fb:
+            out.append(f"{label}: {fb} proposal(s) over all seeds fell back to a random unseen genome "
+                       "(the sampler kept proposing tried or invalid genomes)")
+    return out
+
+
+def _mann_whitney(a: Sequence[Run], b: Sequence[Run], cap: int) -> float | None:
+    try:
+        from scipy.stats import mannwhitneyu
+    except Exception:  # scipy is optional (it comes with kernel_tuner)
+        return None
+    xa = [r.evals if r.evals is not None else cap for r in a]
+    xb = [r.evals if r.evals is not None else cap for r in b]
+    return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--family", default="mhc_pre_big_fuse")
+    ap.add_argument("--sweep", default=None, help="a sweep file (default: the family's first recorded sweep)")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--strategies", default=None,
+                    help="comma-separated labels or names to run (default: all): " +
+                         ", ".join(s.name for s in STRATEGIES))
+    ap.add_argument("--no-tabu", action="store_true", help="do not give evo's proposers the campaign's tabu")
+    ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
+    args = ap.parse_args(argv)
+
+    space = load_space(args.family, args.sweep)
+    chosen = STRATEGIES
+    if args.strategies:
+        want = {w.strip() for w in args.strategies.split(",")}
+        chosen = [s for s in STRATEGIES if s.name in want or s.label in want]
+    hits = space.hits()
+    print(f"sweep: {space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path}"
+          f" ({space.created}); space: {space.size} genomes, "
+          f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
+          f"target >= {space.target:.4f}x ({len(hits)} genome(s))")
+    runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu)
+    lines = table(runs, space.size)
+    summary = verdict(runs, space.size) if runs else []
+    print()
+    print("\n".join(lines))
+    for s in summary:
+        print(s)
+    for k, why in skipped.items():
+        print(f"skipped {k}: {why}")
+    if args.out:
+        write_doc(Path(args.out), space, runs, skipped, lines, summary, args)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _markers(tag: str) -> tuple[str, str]:
+    return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+
+
+def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: Mapping[str, str],
+              lines: list[str], summary: list[str], args: argparse.Namespace) -> None:
+    """Put the table, the command, the date and the sweep between this run's markers in ``path`` (or append them).
+
+    The markers are ``<!-- search-bench:begin/end -->``, or ``search-bench-no-tabu`` for a ``--no-tabu`` run, so
+    both tables can live in one document; text outside the markers is left alone.
+    """
+    cmd = "python tools/search_bench.py " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("search_bench.py") \
+        else f"tools/search_bench.py main({shlex.join(sys.argv[1:])})"
+    try:
+        sweep = space.sweep_path.relative_to(ROOT)
+    except ValueError:
+        sweep = space.sweep_path
+    import optuna
+
+    kt = _dist_version("kernel_tuner")
+    valid = sum(1 for g in space.genomes if space.objective(g) is not None)
+    begin, end = _markers("search-bench-no-tabu" if args.no_tabu else "search-bench")
+    block = [begin, "",
+             f"Command: `{cmd.strip()}`  ",
+             f"Date: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}  ",
+             f"Sweep: `{sweep}` (recorded {space.created}; {space.size} genomes, {valid} valid; "
+             f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
+             f"Seeds: {args.seeds} (0..{args.seeds - 1}); campaign tabu for evo's proposers: "
+             f"{'off' if args.no_tabu else 'on'}; optuna {optuna.__version__}; "
+             f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
+             "", *lines, "", *[f"- {s}" for s in summary],
+             *[f"- skipped {k}: {why}" for k, why in skipped.items()], "", end]
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + "\n".join(block) + rest.split(end, 1)[1]
+    else:
+        text = (text.rstrip() + "\n\n" if text else "") + "\n".join(block) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
