@@ -1,0 +1,197 @@
+"""fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (FAMILIES.md §4).
+
+MXFP4 (OCP MX v1.0) blocks of 32 weights in 17 bytes:
+
+* byte 0: E8M0 shared scale, 2^(e-127) (e = 0 is 2^-127; e = 255 is NaN and never written);
+* bytes 1..16: E2M1 codes, weight j (0..15) in the low nibble of byte 1+j, weight j+16 in the high nibble.
+  A code is sign (bit 3) and magnitude index (bits 0..2) into {0, 0.5, 1, 1.5, 2, 3, 4, 6}; code 8 is -0.
+
+Layout: ``w`` [out, row_stride] uint8, row r's block b at byte r*row_stride + 17*b, with row_stride =
+17*in/32 rounded up to a multiple of 16 so every row starts 16-byte aligned (the vector loads need it).
+For in % 512 == 0 (4096, 7168) there is no padding; padding bytes, where present, are 0xFF (a scale read
+from padding would be NaN). bytes_moved counts the real 17 bytes per block only.
+
+``x`` [in] fp32 (or bf16, geometry x_dtype), output ``y`` [out] fp32, y[r] = sum_c W[r, c] x[c].
+
+Quantizer: per block the shared exponent is floor(log2(amax)) - 2 (OCP: emax of E2M1 is 2), so
+amax / scale lies in [4, 8) and values above 6 saturate to 6; each weight / scale (exact: a power of two)
+rounds to the nearest E2M1 value, ties to the even code; negative values keep their sign (-0 included).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
+
+BLOCK = 32
+BLOCK_BYTES = 17
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+PAD_BYTE = 0xFF
+
+
+def row_stride(n_in: int) -> int:
+    """Bytes per row: 17 bytes per block, padded to 16-byte alignment."""
+    return (n_in // BLOCK * BLOCK_BYTES + 15) // 16 * 16
+
+
+# --- the format --------------------------------------------------------------
+
+
+def quantize(wf):
+    """Float weights [rows, in] -> MXFP4 rows uint8 [rows, row_stride(in)]."""
+    import torch
+
+    rows, n = wf.shape
+    if n % BLOCK:
+        raise ValueError(f"in={n} is not a multiple of {BLOCK}")
+    nb = n // BLOCK
+    w = wf.to(torch.float64).reshape(rows, nb, BLOCK)
+    amax = w.abs().amax(-1)
+    _, ex = torch.frexp(amax)  # amax = mant * 2^ex, mant in [0.5, 1): floor(log2 amax) = ex - 1
+    e = (ex.to(torch.int64) - 1 - 2 + 127).clamp(0, 254)
+    e = torch.where(amax > 0, e, torch.zeros_like(e))
+    scale = torch.ldexp(torch.ones_like(amax), e - 127)
+    u = w / scale[..., None]  # exact: the scale is a power of two
+    mag = u.abs()
+    # Round to nearest E2M1 magnitude, ties to the even code (midpoints 0.25, 0.75, ..., 5).
+    idx = ((mag > 0.25).to(torch.int64) + (mag >= 0.75) + (mag > 1.25) + (mag >= 1.75)
+           + (mag > 2.5) + (mag >= 3.5) + (mag > 5.0))
+    codes = idx | ((u < 0).to(torch.int64) << 3)
+    q = codes[..., :16] | (codes[..., 16:] << 4)
+    blocks = torch.cat([e[..., None], q], dim=-1).to(torch.uint8).reshape(rows, nb * BLOCK_BYTES)
+    stride = row_stride(n)
+    out = torch.full((rows, stride), PAD_BYTE, dtype=torch.uint8, device=wf.device)
+    out[:, : nb * BLOCK_BYTES] = blocks
+    return out
+
+
+def dequantize(rows_u8, n_in: int):
+    """MXFP4 rows uint8 [rows, row_stride] -> float64 weights [rows, n_in] (exact)."""
+    import torch
+
+    rows = rows_u8.shape[0]
+    nb = n_in // BLOCK
+    bl = rows_u8[:, : nb * BLOCK_BYTES].reshape(rows, nb, BLOCK_BYTES).to(torch.int64)
+    e = bl[..., 0]
+    q = bl[..., 1:]
+    codes = torch.cat([q & 15, q >> 4], dim=-1)  # weights 0..15 low nibbles, 16..31 high nibbles
+    grid = torch.tensor(E2M1, dtype=torch.float64, device=rows_u8.device)
+    val = grid[codes & 7]
+    val = torch.where((codes & 8) != 0, -val, val)
+    scale = torch.ldexp(torch.ones_like(e, dtype=torch.float64), e - 127)
+    scale = torch.where(e == 255, torch.full_like(scale, float("nan")), scale)
+    return (val * scale[..., None]).reshape(rows, n_in)
+
+
+# --- the family --------------------------------------------------------------
+
+
+class Fp4Matvec(Family):
+    quantize = staticmethod(quantize)
+    dequantize = staticmethod(dequantize)
+    row_stride = staticmethod(row_stride)
+
+    def outputs(self, geometry: Geometry) -> list[OutputSpec]:
+        return [OutputSpec("y", "float32", (geometry["out"],))]
+
+    def check_geometry(self, params: Mapping[str, Any]) -> str | None:
+        if params["in"] % BLOCK:
+            return f"in={params['in']} must be a multiple of {BLOCK} (whole MXFP4 blocks)"
+        return None
+
+    def check(self, genome: Mapping[str, Any], geometries) -> str | None:
+        W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+        if W % G:
+            return f"warps={W} is not a multiple of row_groups={G} (each row group is whole warps)"
+        wpg = W // G
+        if R % wpg:
+            return f"rows_per_block={R} is not a multiple of the {wpg} warps of a row group"
+        chains = 2 if G == 1 else 1
+        inflight = (R // wpg) * chains * U
+        if inflight > 8:
+            return (f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
+                    "lane, over 8 (register budget)")
+        for g in geometries:
+            if g["out"] % R:
+                return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
+        return None
+
+    def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
+        # row_groups 2 splits the baseline's two 32-lane chains between two warp groups: the same fold.
+        return ["row_groups"] if genome["row_groups"] == 4 else []
+
+    def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
+        return {"in": geometry["in"], "x_bf16": geometry["x_dtype"] == "bfloat16"}
+
+    # --- inputs and the float64 reference --------------------------------
+    def make_inputs(self, geometry: Geometry, seed: int, device: Any) -> dict[str, Any]:
+        import torch
+
+        O, n = geometry["out"], geometry["in"]
+        g = torch.Generator(device=device).manual_seed(1000003 * seed + 31)
+        row = torch.exp(0.5 * torch.randn((O, 1), generator=g, device=device))
+        wf = torch.randn((O, n), generator=g, device=device) * 0.02 * row
+        w = quantize(wf)
+        x = torch.randn(n, generator=g, device=device).to(getattr(torch, geometry["x_dtype"]))
+        return {"w": w, "x": x}
+
+    def reference(self, inputs: Mapping[str, Any], geometry: Geometry, dtype: Any = None) -> dict[str, Any]:
+        import torch
+
+        dt = dtype or torch.float64
+        y = dequantize(inputs["w"], geometry["in"]).to(dt) @ inputs["x"].to(dt)
+        return {"y": y}
+
+    def error_bound(self, output: str) -> float:
+        return 1e-4
+
+    # --- launching --------------------------------------------------------
+    def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
+        return Launch((geometry["out"] // genome["rows_per_block"], 1, 1), (32 * genome["warps"], 1, 1), 0)
+
+    def arg_types(self) -> str:
+        return "pppi"
+
+    def kernel_args(self, inputs, outputs, geometry: Geometry) -> list[Any]:
+        return [inputs["w"], inputs["x"], outputs["y"], geometry["out"]]
+
+    def bytes_moved(self, geometry: Geometry) -> int:
+        O, n = geometry["out"], geometry["in"]
+        xb = 2 if geometry["x_dtype"] == "bfloat16" else 4
+        return O * (n // BLOCK) * BLOCK_BYTES + n * xb + O * 4
+
+    def flops(self, geometry: Geometry) -> int:
+        return 2 * geometry["out"] * geometry["in"]
+
+
+FAMILY = Fp4Matvec(
+    name="fp4_matvec",
+    description="dense MXFP4 (E2M1 + E8M0 per 32) mat-vec, batch-1 decode",
+    entry="fp4_matvec",
+    knobs=(
+        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt"), "lut_global",
+             doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, or table-free "
+                 "with byte permutes (__byte_perm builds the fp32 bits)"),
+        Knob("qload", ("bytes", "words_funnel", "vec16"), "bytes",
+             doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, or 2 aligned 16-byte "
+                 "vectors + a select barrel"),
+        Knob("row_groups", (1, 2, 4), 1, exact=False,
+             doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
+                 "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),
+        Knob("rows_per_block", (1, 2, 4, 8), 4, doc="output rows per thread block"),
+        Knob("warps", (1, 2, 4, 8), 4, doc="warps per thread block"),
+        Knob("unroll", (1, 2, 4), 1, doc="fold steps whose quant loads are all issued before any arithmetic"),
+    ),
+    faults={
+        "wrong shift: weight j+16 read from the low nibble":
+            ("(8 * (j & 3) + 4)) & 15u)", "(8 * (j & 3))) & 15u)"),
+        "E8M0 scale read as 2^(e-126)":
+            ("__uint_as_float(sb << 23)", "__uint_as_float((sb + 1u) << 23)"),
+    },
+    geometry_params=(
+        GeometryParam("in", int, None, min=32, max=65536, doc="input features (4096 or 7168), multiple of 32"),
+        GeometryParam("out", int, None, min=1, max=1 << 20, doc="output rows (4096, 7168 or 18432)"),
+        GeometryParam("x_dtype", str, "float32", choices=("float32", "bfloat16"), doc="activation dtype"),
+    ),
+)

@@ -1,0 +1,271 @@
+// fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (FAMILIES.md §4).
+//
+// Weights: w [out, ROW_STRIDE] bytes. A row is NBLK = in / 32 blocks of 17 bytes, block b at byte 17*b:
+// byte 0 is the E8M0 scale 2^(e-127) (e = 255 is NaN), bytes 1..16 are E2M1 codes, weight j (0..15) in
+// the low nibble of byte 1+j and weight j+16 in the high nibble. E2M1: bit 3 sign, bits 0..2 index
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}. Rows are padded to ROW_STRIDE = 17*NBLK rounded up to 16 bytes, so every
+// row starts 16-byte aligned (no padding when in % 512 == 0, as for in = 4096 and 7168).
+// Activations x [in] fp32 (or bf16 with EVO_X_BF16); output y [out] fp32.
+//
+// THE FOLD (what every exact knob keeps): a row is summed by 64 "virtual lanes" (128 with
+// row_groups = 4); virtual lane v takes blocks v, v + 64, ... in increasing order. Per block:
+//   p = 0; p = fma(e2m1[code_j], x_j, p) for j = 0..31; acc = fma(p, scale, acc);
+// then each group of 32 virtual lanes is summed by a 32-lane xor butterfly (16, 8, 4, 2, 1), and
+// y = s0 + s1 (64 virtual lanes), or (s0 + s1) + (s2 + s3) with row_groups = 4. With row_groups = 1 a lane
+// runs virtual lanes L and 32 + L; with row_groups = 2 warp group g runs virtual lanes 32g + L: the same
+// fold. row_groups = 4 is a different fold (it changes output bits).
+//
+// Knobs arrive as macros EVO_<KNOB> (see family.py). No headers: NVRTC compiles it without a toolkit.
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#ifndef EVO_IN
+#define EVO_IN 7168
+#endif
+#ifndef EVO_X_BF16
+#define EVO_X_BF16 0
+#endif
+
+#define NBLK (EVO_IN / 32)
+#define ROW_STRIDE ((NBLK * 17 + 15) / 16 * 16)
+#define G EVO_ROW_GROUPS
+#define NWARPS EVO_WARPS
+#define R EVO_ROWS_PER_BLOCK
+#define U EVO_UNROLL
+#define VL (G == 4 ? 128 : 64)  // virtual lanes of the fold
+#define NCH (VL / (32 * G))     // chains (virtual lanes) per lane: 2, 1, 1
+#define WPG (NWARPS / G)        // warps per row group
+#define RW (R / WPG)            // rows per warp
+#define NSTEP ((NBLK + VL - 1) / VL)
+
+#if (NWARPS % G) != 0 || (R % WPG) != 0
+#error "warps must be a multiple of row_groups, rows_per_block a multiple of warps per group"
+#endif
+
+// E2M1 values, sign bit 3.
+#if EVO_EXPAND == EVO_EXPAND_LUT_GLOBAL
+__device__ float fp4_lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+#elif EVO_EXPAND == EVO_EXPAND_LUT_CONSTANT || EVO_EXPAND == EVO_EXPAND_LUT_SHARED
+__constant__ float fp4_lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+#endif
+#if EVO_EXPAND == EVO_EXPAND_LUT_SHARED
+__shared__ float s_lut[16];
+#define LUT(i) s_lut[i]
+#else
+#define LUT(i) fp4_lut[i]
+#endif
+
+struct fblk {
+  u32 sb;    // scale byte
+  u32 q[4];  // code bytes 0..15 (little-endian words)
+};
+
+__device__ __forceinline__ fblk load_block(const u8* __restrict__ row, int b) {
+  fblk r;
+  const int a = 17 * b;
+#if EVO_QLOAD == EVO_QLOAD_BYTES
+  const u8* p = row + a;
+  r.sb = p[0];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    r.q[k] = (u32)p[1 + 4 * k] | ((u32)p[2 + 4 * k] << 8) | ((u32)p[3 + 4 * k] << 16) | ((u32)p[4 + 4 * k] << 24);
+#elif EVO_QLOAD == EVO_QLOAD_WORDS_FUNNEL
+  // Five aligned 32-bit words cover the 17 bytes at offset 0..3; with 16-byte padded rows they never
+  // leave the row's padded extent (the last block sits at offset 3 when NBLK % 4 == 0).
+  const u32* p = reinterpret_cast<const u32*>(row + (a & ~3));
+  const u32 off = (u32)(a & 3);
+  u32 w[5];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) w[k] = p[k];
+  r.sb = (w[0] >> (8u * off)) & 255u;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) r.q[k] = __funnelshift_rc(w[k], w[k + 1], 8u * off + 8u);  // shift 32 -> w[k+1]
+#elif EVO_QLOAD == EVO_QLOAD_VEC16
+  // Two aligned 16-byte vectors cover the 17 bytes at offset 0..15; the window is selected with a
+  // two-level barrel of selects (no dynamically indexed array, so no local memory).
+  const uint4* p = reinterpret_cast<const uint4*>(row + (a & ~15));
+  const uint4 v0 = p[0], v1 = p[1];
+  const u32 off = (u32)(a & 15);
+  const u32 wv[9] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w, 0u};
+  const u32 j0 = off >> 2, sh = 8u * (off & 3u);
+  u32 t[7], c[6], s[5];
+#pragma unroll
+  for (int i = 0; i < 7; ++i) t[i] = (j0 & 2u) ? wv[i + 2] : wv[i];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) c[i] = (j0 & 1u) ? t[i + 1] : t[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) s[i] = __funnelshift_r(c[i], c[i + 1], sh);  // bytes off .. off+19
+  r.sb = s[0] & 255u;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) r.q[k] = __funnelshift_r(s[k], s[k + 1], 8u);
+#else
+#error "unknown EVO_QLOAD"
+#endif
+  return r;
+}
+
+// E8M0: 2^(e-127); e = 0 is the subnormal 2^-127, e = 255 is NaN.
+__device__ __forceinline__ float e8m0(u32 sb) {
+  const float v = sb ? __uint_as_float(sb << 23) : __uint_as_float(0x00400000u);
+  return sb == 255u ? __uint_as_float(0x7fc00000u) : v;
+}
+
+// Four E2M1 codes (the low nibble of each byte of n) to fp32 with byte permutes, no table: the fp32
+// bits of the magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are a top byte {00,3F,3F,3F,40,40,40,40} and a
+// second byte {00,00,80,C0,00,40,80,C0} followed by zeros; the sign is bit 3 of the code.
+__device__ __forceinline__ void e2m1x4_prmt(u32 n, float* out) {
+  const u32 t = n | (n >> 4);                  // byte 0: c1c0, byte 2: c3c2
+  const u32 sel = __byte_perm(t, 0u, 0x4420u);  // c0 | c1 << 4 | c2 << 8 | c3 << 12
+  const u32 mag = sel & 0x7777u;
+  const u32 top = __byte_perm(0x3F3F3F00u, 0x40404040u, mag);
+  const u32 sec = __byte_perm(0xC0800000u, 0xC0804000u, mag);
+  const u32 p01 = __byte_perm(sec, top, 0x5140u);  // sec0 top0 sec1 top1
+  const u32 p23 = __byte_perm(sec, top, 0x7362u);  // sec2 top2 sec3 top3
+  out[0] = __uint_as_float((p01 << 16) | ((sel << 28) & 0x80000000u));
+  out[1] = __uint_as_float((p01 & 0xFFFF0000u) | ((sel << 24) & 0x80000000u));
+  out[2] = __uint_as_float((p23 << 16) | ((sel << 20) & 0x80000000u));
+  out[3] = __uint_as_float((p23 & 0xFFFF0000u) | ((sel << 16) & 0x80000000u));
+}
+
+// The 32 weight values of a block (without the scale), weight j at v[j].
+__device__ __forceinline__ void expand(const fblk& blk, float* v) {
+#if EVO_EXPAND == EVO_EXPAND_PRMT
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    e2m1x4_prmt(blk.q[k] & 0x0F0F0F0Fu, v + 4 * k);
+    e2m1x4_prmt((blk.q[k] >> 4) & 0x0F0F0F0Fu, v + 16 + 4 * k);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    v[j] = LUT((blk.q[j >> 2] >> (8 * (j & 3))) & 15u);
+    v[16 + j] = LUT((blk.q[j >> 2] >> (8 * (j & 3) + 4)) & 15u);
+  }
+#endif
+}
+
+__device__ __forceinline__ void load_x(const void* __restrict__ xp, int b, float* xv) {
+#if EVO_X_BF16
+  const uint4* p = reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(xp) + 32 * b);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint4 t = p[k];
+    xv[8 * k + 0] = __uint_as_float(t.x << 16);
+    xv[8 * k + 1] = __uint_as_float(t.x & 0xFFFF0000u);
+    xv[8 * k + 2] = __uint_as_float(t.y << 16);
+    xv[8 * k + 3] = __uint_as_float(t.y & 0xFFFF0000u);
+    xv[8 * k + 4] = __uint_as_float(t.z << 16);
+    xv[8 * k + 5] = __uint_as_float(t.z & 0xFFFF0000u);
+    xv[8 * k + 6] = __uint_as_float(t.w << 16);
+    xv[8 * k + 7] = __uint_as_float(t.w & 0xFFFF0000u);
+  }
+#else
+  const float4* p = reinterpret_cast<const float4*>(reinterpret_cast<const float*>(xp) + 32 * b);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float4 t = p[k];
+    xv[4 * k + 0] = t.x;
+    xv[4 * k + 1] = t.y;
+    xv[4 * k + 2] = t.z;
+    xv[4 * k + 3] = t.w;
+  }
+#endif
+}
+
+__device__ __forceinline__ float fold_block(float acc, const fblk& blk, const float* xv) {
+  float v[32];
+  expand(blk, v);
+  float p = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) p = __fmaf_rn(v[j], xv[j], p);
+  return __fmaf_rn(p, e8m0(blk.sb), acc);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;  // identical in every lane (a + b == b + a)
+}
+
+extern "C" __global__ void __launch_bounds__(32 * NWARPS)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = warp / WPG, wi = warp % WPG;
+  const int lrow0 = wi * RW;
+  const int row0 = blockIdx.x * R + lrow0;
+
+#if EVO_EXPAND == EVO_EXPAND_LUT_SHARED
+  if (threadIdx.x < 16) s_lut[threadIdx.x] = fp4_lut[threadIdx.x];
+  __syncthreads();  // the table is read by every warp
+#endif
+
+  const u8* rows[RW];
+#pragma unroll
+  for (int r = 0; r < RW; ++r) rows[r] = w + (size_t)(row0 + r) * ROW_STRIDE;
+
+  float acc[RW][NCH];
+#pragma unroll
+  for (int r = 0; r < RW; ++r)
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) acc[r][c] = 0.0f;
+
+  for (int s0 = 0; s0 < NSTEP; s0 += U) {
+    // Every quant load of U steps, NCH chains and RW rows is issued before any arithmetic.
+    fblk qb[U][NCH][RW];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int b = VL * (s0 + u) + 32 * (g * NCH + c) + lane;
+        if ((NSTEP % U == 0 || s0 + u < NSTEP) && (NBLK % VL == 0 || b < NBLK)) {
+#pragma unroll
+          for (int r = 0; r < RW; ++r) qb[u][c][r] = load_block(rows[r], b);
+        }
+      }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int b = VL * (s0 + u) + 32 * (g * NCH + c) + lane;
+        if ((NSTEP % U == 0 || s0 + u < NSTEP) && (NBLK % VL == 0 || b < NBLK)) {
+          float xv[32];
+          load_x(x, b, xv);  // once per block, shared by the RW rows
+#pragma unroll
+          for (int r = 0; r < RW; ++r) acc[r][c] = fold_block(acc[r][c], qb[u][c][r], xv);
+        }
+      }
+  }
+
+#pragma unroll
+  for (int r = 0; r < RW; ++r)
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) acc[r][c] = warp_sum(acc[r][c]);
+
+#if G == 1
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) y[row0 + r] = __fadd_rn(acc[r][0], acc[r][1]);
+  }
+#else
+  __shared__ float s_red[R][G];
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) s_red[lrow0 + r][g] = acc[r][0];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < R; t += 32 * NWARPS) {
+#if G == 2
+    y[blockIdx.x * R + t] = __fadd_rn(s_red[t][0], s_red[t][1]);
+#else
+    y[blockIdx.x * R + t] = __fadd_rn(__fadd_rn(s_red[t][0], s_red[t][1]), __fadd_rn(s_red[t][2], s_red[t][3]));
+#endif
+  }
+#endif
+}
