@@ -1,0 +1,129 @@
+"""The GPU backend's correctness and recheck logic, run on the CPU with a simulated kernel.
+
+A stand-in "kernel" writes the family's float32 reference into the poisoned
+output buffers (or a deliberately wrong, partial, racy or NaN version of it),
+so poisoning, written views, hashes, the frozen baseline, mismatch details and
+the recheck are exercised without a GPU. Launching and timing stay GPU-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from evo.family import Geometry, load_family
+from gates import correctness_gate
+from harness.gpu import GpuBackend, Loaded
+
+
+class CpuSim(GpuBackend):
+    """GpuBackend with torch on the CPU and a Python 'kernel'."""
+
+    def __init__(self, family, geometries, fault=None, seeds=3, runs=2):  # noqa: D107 - no CUDA here
+        self.torch, self.cupy = torch, None
+        self.family, self.geometries, self.builder = family, list(geometries), SimpleNamespace(arch="sm_90")
+        self.seeds, self.runs, self.batch_ms, self.nvml = seeds, runs, 1.0, None
+        self.device = torch.device("cpu")
+        self.stream = SimpleNamespace(synchronize=lambda: None)
+        self._inputs, self._refs, self._base_out, self._outbuf, self._streams = {}, {}, {}, {}, {}
+        self._warmed = False
+        self.baseline_hashes, self.baseline_errors = {}, {}
+        self.fault = fault
+        self.calls = 0
+
+    def _sync(self) -> None:
+        pass
+
+    def _launcher(self, loaded, g, inputs, outs):
+        def launch():
+            self.calls += 1
+            ref = self.family.reference(inputs, g, dtype=torch.float32)
+            views = self.family.written_view(outs, loaded.genome, g)
+            for name, t in views.items():
+                r = ref[name]
+                if t.shape != r.shape:  # split partials: the whole sum in slice 0, zeros in the rest
+                    src = torch.zeros(t.shape, dtype=torch.float32)
+                    src[0] = r
+                    r = src
+                val = r.to(t.dtype)
+                kind = (loaded.genome.get("_fault") or self.fault)
+                if kind == "wrong" and name == list(views)[-1]:
+                    val = val.flatten().roll(1).view_as(val)
+                elif kind == "partial" and name == list(views)[-1]:
+                    flat = t.view(-1)
+                    flat[: flat.numel() // 2] = val.view(-1)[: flat.numel() // 2]
+                    continue
+                elif kind == "nan" and name == list(views)[0]:
+                    val = val.clone()
+                    val.view(-1)[0] = float("nan")
+                elif kind == "race" and self.calls % 2 == 0 and name == list(views)[-1]:
+                    val = val.clone()
+                    val.view(-1)[-1] = val.view(-1)[-1] * 1.5 + 1
+                t.copy_(val)
+        return launch
+
+
+@pytest.fixture(autouse=True)
+def _no_cuda_streams(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+
+GEOS = [Geometry("T3_H128", {"T": 3, "H": 128, "S": 2, "prenorm": False})]
+
+
+def _setup(fault=None):
+    fam = load_family("mhc_pre_big_fuse")
+    be = CpuSim(fam, GEOS, fault=fault)
+    base = Loaded(None, fam.baseline(), {})
+    ev = be.correctness(base, freeze=True)
+    return fam, be, ev
+
+
+def test_freeze_records_hashes_and_float64_errors():
+    fam, be, ev = _setup()
+    assert len(ev.checks) == 3 * 3 and len(be.baseline_hashes) == 9
+    for c in ev.checks:
+        assert c.unwritten == 0 and c.nonfinite == 0 and len(set(c.hashes)) == 1
+        assert c.rel_err is not None and c.rel_err < fam.error_bound(c.output)
+
+
+@pytest.mark.parametrize("fault,expect", [(None, "pass"), ("wrong", "differs from the baseline"),
+                                          ("partial", "never written"), ("nan", "NaN"), ("race", "race")])
+def test_faults_get_the_right_reason(fault, expect):
+    fam, be, _ = _setup()
+    be.fault = fault
+    cand = Loaded(None, fam.baseline().replace(meta="slice"), {})
+    v = correctness_gate(be.correctness(cand), be.baseline_hashes, "exact")
+    if expect == "pass":
+        assert v.ok, v
+    else:
+        assert not v.ok and expect in v.reason, v.reason
+    if fault == "wrong":
+        assert "elements differ" in v.reason and "first at flat index" in v.reason
+
+
+def test_recheck_compares_with_the_candidates_own_outputs():
+    fam, be, _ = _setup()
+    cand = Loaded(None, fam.baseline().replace(meta="slice"), {})
+    be.correctness(cand)
+    assert be.recheck(cand) is None
+    be.fault = "wrong"  # the same kernel now returns something else after timing
+    assert "changed after the timed runs" in be.recheck(cand)
+
+
+def test_split_partials_use_written_and_compare_views():
+    fam = load_family("mhc_prenorm_gemm")
+    geos = [Geometry("T5_H64", {"T": 5, "H": 64})]
+    be = CpuSim(fam, geos)
+    base = Loaded(None, fam.baseline(), {})
+    ev = be.correctness(base, freeze=True)
+    assert all(c.unwritten == 0 for c in ev.checks), "only the written slices are checked for poison"
+    assert all(c.rel_err is not None and c.rel_err < 1e-3 for c in ev.checks)
+    two = Loaded(None, fam.baseline().replace(split_k=2), {})
+    ev2 = be.correctness(two)
+    v = correctness_gate(ev2, be.baseline_hashes, "tolerance", None, be.baseline_errors, 2.0)
+    assert v.ok, v.reason  # other bits (other shape), same sums
