@@ -18,9 +18,10 @@ from typing import Any
 
 from evo.config import CampaignConfig
 from evo.genome import Genome
+from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas, outside_answer_replayable
 from evo.ledger import Ledger
 from evo.proposers import PROPOSERS, Proposal
-from evo.records import ACCEPTED, BASELINE, ERROR, Attempt, Verdict
+from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 from gates import PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
 from harness.build import BuildError, Builder, Built
 
@@ -104,6 +105,11 @@ class Campaign:
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+        # ideas (evo/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
+        used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}
+        self.ideas, self._ideas_changed = campaign_book(cfg.family, self.ledger.meta("ideas"), used,
+                                                        folder=cfg.ideas.folder if cfg.ideas is not None else True)
+        self.builder.ideas = self.ideas
         self.floor = 0.0
         self.floors: dict[str, float] = {}
         self.ceiling: dict[str, float] = {}
@@ -141,13 +147,18 @@ class Campaign:
 
     def setup(self) -> None:
         self._check_resume()
+        if self._ideas_changed:  # ideas: like a changed knob, a measured idea may not change its text
+            raise CampaignError(
+                f"idea(s) {', '.join(self._ideas_changed)} changed in {self.family.folder / 'ideas'} since campaign "
+                f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign")
         interrupted = self.ledger.recover()
         if interrupted:
             self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
         led = self.ledger
         if led.meta("config") is None:
             # One transaction: a kill between these writes must not leave "config" without "backend".
-            led.set_meta_many({
+            # create_meta: of several workers starting at once exactly one writes them (evo/workers.py).
+            led.create_meta({
                 "config": {**config_fingerprint(self.cfg), "budget": asdict(self.cfg.budget),
                            "proposer": asdict(self.cfg.proposer), "storage": self.cfg.storage,
                            "command": self.command, "seed": self.cfg.seed},
@@ -163,6 +174,11 @@ class Campaign:
         self._noise_floor()
         self._record_baseline()
         self.champion = led.champion() or self.baseline
+        if self.cfg.ideas is not None:  # ideas: freeze the folder's ideas into the ledger (new ones are accepted)
+            frozen = led.meta("ideas") or {}
+            add = {s: i.to_record() for s, i in self.ideas.items() if frozen.get(s, {}).get("patch") != i.patch}
+            if add:
+                led.set_meta("ideas", {**frozen, **add})
         if self.cfg.peer.torch_compile != "off" and led.meta("peer_torch_compile") is None:
             weighted = [g for g in self.cfg.geometries if g.weight > 0]
             self.out(f"peer: timing torch.compile ({self.cfg.peer.torch_compile}) of the float32 reference ...")
@@ -256,10 +272,10 @@ class Campaign:
                                "pairs": len(r), "discarded": s.discarded, "launches": s.launches}
         self.floors = floors
         self.floor = max(floors.values())
-        sessions = self.ledger.meta("sessions") or []
-        sessions.append({"at": now(), "floor": self.floor, "floors": floors, "aa": timings,
-                         "threshold": threshold(p.min_gain, self.floor), "backend": self.backend.name})
-        self.ledger.set_meta("sessions", sessions)
+        # append_meta: under the study lock, so no other worker's session entry is lost (evo/workers.py)
+        self.ledger.append_meta("sessions", {"at": now(), "floor": self.floor, "floors": floors, "aa": timings,
+                                             "threshold": threshold(p.min_gain, self.floor),
+                                             "backend": self.backend.name})
         self.ledger.set_meta("noise_floor", floors)
         self.ledger.set_meta("floor", self.floor)
         msg = ", ".join(f"{k} {v:.3%}" for k, v in floors.items())
@@ -285,6 +301,17 @@ class Campaign:
         """Build and gate one proposal (the ledger records what comes back, whatever the verdict)."""
         trial = self.ledger.ask(fixed=prop.genome)
         a = self._attempt(trial.number, prop, None)
+        # ideas: a proposal may bring new ideas (kept from now on), or be a failed outside answer (recorded as is)
+        fresh = list(getattr(prop, "new_ideas", None) or [])
+        for idea in fresh:
+            self.ideas[idea.slug] = idea
+        a.notes += list(getattr(prop, "notes", None) or [])
+        meta = self._ideas_meta(prop.genome)
+        if getattr(prop, "failure", None) is not None:
+            a.verdict = prop.failure
+            a.finished_at = now()
+            self.ledger.record(trial, a, meta=meta)
+            return a
         from harness.worker import WorkerCrash, WorkerTimeout
 
         try:
@@ -292,7 +319,7 @@ class Campaign:
         except (WorkerCrash, WorkerTimeout) as e:  # only the worker died: record it and go on
             a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
             a.finished_at = now()
-            self.ledger.record(trial, a)
+            self.ledger.record(trial, a, meta=meta)
             self._loaded.pop(prop.genome.key, None)
             return a
         except Exception as e:  # a bug or a crash must not lose the attempt record
@@ -301,13 +328,33 @@ class Campaign:
             kind = "crash" if isinstance(e, KernelCrash) else "harness"
             a.verdict = Verdict.error(kind, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             a.finished_at = now()
-            self.ledger.record(trial, a)
+            self.ledger.record(trial, a, meta=meta)
             raise
         a.finished_at = now()
-        self.ledger.record(trial, a)
+        self.ledger.record(trial, a, meta=meta)
         if a.verdict.status == ACCEPTED:
             self.champion = a
+        self._write_ideas(fresh)
         return a
+
+    # --- ideas (evo/ideas.py) ---------------------------------------------------
+    def _ideas_meta(self, genome: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The ledger's frozen ideas plus any this genome uses for the first time (written with its attempt)."""
+        frozen = self.ledger.meta("ideas") or {}
+        missing = [s for s in idea_slugs(genome) if s not in frozen and s in self.ideas]
+        if not missing:
+            return None
+        return {"ideas": {**frozen, **{s: self.ideas[s].to_record() for s in missing}}}
+
+    def _write_ideas(self, ideas: list[Any]) -> None:
+        """Ideas an outside proposer made, as patch files beside the log (``evo idea add`` takes them)."""
+        for idea in ideas:
+            try:
+                d = self.cfg.log_dir / "ideas"
+                d.mkdir(parents=True, exist_ok=True)
+                (d / f"{idea.slug}.patch").write_text(idea.text())
+            except OSError as e:
+                self.out(f"warning: could not write idea {idea.slug} beside the log: {e}")
 
     def _gate(self, a: Attempt, prop: Proposal, source: str | None) -> Attempt:
         from harness.recorded import NotRecorded
@@ -315,6 +362,9 @@ class Campaign:
         cfg = self.cfg
         try:
             built = self.builder.build(prop.genome, source)
+        except IdeaError as e:  # ideas: unknown, no longer applies, or does not apply together with another
+            a.verdict = Verdict.error("idea", str(e), gate="idea")
+            return a
         except BuildError as e:
             a.verdict = Verdict.error("compile", str(e), gate="static")
             return a
@@ -332,14 +382,15 @@ class Campaign:
         if not v.ok:
             a.verdict = v
             return a
-        inexact = {g.name: self.family.inexact_knobs(prop.genome, g) for g in cfg.geometries}
+        inexact = {g.name: self.family.inexact_knobs(prop.genome, g) + inexact_ideas(prop.genome, self.ideas)
+                   for g in cfg.geometries}
         c = cfg.gates.correctness
         if c.mode == "exact" and any(inexact.values()):
             a.verdict = correctness_gate(_EMPTY, {}, "exact", inexact)
             return a
-        if source is not None and self.simulated:
-            a.verdict = Verdict.error("not_recorded", "source-level variants need a GPU: the recorded sweep only "
-                                      "holds knob genomes", gate="correctness")
+        if (source is not None or idea_slugs(prop.genome)) and self.simulated:
+            a.verdict = Verdict.error("not_recorded", "source-level variants (ideas, faults) need a GPU: the "
+                                      "recorded sweep only holds knob genomes", gate="correctness")
             return a
         t0 = time.perf_counter()
         try:
@@ -480,10 +531,19 @@ class Campaign:
                         out.setdefault(k, []).append(a.genome[k])
         return out
 
+    def budget_spent(self, attempts: list[Attempt], elapsed: float) -> tuple[list[Attempt], str | None]:
+        """The attempts that count against the budget, and why the budget is spent (None while it is not)."""
+        budget = self.cfg.budget
+        counted = [x for x in attempts if x.verdict.kind != "interrupted"]
+        if budget.attempts is not None and len(counted) >= budget.attempts:
+            return counted, f"attempt budget reached ({len(counted)}/{budget.attempts})"
+        if budget.minutes is not None and elapsed >= budget.minutes * 60:
+            return counted, f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
+        return counted, None
+
     def run(self) -> RunSummary:
         self.setup()
         cfg = self.cfg
-        budget = cfg.budget
         led = self.ledger
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
         t_start = time.monotonic()
@@ -494,18 +554,19 @@ class Campaign:
         # Seed differs per session so a resumed campaign does not replay the same random stream.
         proposer = proposer_cls(self.family, cfg.geometries, cfg.proposer.options, cfg.seed * 7919 + n_before,
                                 tabu=self.tabu())
+        # ideas: idea toggles, the knob search in the champion's idea context, the outside proposer
+        from evo.proposers.outside import IdeaLayer
+
+        proposer = IdeaLayer(proposer, self.family, cfg.geometries, self.ideas, cfg.ideas,
+                             cfg.seed * 7919 + n_before, self.builder.source_for, self.out)
         if self.on_attempt and self.baseline is not None:
             self.on_attempt(self.baseline, self)
         try:
             while True:
                 attempts = led.attempts()
-                counted = [x for x in attempts if x.verdict.kind != "interrupted"]
-                elapsed = start_elapsed + time.monotonic() - t_start
-                if budget.attempts is not None and len(counted) >= budget.attempts:
-                    stopped = f"attempt budget reached ({len(counted)}/{budget.attempts})"
-                    break
-                if budget.minutes is not None and elapsed >= budget.minutes * 60:
-                    stopped = f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
+                counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)
+                if spent:
+                    stopped = spent
                     break
                 proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
                 prop = proposer.propose(attempts, led.seen_keys())
@@ -575,8 +636,12 @@ def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None =
     """
     camp.setup()
     targets = []
-    for a in camp.ledger.attempts():
+    everything = camp.ledger.attempts()
+    by_id = {a.id: a for a in everything}
+    for a in everything:
         if a.verdict.status not in ("rejected", "error") or a.verdict.kind == "interrupted":
+            continue
+        if not outside_answer_replayable(a, by_id):  # ideas: a failed outside answer holds no variant to re-judge
             continue
         if ids is not None and a.id not in ids:
             continue

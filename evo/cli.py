@@ -29,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--attempts", type=int, help="override budget.attempts")
     r.add_argument("--minutes", type=float, help="override budget.minutes")
     r.add_argument("--plain", action="store_true", help="one line per attempt instead of the live view")
+    # workers (evo/workers.py): several processes or hosts share one campaign through its storage
+    w = sub.add_parser("worker", help="join a campaign as one of several workers sharing its storage (e.g. PostgreSQL)")
+    w.add_argument("config", help="campaign YAML")
+    w.add_argument("--storage", help="the shared storage URL, e.g. postgresql+psycopg2://user:pw@host/db")
+    w.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    w.add_argument("--attempts", type=int, help="override budget.attempts (the campaign's total, all workers)")
+    w.add_argument("--minutes", type=float, help="override budget.minutes")
     for name, help_ in (("status", "summarize a campaign"), ("log", "write the markdown attempt log")):
         s = sub.add_parser(name, help=help_)
         s.add_argument("config", help="campaign YAML")
@@ -51,6 +58,25 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
     sub.add_parser("families", help="list kernel families and their knobs")
+    # ideas (evo/ideas.py): source-level patches as genes
+    ia = sub.add_parser("idea", help="register a source-level idea (a patch against a family's kernel.cu)")
+    isub = ia.add_subparsers(dest="idea_cmd", metavar="action", parser_class=_Parser)
+    add = isub.add_parser("add", help="check that a patch applies to kernel.cu and compiles, then register it")
+    add.add_argument("family", help="a family under candidates/")
+    add.add_argument("patch", help="a unified diff against kernel.cu, with Title:/Rationale:/Exact: lines before it")
+    add.add_argument("--name", help="the idea's name (default: the patch file's name)")
+    add.add_argument("--title", help="the title, if the file has no Title: line")
+    add.add_argument("--rationale", help="the rationale, if the file has no Rationale: line")
+    add.add_argument("--exact", choices=("yes", "no"), help="whether output bits are kept (default: the file's, else yes)")
+    add.add_argument("--config", help="compile at this campaign's geometries (default: the family's recorded ones)")
+    add.add_argument("--arch", default="sm_90", help="compile target (default sm_90)")
+    add.add_argument("--force", action="store_true", help="replace an idea of the same name")
+    add.add_argument("--candidates", help=argparse.SUPPRESS)  # another candidates/ folder (tests)
+    il = sub.add_parser("ideas", help="a family's ideas and their history across campaigns")
+    il.add_argument("family", help="a family under candidates/")
+    il.add_argument("--storage", action="append", default=[],
+                    help="a ledger URL to read (repeatable; default: every logs/*/ledger.db here)")
+    il.add_argument("--candidates", help=argparse.SUPPRESS)
     return p
 
 
@@ -69,10 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "families":
             return _families()
+        if args.cmd == "idea":
+            return _idea_add(args) if args.idea_cmd == "add" else _fail("idea: give an action (evo idea add ...)")
+        if args.cmd == "ideas":
+            return _ideas(args)
         cfg = load_config(args.config, backend_override=getattr(args, "backend", None),
                           storage_override=getattr(args, "storage", None))
         if args.cmd == "run":
             return _run(cfg, args)
+        if args.cmd == "worker":
+            from evo.workers import cli_worker
+
+            return cli_worker(cfg, args)
         if args.cmd == "status":
             return _status(cfg)
         if args.cmd == "log":
@@ -102,6 +136,100 @@ def _families() -> int:
             tag = "bit-preserving" if k.exact else "may change bits"
             vals = ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values)
             print(f"  {k.name:<14} {vals:<28} {tag:<16} {k.doc}")
+    return 0
+
+
+def _family_for(args):
+    from evo.family import CANDIDATES_DIR, FamilyError, load_family
+
+    root = Path(args.candidates) if getattr(args, "candidates", None) else CANDIDATES_DIR
+    try:
+        return load_family(args.family, root)
+    except FamilyError as e:
+        raise _UsageError(str(e)) from None
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _idea_add(args) -> int:
+    """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
+    from evo.config import load_config
+    from evo.family import Geometry
+    from evo.ideas import IdeaError, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
+    from harness.build import BuildError
+    from harness.recorded import recorded_geometries
+
+    try:
+        fam = _family_for(args)
+    except _UsageError as e:
+        return _fail(str(e))
+    src = Path(args.patch)
+    if not src.is_file():
+        return _fail(f"{src}: no such patch file")
+    slug = args.name or src.name.removesuffix(".patch").removesuffix(".diff")
+    try:
+        idea = parse_idea(src.read_text(errors="replace"), slug=slug, origin="cli", path=str(src), title=args.title,
+                          rationale=args.rationale, exact=None if args.exact is None else args.exact == "yes")
+    except IdeaError as e:
+        return _fail(f"idea {slug}: {e}")
+    existing, _ = load_folder_ideas(fam)
+    if slug in existing and not args.force:
+        if existing[slug].patch == idea.patch:
+            return _fail(f"idea {slug} is already registered for {fam.name} with this patch")
+        return _fail(f"idea {slug} already exists in {ideas_folder(fam)} (give --name, or --force to replace it)")
+    same = next((s for s, i in existing.items() if i.change_sha256 == idea.change_sha256 and s != slug), None)
+    if same:
+        return _fail(f"idea {slug} makes the same change as idea {same}, already registered for {fam.name}")
+    if args.config:
+        geometries = load_config(args.config).geometries
+    else:
+        geometries = [Geometry(g["name"], g["params"]) for g in recorded_geometries(fam)]
+        geometries = [g for g in geometries if fam.check_geometry(g.params) is None]
+    try:
+        facts = check_idea(fam, idea, geometries, args.arch, others=existing)
+    except (IdeaError, BuildError) as e:
+        return _fail(f"idea {slug} refused: {' '.join(str(e).split())}")
+    path = write_idea(fam, idea)
+    regs = "; ".join(f"{k}: {r['registers'][0]}->{r['registers'][1]} registers, stack {r['stack_frame'][0]}->"
+                     f"{r['stack_frame'][1]} B" for k, r in facts["specs"].items())
+    print(f"evo: idea {slug} registered for {fam.name} at {path}: applies to kernel.cu and compiles ({regs})")
+    if facts["same_sass"]:
+        print("evo: note: with the baseline's knob values it compiles to the same machine code as the baseline")
+    for other in facts["conflicts"]:
+        print(f"evo: note: it does not apply together with idea {other} (a genome with both is an error: idea)")
+    return 0
+
+
+def _ideas(args) -> int:
+    """`evo ideas <family>`: every idea (folder and campaigns) with its verdicts across campaigns."""
+    from evo.ideas import ideas_folder, load_folder_ideas, render_ideas
+    from evo.ledger import Ledger
+
+    try:
+        fam = _family_for(args)
+    except _UsageError as e:
+        return _fail(str(e))
+    urls = list(args.storage) or [f"sqlite:///{p.resolve()}" for p in sorted(Path.cwd().glob("logs/*/ledger.db"))]
+    campaigns = []
+    import optuna
+
+    for url in urls:
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+            return _fail(f"{url}: no such ledger")
+        try:
+            names = optuna.get_all_study_names(storage=url)
+        except Exception as e:
+            print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            continue
+        for name in names:
+            led = Ledger(url, name, fam.knobs)
+            meta = led.all_meta()
+            if (meta.get("config") or {}).get("family") == fam.name:
+                campaigns.append((name, led.attempts(), meta))
+    good, broken = load_folder_ideas(fam)
+    print(render_ideas(fam, good, broken, campaigns, ideas_folder(fam)), end="")
     return 0
 
 

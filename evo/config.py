@@ -92,6 +92,26 @@ class WorkerConfig:
     timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
 
 
+@dataclass(frozen=True)
+class OutsideProposerConfig:
+    """A command that answers the champion's source and the attempt history with a patch (evo.proposers.outside)."""
+
+    command: tuple[str, ...]  # an argv list, never a shell string
+    every: int = 1  # ask it for one attempt in every `every`
+    timeout_s: float = 120.0  # a hang past it is killed and recorded as error: proposer
+    max_failures: int = 3  # consecutive failed answers after which it is not asked again this session
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IdeasConfig:
+    """Source-level ideas (evo/ideas.py): genes switched on and off, and an optional outside proposer."""
+
+    toggle: float = 0.2  # chance per attempt of switching one idea on or off on the champion
+    folder: bool = True  # use the family's candidates/<family>/ideas/
+    proposer: OutsideProposerConfig | None = None
+
+
 @dataclass
 class CampaignConfig:
     path: Path
@@ -112,6 +132,7 @@ class CampaignConfig:
     bound: BoundConfig | None = None
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     e2e: E2EConfig | None = None
+    ideas: IdeasConfig | None = None  # None: no idea genes are proposed (ideas in the ledger still build)
 
     @property
     def log_dir(self) -> Path:
@@ -205,6 +226,7 @@ TOP_KEYS = {
     "bound": "decode profile for the share-derived bound",
     "worker": "isolation of candidates in a worker process",
     "e2e": "end-to-end decode command (argv list) printing tokens/s and sha256",
+    "ideas": "source-level ideas: toggle chance, folder, outside proposer command",
 }
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
@@ -310,6 +332,7 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
 
     return CampaignConfig(
         bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
+        ideas=_ideas(raw["ideas"]) if "ideas" in raw else None,
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
@@ -425,3 +448,27 @@ def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
     env = _expect(e.get("env", {}) or {}, dict, "e2e.env")
     return E2EConfig(tuple(argv), _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
                      _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0), {str(k): str(v) for k, v in env.items()})
+
+
+def _ideas(raw: Any) -> IdeasConfig:
+    from evo.e2e import E2EError, normalize_command
+
+    i = _section(raw, "ideas", {"toggle": 0, "folder": 0, "proposer": 0})
+    outside = None
+    if i.get("proposer") is not None:
+        p = _section(i["proposer"], "ideas.proposer",
+                     {"command": 0, "every": 0, "timeout_s": 0, "max_failures": 0, "env": 0})
+        if "command" not in p:
+            raise ConfigError("ideas.proposer.command: missing (an argv list, e.g. [python, -m, evo.proposers.rules])")
+        try:
+            argv = normalize_command(p["command"], "ideas.proposer.command")
+        except E2EError as err:
+            raise ConfigError(str(err)) from None
+        env = _expect(p.get("env", {}) or {}, dict, "ideas.proposer.env")
+        outside = OutsideProposerConfig(
+            tuple(argv), _num(p, "every", "ideas.proposer", int, 1, lo=1, hi=1000),
+            _num(p, "timeout_s", "ideas.proposer", float, 120.0, lo=0.1, hi=86400.0),
+            _num(p, "max_failures", "ideas.proposer", int, 3, lo=1, hi=1000000),
+            {str(k): str(v) for k, v in env.items()})
+    return IdeasConfig(_num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
+                       _expect(i.get("folder", True), bool, "ideas.folder"), outside)

@@ -5,7 +5,9 @@ written as ``#define`` lines at the top and every preprocessor conditional
 that depends only on knobs resolved and removed, so a diff between two steps
 shows the real code change. Conditionals on a geometry's compile-time
 parameters (its specialization, e.g. split count) stay: the exported kernel
-still serves every geometry.
+still serves every geometry. A step that switches a source-level idea on
+(evo/ideas.py) has the idea's patch applied to ``kernel.cu`` first, and its
+commit message carries the idea's title and rationale.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from evo.family import Family
-from evo.genome import Genome
 from evo.records import ACCEPTED, BASELINE, Attempt
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
@@ -146,16 +147,53 @@ def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str
                           input=stdin).stdout
 
 
-def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any]) -> str:
-    change = Genome(a.genome).describe_change(prev.genome)
+def idea_book(family: Family, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The ideas a campaign measured (frozen in its ledger), else the family's folder's."""
+    from evo.ideas import book_from_meta, load_folder_ideas
+
+    return {**load_folder_ideas(family)[0], **book_from_meta(meta.get("ideas"))}
+
+
+def step_source(family: Family, genome: Mapping[str, Any], book: Mapping[str, Any]) -> str:
+    """kernel.cu with the genome's ideas applied, knob conditionals resolved (ValueError if an idea fails)."""
+    from evo.ideas import IdeaError, apply_ideas, idea_slugs
+
+    src = family.source()
+    if idea_slugs(genome):
+        try:
+            src = apply_ideas(src, genome, book)
+        except IdeaError as e:
+            raise ValueError(f"cannot export: {e}") from None
+    return resolved_kernel(family, genome, src)
+
+
+def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any],
+                   book: Mapping[str, Any] | None = None) -> str:
+    from evo.ideas import describe_change, idea_slugs, knob_part
+
+    book = idea_book(family, meta) if book is None else book
+    on, was = idea_slugs(a.genome), idea_slugs(prev.genome)
+    added = [s for s in on if s not in was]
+    change = describe_change(a.genome, prev.genome)
+    if added and len(added) == 1 and knob_part(a.genome) == knob_part(prev.genome) and added[0] in book:
+        change = book[added[0]].title  # a step that is one idea: its title says what it does
     dev = meta.get("device") or {}
     lines = [f"{family.name}: {change}", ""]
     lines.append(f"Step {step} of campaign {a.campaign}, attempt #{a.id} ({a.origin}).")
     lines.append("")
     lines.append("What changed and why:")
-    for k, (old, new) in sorted(Genome(a.genome).diff(prev.genome).items()):
+    for k, (old, new) in sorted(knob_part(a.genome).diff(knob_part(prev.genome)).items()):
         doc = family.knob(k).doc
         lines.append(f"- {k}: {old} -> {new}" + (f" ({doc})" if doc else ""))
+    for s in added:
+        idea = book.get(s)
+        title = idea.title if idea else s
+        lines.append(f"- idea {s}: {title}" + ("" if idea is None or idea.exact else " (may change output bits)"))
+        if idea is not None and idea.rationale:
+            lines += ["  " + ln for ln in _wrap(f"Rationale: {idea.rationale}", 72)]
+    for s in [s for s in was if s not in on]:
+        idea = book.get(s)
+        lines.append(f"- idea {s} taken out" + (f": {idea.title}" if idea else ""))
     lines += ["", "Kernel speedup (median of per-round ratios, 95% interval):"]
     for g, iv in a.speedup_vs_parent.items():
         cum = a.speedup_vs_baseline.get(g)
@@ -181,6 +219,12 @@ def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: M
     return "\n".join(lines) + "\n"
 
 
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width) or [""]
+
+
 def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any], out_dir: Path) -> list[Path]:
     """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches."""
     out_dir = Path(out_dir)
@@ -190,7 +234,9 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
         raise ValueError("the campaign has no baseline attempt yet")
     chain = [base] + sorted((a for a in attempts if a.verdict.status == ACCEPTED), key=lambda a: a.id)
     fname = f"{family.name}.cu"
-    baseline_text = resolved_kernel(family, base.genome)
+    book = idea_book(family, meta)
+    texts = {a.id: step_source(family, a.genome, book) for a in chain}  # ValueError before anything is written
+    baseline_text = texts[base.id]
     (out_dir / f"baseline-{fname}").write_text(baseline_text)
     for old in out_dir.glob("*.patch"):
         old.unlink()
@@ -203,13 +249,13 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
         _git(repo, "commit", "-q", "-m", f"{family.name}: baseline (the family's defaults)",
              env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
         for i, (prev, a) in enumerate(zip(chain, chain[1:]), 1):
-            (repo / fname).write_text(resolved_kernel(family, a.genome))
+            (repo / fname).write_text(texts[a.id])
             _git(repo, "add", fname)
-            msg = commit_message(family, i, a, prev, meta)
+            msg = commit_message(family, i, a, prev, meta, book)
             when = a.finished_at or date
             _git(repo, "commit", "-q", "-F", "-", stdin=msg, env={"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
         if len(chain) > 1:
             _git(repo, "format-patch", "-q", "-o", str(out_dir), "HEAD~%d" % (len(chain) - 1))
         patches = sorted(out_dir.glob("*.patch"))
-    (out_dir / fname).write_text(resolved_kernel(family, chain[-1].genome))
+    (out_dir / fname).write_text(texts[chain[-1].id])
     return sorted(patches)

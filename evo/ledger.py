@@ -1,8 +1,9 @@
 """The attempt ledger: one Optuna study per campaign, one trial per attempt.
 
-Optuna's RDB storage gives us persistence, resumption and (later) PostgreSQL
-sharing for free; each trial carries its full :class:`Attempt` as a JSON user
-attribute, so the ledger is readable without our own schema.
+Optuna's RDB storage gives us persistence, resumption and sharing between
+workers on PostgreSQL (``evo worker``, evo/workers.py); each trial carries its
+full :class:`Attempt` as a JSON user attribute, so the ledger is readable
+without our own schema.
 
 Crash safety (a SIGKILL at any moment, then ``evo run`` again): every write
 that must not be seen half-done is one SQL transaction, so the database holds
@@ -17,18 +18,56 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   attempt (e.g. ``baseline_id``) in one transaction: that commit is the
   attempt. A trial is never COMPLETE/FAIL without its attempt, nor the other
   way round.
-* ``set_meta_many()`` writes several study attrs in one transaction.
-* ``recover()`` (at start, before anything else) turns what a killed process
-  left behind into ``error: interrupted`` attempts, each in one transaction:
-  RUNNING trials (asked, never recorded) and WAITING ones (enqueued by older
-  versions). Their genomes are left out of ``seen_keys`` and may be proposed
-  again; the campaign does not count them against the attempt budget.
+* ``set_meta_many()`` writes several study attrs in one transaction;
+  ``create_meta()`` does so only if none of them exists yet (under the study
+  lock: of several workers creating a campaign, exactly one writes its meta),
+  and ``append_meta()`` appends to a list attr under that lock.
+* ``recover()`` (at start, and periodically in ``evo worker``) turns what a
+  dead process left behind into ``error: interrupted`` attempts, each in one
+  transaction: RUNNING trials (asked, never recorded) and WAITING ones
+  (enqueued by older versions). Their genomes are left out of ``seen_keys``
+  and may be proposed again; the campaign does not count them against the
+  attempt budget. Only trials whose owner is gone are touched (see below), so
+  it is safe while other workers are running.
+
+Liveness (several processes on one ledger, ``evo worker``): ``ask(fixed)``
+stamps the new trial, in its creating transaction, with the owner's identity
+(system attr ``evo:worker``: host, pid, the process's start time, the kernel's
+boot id and pid namespace, and a per-Ledger token) and with Optuna's first
+heartbeat row; a daemon thread then records Optuna's heartbeat
+(``RDBStorage(heartbeat_interval=..., grace_period=...)``) for every trial the
+Ledger holds until ``record()`` lets go of it. A RUNNING trial is dead when
+
+* its Ledger lives in this process but no longer holds it (``record()``
+  failed) or is gone, or
+* its owner ran on this kernel and pid namespace and that process has exited
+  (a SIGKILLed ``evo run`` is recovered at once by the next one), or
+* otherwise (another host): it had no heartbeat for ``grace_period`` seconds.
+
+A trial without the stamp (older versions, ``ask()`` without ``fixed``) has
+no heartbeat and is taken as dead, as before. Intervals: ``EVO_HEARTBEAT_S``
+(default 10) and ``EVO_GRACE_S`` (default 60) or the Ledger's arguments.
+
+Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)``
+first locks the study row (a no-op UPDATE: a row lock on PostgreSQL, the write
+lock on SQLite) and, in that same transaction, refuses with
+:class:`GenomeTaken` when a non-interrupted trial (RUNNING or recorded) already
+holds the genome, and with :class:`BudgetTaken` when RUNNING plus recorded
+non-interrupted trials already fill ``Ledger.limit``. Trial creation is
+serialised by that lock, so two workers can never both hold one genome and
+the budget is never overshot; a refused ask writes nothing (no trial, no
+"withdrawn" marker: numbers stay contiguous). ``record()`` also stamps the
+attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
 
 So every trial ends up finished with exactly one complete attempt, ids are the
-contiguous trial numbers, and nothing judged is lost or judged twice. Not
-covered: ``ask()`` without ``fixed`` (the sampler's params are written one by
-one; a kill between leaves an interrupted attempt with a partial genome), and
-files outside the ledger (the markdown log is rewritten by the next run).
+contiguous trial numbers, and nothing judged is lost or judged twice. A trial
+finished by ``record()`` is finished only if it is still unfinished in the
+same transaction (another worker may have recovered it as stale meanwhile:
+then ``record()`` raises optuna's ``UpdateFinishedTrialError`` and writes
+nothing). Not covered: ``ask()`` without ``fixed`` (the sampler's params are
+written one by one; a kill between leaves an interrupted attempt with a
+partial genome), and files outside the ledger (the markdown log is rewritten
+by the next run).
 """
 
 from __future__ import annotations
@@ -37,12 +76,24 @@ import contextlib
 import datetime as dt
 import json
 import math
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+import warnings
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
+import sqlalchemy.exc
+import sqlalchemy.orm
 from optuna.distributions import CategoricalDistribution
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
@@ -54,19 +105,147 @@ from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 ATTEMPT_ATTR = "attempt"
+GENOME_KEY_ATTR = "evo:genome_key"  # system attr: the genome a RUNNING trial holds (written at ask)
+WORKER_ATTR = "evo:worker"  # system attr: who asked it (see "Liveness" above)
+INTERRUPTED = "error: interrupted"
 INTERRUPTED_REASON = (
     "the campaign process stopped while this attempt was running; it will be proposed again"
 )
+HEARTBEAT_S = 10
+GRACE_S = 60
 
 
-def _storage(url: str) -> optuna.storages.RDBStorage:
-    """RDB storage; for SQLite, create the folder and wait on locks instead of failing."""
+class GenomeTaken(Exception):
+    """Shared mode: another trial (``holder``, RUNNING or recorded) already holds this genome."""
+
+    def __init__(self, holder: int, genome_key: str):
+        super().__init__(f"genome already held by attempt #{holder}")
+        self.holder = holder
+        self.genome_key = genome_key
+
+
+class BudgetTaken(Exception):
+    """Shared mode: running plus recorded attempts already fill ``Ledger.limit``."""
+
+    def __init__(self, taken: int, limit: int):
+        super().__init__(f"{taken} attempt(s) recorded or running fill the budget of {limit}")
+        self.taken = taken
+        self.limit = limit
+
+
+def heartbeat_settings() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
+    hb = int(os.environ.get("EVO_HEARTBEAT_S") or HEARTBEAT_S)
+    grace = int(os.environ.get("EVO_GRACE_S") or max(GRACE_S, 3 * hb))
+    return hb, grace
+
+
+def _storage(url: str, heartbeat_s: int, grace_s: int) -> optuna.storages.RDBStorage:
+    """RDB storage with Optuna's heartbeat; for SQLite, create the folder and wait on locks instead of failing.
+
+    Several workers may open a fresh database at once (table creation races): retried a few times.
+    """
+    kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
-    return optuna.storages.RDBStorage(url)
+        kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
+    for n in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **kw)
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+            if n == 4:
+                raise
+            time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")
+
+
+# --- who owns a RUNNING trial, and is it alive? ---------------------------------
+_LIVE: "weakref.WeakSet[Ledger]" = weakref.WeakSet()  # every Ledger of this process
+_PROCESS: dict[str, Any] = {}
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) from /proc/<pid>/stat, or None."""
+    text = _read(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    rest = text[text.rindex(")") + 1:].split()
+    return (rest[0], rest[19]) if len(rest) > 19 else None
+
+
+def _process() -> dict[str, Any]:
+    """This process's identity (recomputed after a fork)."""
+    pid = os.getpid()
+    if _PROCESS.get("pid") != pid:
+        try:
+            ns = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            ns = None
+        st = _stat(pid)
+        _PROCESS.clear()
+        _PROCESS.update(host=socket.gethostname(), pid=pid, start=st[1] if st else None,
+                        boot=_read("/proc/sys/kernel/random/boot_id"), pidns=ns)
+    return dict(_PROCESS)
+
+
+def worker_name() -> str:
+    p = _process()
+    return f"{p['host']} pid {p['pid']}"
+
+
+def _certainly_dead(owner: Mapping[str, Any]) -> bool:
+    """True only when the owner surely exited: same kernel and pid namespace, and its pid is gone or reused.
+
+    Whatever cannot be told from here (another host or container, no /proc) is False: the heartbeat decides.
+    """
+    me = _process()
+    pid = owner.get("pid")
+    if not me["boot"] or not me["pidns"] or owner.get("boot") != me["boot"] or owner.get("pidns") != me["pidns"]:
+        return False
+    if not isinstance(pid, int) or pid <= 0 or not owner.get("start"):
+        return False
+    if pid == me["pid"]:
+        # This very process, and none of its Ledgers holds the trial (checked by the caller): abandoned.
+        return owner.get("start") == me["start"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # exists, another user's
+    st = _stat(pid)
+    if st is None:
+        return False
+    state, start = st
+    return start != owner.get("start") or state in ("Z", "X")
+
+
+def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval: float,
+          stop: threading.Event) -> None:
+    """Optuna's heartbeat for every trial the Ledger holds, until the Ledger is gone."""
+    while not stop.wait(interval):
+        led = ref()
+        if led is None:
+            return
+        with led._lock:
+            held = list(led._held)
+        del led
+        for trial_id in held:
+            try:
+                rdb.record_heartbeat(trial_id)
+            except Exception:  # a lost connection: the next beat tries again (the grace period covers it)
+                pass
 
 
 def _final_state(attempt: Attempt) -> tuple[TrialState, float | None]:
@@ -80,16 +259,29 @@ class Ledger:
     """All attempts of one campaign, stored as trials of the Optuna study named after it."""
 
     def __init__(self, storage_url: str, campaign: str, knobs: Sequence[Knob],
-                 sampler: optuna.samplers.BaseSampler | None = None):
+                 sampler: optuna.samplers.BaseSampler | None = None, *, shared: bool = False,
+                 heartbeat_s: int | None = None, grace_s: int | None = None):
         self.storage_url = storage_url
         self.campaign = campaign
+        hb, grace = heartbeat_settings()
+        self.heartbeat_s = int(heartbeat_s or hb)
+        self.grace_s = int(grace_s or max(grace, 2 * self.heartbeat_s))
+        if self.grace_s <= self.heartbeat_s:
+            raise ValueError(f"grace period {self.grace_s}s must exceed the heartbeat interval {self.heartbeat_s}s")
         self.study: optuna.Study = optuna.create_study(
-            storage=_storage(storage_url), study_name=campaign, direction="maximize",
-            sampler=sampler, load_if_exists=True,
+            storage=_storage(storage_url, self.heartbeat_s, self.grace_s), study_name=campaign,
+            direction="maximize", sampler=sampler, load_if_exists=True,
         )
         self.distributions: dict[str, CategoricalDistribution] = {
             k.name: CategoricalDistribution(list(k.values)) for k in knobs
         }
+        self.shared = shared  # several workers on this campaign: see "Shared mode" above
+        self.limit: int | None = None  # shared mode: the attempt budget ask() enforces
+        self._token = uuid.uuid4().hex
+        self._held: set[int] = set()  # trial ids this Ledger asked and has not recorded (heartbeat on)
+        self._lock = threading.Lock()
+        self._beat_thread: threading.Thread | None = None
+        _LIVE.add(self)
 
     # --- campaign metadata (study user attrs) ---------------------------
     def meta(self, key: str, default: Any = None) -> Any:
@@ -107,22 +299,64 @@ class Ledger:
         with self._session() as session:
             self._set_meta_in(session, items)
 
+    def create_meta(self, items: Mapping[str, Any]) -> bool:
+        """Write ``items`` in one transaction unless one of their keys exists already (then write nothing).
+
+        Under the study lock, so of several workers creating a campaign's meta exactly one does; True if this one did.
+        """
+        with self._session() as session:
+            self._lock_study(session)
+            study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
+            if any(models.StudyUserAttributeModel.find_by_study_and_key(study, k, session) is not None
+                   for k in items):
+                return False
+            self._set_meta_in(session, items)
+        return True
+
+    def append_meta(self, key: str, item: Any) -> None:
+        """Append ``item`` to the list meta ``key`` under the study lock (no append from another worker is lost)."""
+        with self._session() as session:
+            self._lock_study(session)
+            study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
+            attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
+            items = json.loads(attr.value_json) if attr is not None else []
+            self._set_meta_in(session, {key: [*(items or []), item]})
+
     # --- asking and recording -------------------------------------------
     def ask(self, fixed: Mapping[str, Any] | None = None) -> optuna.trial.Trial:
         """A new trial: exactly ``fixed`` when given, else whatever the sampler proposes.
 
-        A fixed trial is created RUNNING with all its params in one transaction.
+        A fixed trial is created RUNNING with all its params, its genome key, its owner and its first
+        heartbeat in one transaction; from then on this Ledger keeps its heartbeat until ``record()``.
+        Shared mode: raises :class:`GenomeTaken` or :class:`BudgetTaken` instead, having written nothing.
         """
-        if fixed is None:
-            return self.study.ask(self.distributions)
+        if fixed is None:  # not stamped, no heartbeat: recover() takes it as dead if it is left RUNNING
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Heartbeat of storage")
+                return self.study.ask(self.distributions)
         params = {k: fixed[k] for k in self.distributions if k in fixed}
+        key = Genome(fixed).key
         template = FrozenTrial(
             number=-1, state=TrialState.RUNNING, value=None, datetime_start=dt.datetime.now(),
             datetime_complete=None, params=params, distributions={k: self.distributions[k] for k in params},
-            user_attrs={}, system_attrs={}, intermediate_values={}, trial_id=-1,
+            user_attrs={}, system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
+            intermediate_values={}, trial_id=-1,
         )
-        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
-        self.study._thread_local.cached_all_trials = None
+        rdb = self._rdb()
+        with self._session() as session:
+            self._lock_study(session)  # serialises trial creation with every other worker's
+            if self.shared:
+                holder = self._holder(session, key)
+                if holder is not None:
+                    raise GenomeTaken(holder, key)
+                if self.limit is not None:
+                    taken = self._taken(session)
+                    if taken >= self.limit:
+                        raise BudgetTaken(taken, self.limit)
+            row = rdb._get_prepared_new_trial(self.study._study_id, template, session)
+            trial_id = row.trial_id
+            session.add(models.TrialHeartbeatModel(trial_id=trial_id))
+        self._hold(trial_id)
         trial = optuna.trial.Trial(self.study, trial_id)
         for name, dist in self.distributions.items():  # knobs ``fixed`` left out: the sampler's
             if name not in params:
@@ -136,12 +370,64 @@ class Ledger:
         """
         if attempt.id != trial.number:
             attempt.id = trial.number
+        if self.shared:
+            attempt.device.setdefault("worker", worker_name())
         state, value = _final_state(attempt)
-        try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
-            self.study.sampler.after_trial(self.study, self.study._storage.get_trial(trial._trial_id), state,
-                                           None if value is None else [value])
-        finally:
-            self._commit(trial._trial_id, attempt, state, value, meta)
+        try:
+            try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
+                self.study.sampler.after_trial(self.study, self.study._storage.get_trial(trial._trial_id), state,
+                                               None if value is None else [value])
+            finally:
+                self._commit(trial._trial_id, attempt, state, value, meta)
+        finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
+            self._release(trial._trial_id)
+
+    # --- holding trials (heartbeat) ------------------------------------------
+    def _hold(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.add(trial_id)
+            if self._beat_thread is None or not self._beat_thread.is_alive():
+                stop = threading.Event()
+                self._beat_thread = threading.Thread(
+                    target=_beat, args=(weakref.ref(self), self._rdb(), self.heartbeat_s, stop),
+                    name="evo-heartbeat", daemon=True)
+                weakref.finalize(self, stop.set)
+                self._beat_thread.start()
+
+    def _release(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.discard(trial_id)
+
+    def _lock_study(self, session: Any) -> None:
+        """A no-op UPDATE of the study row: a row lock on PostgreSQL, the database write lock on SQLite."""
+        s = models.StudyModel
+        session.query(s).filter(s.study_id == self.study._study_id).update(
+            {s.study_name: s.study_name}, synchronize_session=False)
+
+    def _holder(self, session: Any, key: str) -> int | None:
+        """The lowest-numbered trial holding genome ``key``: RUNNING, or recorded and not interrupted."""
+        t, u, sa = models.TrialModel, models.TrialUserAttributeModel, models.TrialSystemAttributeModel
+        v = sqlalchemy.orm.aliased(u)
+        sid, kj = self.study._study_id, json.dumps(key)
+        running = (session.query(t.number).join(sa, sa.trial_id == t.trial_id)
+                   .filter(t.study_id == sid, t.state == TrialState.RUNNING, sa.key == GENOME_KEY_ATTR,
+                           sa.value_json == kj))
+        recorded = (session.query(t.number).join(u, u.trial_id == t.trial_id).join(v, v.trial_id == t.trial_id)
+                    .filter(t.study_id == sid, u.key == "genome_key", u.value_json == kj, v.key == "verdict",
+                            v.value_json != json.dumps(INTERRUPTED)))
+        numbers = [n for (n,) in running.all()] + [n for (n,) in recorded.all()]
+        return min(numbers) if numbers else None
+
+    def _taken(self, session: Any) -> int:
+        """RUNNING trials plus finished trials with a non-interrupted attempt."""
+        t, u = models.TrialModel, models.TrialUserAttributeModel
+        sid = self.study._study_id
+        running = session.query(sqlalchemy.func.count(t.trial_id)).filter(
+            t.study_id == sid, t.state == TrialState.RUNNING).scalar()
+        recorded = (session.query(sqlalchemy.func.count(t.trial_id)).join(u, u.trial_id == t.trial_id)
+                    .filter(t.study_id == sid, t.state != TrialState.RUNNING, u.key == "verdict",
+                            u.value_json != json.dumps(INTERRUPTED)).scalar())
+        return int(running or 0) + int(recorded or 0)
 
     def _rdb(self) -> optuna.storages.RDBStorage:
         st = self.study._storage
@@ -170,18 +456,29 @@ class Ledger:
 
     def _commit(self, trial_id: int, attempt: Attempt, state: TrialState | None, value: float | None,
                 meta: Mapping[str, Any] | None = None) -> None:
-        """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta."""
+        """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta.
+
+        The final state is set only where the trial is still unfinished in this transaction (a conditional
+        UPDATE; on SQLite the FOR UPDATE read is not a lock), else nothing is written and
+        ``UpdateFinishedTrialError`` is raised: of two workers finishing one trial, one wins.
+        """
         rdb = self._rdb()
+        t = models.TrialModel
         with self._session() as session:
-            row = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+            row = t.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, row.state)
             for key, v in self._attr_items(attempt):
                 rdb._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, v)
             if state is not None:
                 if value is not None:
                     rdb._set_trial_value_without_commit(session, row, 0, value)
-                row.state = state
-                row.datetime_complete = dt.datetime.now()
+                n = (session.query(t).filter(t.trial_id == trial_id,
+                                             t.state.in_([TrialState.RUNNING, TrialState.WAITING]))
+                     .update({t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
+                              t._datetime_complete_utc: dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)},
+                             synchronize_session=False))
+                if n != 1:
+                    raise UpdateFinishedTrialError(f"trial {trial_id} was finished by another process meanwhile")
             if meta:
                 self._set_meta_in(session, meta)
 
@@ -200,12 +497,21 @@ class Ledger:
         return sorted(out, key=lambda a: a.id)
 
     def seen_keys(self) -> set[str]:
-        """Genomes already judged; interrupted ones are left out so they get proposed again."""
-        return {
-            t.user_attrs["genome_key"] for t in self._trials()
-            if ATTEMPT_ATTR in t.user_attrs and "genome_key" in t.user_attrs
-            and t.user_attrs.get("verdict") != "error: interrupted"
-        }
+        """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
+        out = set()
+        for t in self._trials():
+            ua = t.user_attrs
+            if t.state == TrialState.RUNNING:
+                key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
+                if key:
+                    out.add(key)
+            elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
+                out.add(ua["genome_key"])
+        return out
+
+    def running(self) -> list[FrozenTrial]:
+        """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
+        return self._trials([TrialState.RUNNING])
 
     def champion(self) -> Attempt | None:
         """The newest accepted attempt, else the baseline, else None."""
@@ -217,10 +523,11 @@ class Ledger:
 
     # --- crash recovery ----------------------------------------------------
     def recover(self) -> list[int]:
-        """Finish trials a killed process left RUNNING; return their numbers.
+        """Finish trials a dead process left RUNNING; return their numbers.
 
-        Only call this while no other process works on the campaign: a RUNNING
-        trial of a live worker would be closed too. A RUNNING trial without an
+        Safe while other workers run: a RUNNING trial whose owner is alive (see
+        "Liveness" in the module docstring) is left alone; one finished by
+        someone else meanwhile is skipped. A RUNNING trial without an
         attempt becomes ``error: interrupted`` (FAIL); one whose attempt was
         stored but whose state was not (ledgers written before record() was one
         transaction) is finished with that attempt. Trials enqueued but never
@@ -230,17 +537,38 @@ class Ledger:
         is recovered by the next run.
         """
         handled: list[int] = []
-        for t in self._trials([TrialState.RUNNING]):
+        running = self._trials([TrialState.RUNNING])
+        stale = set(self._rdb()._get_stale_trial_ids(self.study._study_id)) if running else set()
+        for t in running:
+            if self._alive(t, stale):
+                continue
             if ATTEMPT_ATTR in t.user_attrs:
                 attempt = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
             else:
                 attempt = self._interrupted(t)
-            self._commit(t._trial_id, attempt, *_final_state(attempt))
+            try:
+                self._commit(t._trial_id, attempt, *_final_state(attempt))
+            except UpdateFinishedTrialError:
+                continue  # recorded by its owner, or recovered by another worker, meanwhile
             handled.append(t.number)
         for t in self._trials([TrialState.WAITING]):
             attempt = self._interrupted(t)
-            self._commit(t._trial_id, attempt, *_final_state(attempt))
+            with contextlib.suppress(UpdateFinishedTrialError):
+                self._commit(t._trial_id, attempt, *_final_state(attempt))
         return handled
+
+    def _alive(self, t: FrozenTrial, stale: set[int]) -> bool:
+        """Whether the owner of RUNNING trial ``t`` may still record it (see "Liveness" above)."""
+        owner = t.system_attrs.get(WORKER_ATTR)
+        if not isinstance(owner, dict):
+            return False  # no owner stamp, no heartbeat: an older version's or an unfixed ask's
+        for led in list(_LIVE):
+            if led._token == owner.get("ledger"):
+                with led._lock:
+                    return t._trial_id in led._held
+        if _certainly_dead(owner):
+            return False
+        return t._trial_id not in stale
 
     def _interrupted(self, t: FrozenTrial) -> Attempt:
         config = self.meta("config") or {}

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.genome import Genome
+from evo.ideas import book_from_meta, delta, describe_change, idea_events
 from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
 
 DASH = "–"
@@ -103,15 +103,15 @@ def champion_chain(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list
 
 
 def _change(a: Attempt, prev: Mapping[str, Any] | None) -> str:
-    return DASH if prev is None else Genome(a.genome).describe_change(prev)
+    """Knob changes as ``k a->b``, source-level ideas as ``+idea <slug>`` / ``-idea <slug>``."""
+    return DASH if prev is None else describe_change(a.genome, prev)
 
 
 def _delta(a: Attempt, prev: Mapping[str, Any] | None) -> str:
-    """The knob=value settings ``a`` made relative to ``prev`` (the rejected-idea key)."""
+    """The knob=value settings and ideas ``a`` made relative to ``prev`` (the rejected-idea key)."""
     if prev is None:
         return "(no parent)"
-    d = Genome(a.genome).diff(prev)
-    return ", ".join(f"{k}={v}" for k, (_, v) in sorted(d.items())) or "(no change)"
+    return delta(a.genome, prev)
 
 
 def _verdict_counts(attempts: Sequence[Attempt]) -> list[tuple[str, int]]:
@@ -315,7 +315,28 @@ def _rejected(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]
         return L + ["None yet.", ""]
     rows = [[g["change"], g["count"], ", ".join(f"{k} ×{n}" for k, n in g["gates"].most_common()),
              " / ".join(g["reasons"]) or DASH, ", ".join(f"#{i}" for i in g["ids"])] for g in groups]
-    return L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""]
+    return L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""] + _rejected_sources(attempts, meta)
+
+
+def _rejected_sources(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]:
+    """Source-level ideas (evo/ideas.py) that failed, with their titles and rationales, and failed outside answers."""
+    book = book_from_meta(meta.get("ideas"))
+    failed = [e for e in idea_events(attempts, meta) if e.verdict != "accepted"]
+    if not failed:
+        return []
+    rows = []
+    for e in failed:
+        idea = book.get(e.slug) if e.slug else None
+        if e.slug:
+            title, why = (idea.title, idea.rationale) if idea else (e.slug, DASH)
+        else:
+            title, _, why = e.change.partition(": ")
+        rows.append([e.slug or "(outside answer)", _short(title, 100), _short(why or DASH, 240), e.verdict,
+                     _short(e.reason, 240), f"#{e.attempt}"])
+    return (["### Source-level ideas", "",
+             "Patches that switched an idea on (or outside answers that never became one) and did not make it, "
+             "with the idea's own rationale and the reason it was turned down.", ""]
+            + _table(["Idea", "Title", "Rationale", "Verdict", "Reason", "Id"], rows) + [""])
 
 
 def _selfcheck(meta: Mapping[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from evo.genome import Genome
+from evo.ideas import describe_change
 from evo.records import ACCEPTED, Attempt
 
 
@@ -60,7 +60,7 @@ class Progress:
         if self._live is not None:
             self._live.update(self.render())
         else:
-            change = Genome(a.genome).describe_change(self._baseline) if self._baseline else ""
+            change = describe_change(a.genome, self._baseline) if self._baseline else ""
             # markup=False: rich took "[simulated]" (and any [..] in a reason) for a style tag and dropped it.
             sim = " [simulated from recorded H200 measurements]" if self.simulated else ""
             self.console.print(f"#{a.id:<4} {a.verdict.label():<22} {_short(change, 60):<60} "

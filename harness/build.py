@@ -13,6 +13,8 @@ import json
 import os
 import re
 import struct
+import subprocess
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,6 +31,67 @@ class BuildError(Exception):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)
         self.log = log
+
+
+class PatchError(BuildError):
+    """A unified diff does not apply to the source (the message names the failing hunk)."""
+
+
+def apply_patch(source: str, patch: str, name: str = "kernel.cu") -> str:
+    """``source`` with ``patch`` (a unified diff against ``name``) applied by ``git apply``; raises PatchError.
+
+    The patch is applied in a scratch folder outside any repository (``--recount``: hunk line counts
+    written by hand or by a language model need not be right; offsets are allowed, fuzz is not).
+    """
+    with tempfile.TemporaryDirectory(prefix="evo-patch-") as td:
+        d = Path(td)
+        (d / name).write_text(source)
+        (d / "change.patch").write_text(patch if patch.endswith("\n") else patch + "\n")
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(d.parent), "LC_ALL": "C"}
+        try:
+            r = subprocess.run(["git", "apply", "--recount", "--whitespace=nowarn", "-v", "change.patch"], cwd=d,
+                               env=env, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise PatchError(f"git apply could not run: {e}") from None
+        if r.returncode != 0:
+            raise PatchError(patch_failure(r.stderr, name), r.stderr)
+        extra = sorted(p.name for p in d.iterdir() if p.name not in (name, "change.patch"))
+        if not (d / name).is_file():
+            raise PatchError(f"the patch deletes {name}")
+        if extra:
+            raise PatchError(f"the patch creates {', '.join(extra)}; it may change {name} only")
+        return (d / name).read_text()
+
+
+def patch_failure(log: str, name: str = "kernel.cu") -> str:
+    """One line from ``git apply -v``'s complaint: where it failed and the context it looked for."""
+    lines = log.splitlines()
+    searched: list[str] = []
+    for i, ln in enumerate(lines):
+        if ln.startswith("error: while searching for:"):
+            for nxt in lines[i + 1:]:
+                if nxt.startswith("error:") or (not nxt.strip() and searched):
+                    break
+                if nxt.strip():
+                    searched.append(nxt.strip())
+            break
+    for ln in lines:
+        m = re.match(r"error: patch failed: (.+):(\d+)", ln)
+        if m:
+            ctx = " | ".join(searched[:3])
+            return (f"hunk at {m.group(1)}:{m.group(2)} does not apply"
+                    + (f" (its context is not in the source: {ctx[:200]})" if ctx else ""))
+    for ln in lines:
+        m = re.match(r"error: (?:corrupt patch|patch fragment without header) at line (\d+)", ln)
+        if m:
+            return f"corrupt patch at line {m.group(1)}: {ln.split(': ', 1)[1][:160]}"
+        if "No valid patches in input" in ln:
+            return "not a unified diff: no hunks found"
+        m = re.match(r"error: (.+): (No such file or directory|does not exist in index)", ln)
+        if m:
+            return f"the patch changes {m.group(1)}, not {name}"
+    first = next((ln for ln in lines if ln.startswith(("error:", "fatal:"))), log.strip()[:200] or "unknown error")
+    return first.split(": ", 1)[-1][:240]
 
 
 @dataclass
@@ -296,7 +359,8 @@ def build_module(source: str, entry: str, arch: str, key: str) -> Module:
 class Builder:
     """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
 
-    def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto"):
+    def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto",
+                 ideas: Mapping[str, Any] | None = None):
         self.family = family
         self.geometries = geometries
         self.arch = detect_arch() if arch == "auto" else arch
@@ -304,16 +368,44 @@ class Builder:
         for g in geometries:
             s = family.specialization(g)
             self.specs.setdefault(spec_key(s), s)
+        self._ideas = ideas
+
+    @property
+    def ideas(self) -> Mapping[str, Any]:
+        """slug -> :class:`evo.ideas.Idea` (a campaign sets its own; default: the family's ``ideas/`` folder)."""
+        if self._ideas is None:
+            from evo.ideas import load_folder_ideas
+
+            self._ideas = load_folder_ideas(self.family)[0]
+        return self._ideas
+
+    @ideas.setter
+    def ideas(self, book: Mapping[str, Any]) -> None:
+        self._ideas = book
 
     def spec_of(self, geometry: Geometry) -> str:
         return spec_key(self.family.specialization(geometry))
+
+    def source_for(self, genome: Mapping[str, Any], base_source: str | None = None) -> str:
+        """The kernel text before the knob macros: ``base_source`` (else kernel.cu) with the genome's ideas applied.
+
+        Raises :class:`evo.ideas.IdeaError` (a BuildError) when an idea is unknown, no longer applies, or
+        does not apply together with another idea of the genome.
+        """
+        from evo.ideas import apply_ideas, idea_slugs
+
+        body = base_source if base_source is not None else self.family.source()
+        if idea_slugs(genome):
+            body = apply_ideas(body, genome, self.ideas)
+        return body
 
     def build(self, genome: Mapping[str, Any], base_source: str | None = None) -> Built:
         from evo.genome import Genome
 
         built = Built(Genome(genome).key)
+        body = self.source_for(genome, base_source)
         for key, spec in self.specs.items():
-            src = resolve_source(self.family, genome, spec, base_source)
+            src = resolve_source(self.family, genome, spec, body)
             built.source[key] = src
             built.modules[key] = build_module(src, self.family.entry, self.arch, key)
         return built

@@ -163,7 +163,7 @@ class GpuBackend:
         fn = loaded.functions[self.builder.spec_of(g)]
         lc = self.family.launch(loaded.genome, g)
         args = self._args(inputs, outputs, g)
-        cupy, torch = self.cupy, self.torch
+        torch = self.torch
 
         def launch() -> None:
             # CuPy must launch on torch's current stream, or a torch graph capture records nothing.

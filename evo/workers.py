@@ -1,0 +1,251 @@
+"""Several workers on one campaign: ``evo worker <config> [--storage URL]``.
+
+Each worker is one process (one per GPU: give each its own
+``CUDA_VISIBLE_DEVICES``; or one per host) that joins the campaign named in the
+config through its storage URL, typically PostgreSQL
+(``postgresql+psycopg2://user:pw@host/db``; ``pip install -e '.[pg]'``), and
+runs the campaign loop against the shared ledger. The ledger does the
+coordination (evo/ledger.py, "Shared mode" and "Liveness"):
+
+* no attempt measured twice: ``ask`` refuses, in the transaction that would
+  create the trial and under the study lock, a genome that a RUNNING or
+  recorded non-interrupted trial already holds (:class:`GenomeTaken`): the
+  worker proposes again. ``seen_keys`` includes other workers' RUNNING trials,
+  so this only happens in the race between proposing and asking;
+* none lost: every trial is recorded by its worker, or recovered as
+  ``error: interrupted`` once its worker is dead (same host: at once; other
+  hosts: no heartbeat for the grace period), by whoever starts next or by the
+  periodic check every worker makes between attempts;
+* the budget is global: ``ask`` also refuses (:class:`BudgetTaken`) when
+  RUNNING plus recorded non-interrupted trials fill ``budget.attempts``, and a
+  worker waits while other workers' attempts could still fill it or be
+  interrupted;
+* the campaign meta is created by the first worker (``create_meta``) and the
+  baseline exactly once: a worker whose baseline ask is refused waits for the
+  holder to record it (or to be recovered as interrupted, then tries again),
+  then checks its own frozen output hashes against it;
+* the champion is read from the ledger before each evaluation (another worker
+  may have accepted a step).
+
+Each attempt's ``device["worker"]`` says which worker ("<host> pid <pid>")
+measured it. ``budget.minutes`` is per worker session (plus the campaign's
+recorded ``elapsed_s`` at its start).
+
+Not done yet: compiling the next candidates while the current one is
+measured (a build pool feeding the measuring loop); an attempt accepted
+against a champion that another worker replaced meanwhile is kept as
+accepted vs its parent (its ``parent_id`` says which).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import zlib
+from typing import Any
+
+from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
+from sqlalchemy.exc import SQLAlchemyError
+
+from evo.campaign import Campaign, CampaignError, RunSummary
+from evo.ledger import BudgetTaken, GenomeTaken, worker_name
+from evo.proposers import PROPOSERS
+from evo.records import BASELINE, Attempt
+
+POLL_S = 0.2  # how often a waiting worker looks at the ledger again
+
+
+class WorkerCampaign(Campaign):
+    """A campaign loop that shares its ledger with other workers."""
+
+    def __init__(self, cfg: Any, **kw: Any):
+        super().__init__(cfg, **kw)
+        self.ledger.shared = True
+        self.ledger.limit = cfg.budget.attempts
+        self.name = worker_name()
+        self.taken = 0  # proposals another worker got first
+
+    # --- set-up ------------------------------------------------------------
+    def _baseline(self) -> None:
+        # Another worker may have created the campaign since our first check: hold this config against it.
+        self._check_resume()
+        super()._baseline()
+
+    def _record_baseline(self) -> None:
+        """Exactly one worker records the baseline; the others wait for it and check their hashes against it."""
+        pending = self._pending_baseline
+        while pending is not None:
+            self._pending_baseline = pending
+            try:
+                super()._record_baseline()
+                return
+            except GenomeTaken as e:
+                self.out(f"worker {self.name}: the baseline is being measured by attempt #{e.holder}; waiting")
+                base = self._wait_for_baseline(e.holder)
+            if base is not None:
+                self._pending_baseline = None
+                frozen = self.ledger.meta("baseline_hashes") or {}
+                moved = [k for k, v in frozen.items() if self.backend.baseline_hashes.get(k) != v]
+                if moved:
+                    raise CampaignError(f"this worker's baseline output hash differs from the campaign's ({moved[0]}):"
+                                        " different GPU, driver or inputs; it cannot join this campaign")
+                self.baseline = base
+                return
+            # its holder died before recording it: try again
+
+    def _wait_for_baseline(self, holder: int) -> Attempt | None:
+        led = self.ledger
+        while True:
+            base = next((a for a in led.attempts() if a.verdict.status == BASELINE), None)
+            if base is not None:
+                return base
+            if not any(t.number == holder for t in led.running()):
+                return None
+            led.recover()
+            time.sleep(POLL_S)
+
+    # --- one attempt -----------------------------------------------------------
+    def evaluate(self, prop: Any, source: str | None = None) -> Attempt:
+        # Another worker may have accepted a step since: measure against the ledger's champion.
+        self.champion = self.ledger.champion() or self.baseline
+        return super().evaluate(prop, source)
+
+    # --- the loop -------------------------------------------------------------
+    def _proposer(self, n_before: int) -> Any:
+        """As in Campaign.run, seeded per worker so that workers do not all propose the same genomes."""
+        cfg = self.cfg
+        seed = cfg.seed * 7919 + n_before + zlib.crc32(self.name.encode()) % 1_000_003
+        proposer = PROPOSERS[cfg.proposer.name](self.family, cfg.geometries, cfg.proposer.options, seed,
+                                                tabu=self.tabu())
+        from evo.proposers.outside import IdeaLayer
+
+        return IdeaLayer(proposer, self.family, cfg.geometries, self.ideas, cfg.ideas, seed,
+                         self.builder.source_for, self.out)
+
+    def _recover(self) -> None:
+        lost = self.ledger.recover()
+        if lost:
+            self.out(f"worker {self.name}: {len(lost)} attempt(s) of a stopped worker recorded as interrupted "
+                     f"({', '.join(f'#{n}' for n in lost)})")
+
+    def run(self) -> RunSummary:
+        self.setup()
+        led, budget = self.ledger, self.cfg.budget
+        start_elapsed = float(led.meta("elapsed_s") or 0.0)
+        t_start = time.monotonic()
+        proposer = self._proposer(len(led.attempts()))
+        new = 0
+        stopped = "budget"
+        last_check = time.monotonic()
+        if self.on_attempt and self.baseline is not None:
+            self.on_attempt(self.baseline, self)
+
+        def wait() -> None:
+            time.sleep(POLL_S)
+
+        try:
+            while True:
+                if time.monotonic() - last_check >= led.heartbeat_s:  # the periodic check for dead workers
+                    self._recover()
+                    last_check = time.monotonic()
+                attempts = led.attempts()
+                counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)
+                if spent:
+                    stopped = spent
+                    break
+                running = led.running()
+                if budget.attempts is not None and len(counted) + len(running) >= budget.attempts:
+                    wait()  # the rest of the budget is being measured; one may still be interrupted
+                    continue
+                proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
+                prop = proposer.propose(attempts, led.seen_keys())
+                if prop is None:
+                    if running:  # a running attempt may yet be interrupted and its genome freed
+                        wait()
+                        continue
+                    stopped = "search space exhausted (every valid genome was tried)"
+                    break
+                try:
+                    a = self.evaluate(prop)
+                except GenomeTaken:
+                    self.taken += 1
+                    continue
+                except BudgetTaken:
+                    wait()
+                    continue
+                except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)
+                    self.out(f"worker {self.name}: an attempt was recovered by another worker before it was "
+                             f"recorded ({e}); its result is dropped and its genome may be proposed again")
+                    continue
+                new += 1
+                led.set_meta("elapsed_s", max(float(led.meta("elapsed_s") or 0.0),
+                                              start_elapsed + time.monotonic() - t_start))
+                if self.on_attempt:
+                    self.on_attempt(a, self)
+        except KeyboardInterrupt:
+            stopped = "interrupted by the user"
+        self.champion = led.champion() or self.baseline
+        return RunSummary(len(led.attempts()), new, stopped, self.champion)
+
+
+def cli_worker(cfg: Any, args: Any) -> int:
+    """``evo worker``: join the campaign at the config's (or --storage) URL; one line per attempt."""
+    import os
+
+    from evo.config import Budget, ConfigError
+    from evo.logmd import write_log
+    from evo.progress import Progress
+
+    def fail(msg: str) -> int:
+        sys.stderr.write(f"evo: {msg}\n")
+        return 2
+
+    if args.attempts is not None or args.minutes is not None:
+        if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
+            raise ConfigError("--attempts must be >= 1 and --minutes > 0")
+        cfg.budget = Budget(args.attempts if args.attempts is not None else cfg.budget.attempts,
+                            args.minutes if args.minutes is not None else cfg.budget.minutes)
+    if cfg.clocks == "lock":
+        return fail("evo worker does not lock clocks (clocks: lock); use clocks: record, or evo run")
+    try:
+        camp = WorkerCampaign(cfg, command="evo " + " ".join(sys.argv[1:]))
+    except CampaignError as e:
+        return fail(str(e))
+    except (ImportError, SQLAlchemyError, StorageInternalError) as e:  # no driver, no server, bad credentials
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return fail(f"cannot open the storage {_safe_url(cfg.storage)}: {type(e).__name__}: {first}")
+    sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
+    print(f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
+          f"on the {camp.backend.name} backend{sim}", flush=True)
+    progress = Progress(cfg.campaign, cfg.budget, camp.simulated)
+    progress.live_mode = False
+    camp.on_attempt = progress
+    try:
+        with progress:
+            summary = camp.run()
+    except CampaignError as e:
+        return fail(str(e))
+    log = cfg.log_dir / "attempts.md"
+    try:  # each worker writes the whole log through its own temporary file: the last one to stop wins
+        part = write_log(camp.ledger.attempts(), camp.ledger.all_meta(), log.with_name(f".attempts-{os.getpid()}.md"))
+        os.replace(part, log)
+    except OSError as e:
+        print(f"evo: attempt log not written ({e}); `evo log` writes it")
+    print(f"evo: worker {camp.name} stopped: {summary.stopped}; {summary.new_attempts} new attempt(s) by this worker, "
+          f"{summary.attempts} recorded, {camp.taken} proposal(s) taken by another worker first{sim}")
+    champ = summary.champion
+    if champ is not None:
+        best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
+        print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    """The storage URL without its password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
