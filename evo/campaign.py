@@ -104,6 +104,8 @@ class Campaign:
         self.builder = Builder(cfg.family, cfg.geometries, cfg.arch)
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
+        if self.simulated:  # every line a user reads says where its numbers come from
+            self.out = lambda msg, _out=out: _out(f"{msg} ({SIMULATED_LABEL})")
         self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
         # ideas (evo/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
         used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}

@@ -280,7 +280,7 @@ def _run(cfg, args) -> int:
     if champ is not None:
         best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
         print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")
-    print(f"evo: attempt log: {log}")
+    print(f"evo: attempt log: {log}{sim}")
     return 0
 
 
