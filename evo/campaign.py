@@ -8,8 +8,6 @@ killed process is recorded as interrupted and may be proposed again.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -18,11 +16,11 @@ from typing import Any
 
 from evo.config import CampaignConfig
 from evo.genome import Genome
-from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas, outside_answer_replayable
+from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
 from evo.ledger import Ledger
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
-from gates import PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
+from gates import CorrectnessEvidence, PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
 from harness.build import BuildError, Builder, Built
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
@@ -299,7 +297,7 @@ class Campaign:
             a.compile_s = round(built.compile_s, 3)
         return a
 
-    def evaluate(self, prop: Proposal, source: str | None = None) -> Attempt:
+    def evaluate(self, prop: Proposal, source: str | None = None, remeasure: bool = False) -> Attempt:
         """Build and gate one proposal (the ledger records what comes back, whatever the verdict)."""
         trial = self.ledger.ask(fixed=prop.genome)
         a = self._attempt(trial.number, prop, None)
@@ -317,7 +315,7 @@ class Campaign:
         from harness.worker import WorkerCrash, WorkerTimeout
 
         try:
-            a = self._gate(a, prop, source)
+            a = self._gate(a, prop, source, remeasure)
         except (WorkerCrash, WorkerTimeout) as e:  # only the worker died: record it and go on
             a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
             a.finished_at = now()
@@ -358,7 +356,7 @@ class Campaign:
             except OSError as e:
                 self.out(f"warning: could not write idea {idea.slug} beside the log: {e}")
 
-    def _gate(self, a: Attempt, prop: Proposal, source: str | None) -> Attempt:
+    def _gate(self, a: Attempt, prop: Proposal, source: str | None, remeasure: bool = False) -> Attempt:
         from harness.recorded import NotRecorded
 
         cfg = self.cfg
@@ -380,7 +378,7 @@ class Campaign:
             return a
         measured = {x.sass_sha256: x.id for x in self.ledger.attempts()
                     if x.timings and x.sass_sha256 and x.id != a.id}
-        v = identical_sass(a.sass_sha256, measured)
+        v = identical_sass(a.sass_sha256, {} if remeasure else measured)  # a replay re-measures on purpose
         if not v.ok:
             a.verdict = v
             return a
@@ -388,7 +386,7 @@ class Campaign:
                    for g in cfg.geometries}
         c = cfg.gates.correctness
         if c.mode == "exact" and any(inexact.values()):
-            a.verdict = correctness_gate(_EMPTY, {}, "exact", inexact)
+            a.verdict = correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
             return a
         if (source is not None or idea_slugs(prop.genome)) and self.simulated:
             a.verdict = Verdict.error("not_recorded", "source-level variants (ideas, faults) need a GPU: the "
@@ -588,96 +586,6 @@ class Campaign:
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 
 
-def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
-    """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
-
-    A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
-    second copy of itself; none may be accepted. Faults: each named source
-    edit of the family is evaluated like any attempt (and recorded in the
-    ledger) and must be rejected by the correctness gate.
-    """
-    camp.setup()
-    p = camp.cfg.gates.perf
-    base = camp.family.baseline()
-    a = camp._load(None if camp.simulated else camp.builder.build(base), base)
-    b = camp.backend.load(None if camp.simulated else camp.builder.build(base), base)
-    accepted, lows = 0, []
-    for _ in range(aa_evaluations):
-        samples = []
-        for g in camp.cfg.geometries:
-            s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
-            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"], None, s.discarded,
-                                       camp.family.bytes_moved(g)))
-        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"))
-        accepted += res.verdict.status == ACCEPTED
-        lows.append(min(iv.lo for iv in res.vs_parent.values()))
-    out: dict[str, Any] = {"at": now(), "backend": camp.backend.name,
-                           "aa": {"evaluations": aa_evaluations, "accepted": accepted, "rounds_each": p.rounds,
-                                  "max_lower_bound": max(lows) if lows else None,
-                                  "threshold": threshold(p.min_gain, camp.floor), "floor": camp.floor},
-                           "faults": {}}
-    if faults:
-        for title in camp.family.faults:
-            prop = Proposal(base, f"fault: {title}")
-            if camp.simulated:
-                out["faults"][title] = {"verdict": "skipped", "reason": "source-level faults need a GPU"}
-                continue
-            att = camp.evaluate(prop, source=camp.family.faulty_source(title))
-            out["faults"][title] = {"attempt": att.id, "verdict": att.verdict.label(), "reason": att.verdict.reason}
-            if camp.on_attempt:
-                camp.on_attempt(att, camp)
-    camp.ledger.set_meta("selfcheck", out)
-    return out
-
-
-def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
-    """Re-judge rejected attempts on this machine with today's gates; each new attempt links its original.
-
-    ``gate`` keeps only attempts rejected by that gate (or errors of that kind); ``ids`` only those attempts.
-    Returns (original, new) pairs in order.
-    """
-    camp.setup()
-    targets = []
-    everything = camp.ledger.attempts()
-    by_id = {a.id: a for a in everything}
-    for a in everything:
-        if a.verdict.status not in ("rejected", "error") or a.verdict.kind == "interrupted":
-            continue
-        if not outside_answer_replayable(a, by_id):  # ideas: a failed outside answer holds no variant to re-judge
-            continue
-        if ids is not None and a.id not in ids:
-            continue
-        if gate is not None and gate not in (a.verdict.gate, a.verdict.kind):
-            continue
-        targets.append(a)
-    if ids:
-        missing = sorted(set(ids) - {a.id for a in targets})
-        if missing:
-            raise CampaignError(f"attempt(s) {', '.join(f'#{i}' for i in missing)} are not rejected attempts of "
-                                f"campaign {camp.cfg.campaign}")
-    pairs = []
-    for old in targets:
-        source = None
-        if old.origin.startswith("fault: "):
-            title = old.origin[len("fault: "):]
-            if title not in camp.family.faults:
-                continue
-            source = camp.family.faulty_source(title)
-        prop = Proposal(Genome(old.genome), f"replay of #{old.id} ({old.backend}, {old.verdict.label()})", [old.id])
-        new = camp.evaluate(prop, source=source)
-        if camp.on_attempt:
-            camp.on_attempt(new, camp)
-        pairs.append((old, new))
-    return pairs
-
-
-class _Empty:
-    checks: list = []
-
-
-_EMPTY = _Empty()
-
-
 def _hashes_by_geometry(ev) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for c in ev.checks:
@@ -703,7 +611,3 @@ def _nvrtc_version() -> str:
         return nvrtc_version()
     except Exception as e:
         return f"unavailable ({e})"
-
-
-def digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

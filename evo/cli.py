@@ -301,7 +301,8 @@ def _run_locked(cfg, args) -> int:
 
 
 def _selfcheck(cfg, aa: int) -> int:
-    from evo.campaign import Campaign, CampaignError, selfcheck
+    from evo.campaign import Campaign, CampaignError
+    from evo.selfcheck import selfcheck
     from evo.logmd import write_log
 
     if aa < 1:
@@ -340,7 +341,8 @@ def _export(cfg, output: str | None) -> int:
 
 
 def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
-    from evo.campaign import Campaign, CampaignError, replay
+    from evo.campaign import Campaign, CampaignError
+    from evo.replay import replay
     from evo.logmd import write_log
 
     if not _existing(cfg):

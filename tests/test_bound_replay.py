@@ -82,7 +82,8 @@ def test_campaign_records_bound_for_accepted_steps(tmp_path):
 
 
 def test_replay_links_original_and_reports_changes(tmp_path):
-    from evo.campaign import Campaign, replay
+    from evo.campaign import Campaign
+    from evo.replay import replay
     from evo.config import load_config
 
     cfg = load_config(_cfg(tmp_path, 20))
@@ -96,12 +97,14 @@ def test_replay_links_original_and_reports_changes(tmp_path):
     for old, new in pairs:
         assert new.derived_from == [old.id] and new.origin.startswith(f"replay of #{old.id}")
         assert new.genome_key == old.genome_key
+        assert new.verdict.gate == "perf" and new.timings, "a replay is measured again, not skipped as seen SASS"
         assert not math.isnan(new.score or 0.0)
 
 
 def test_replay_of_the_committed_h200_campaign_on_the_recorded_backend(tmp_path):
     """The GPU ledger re-judged here: knob genomes replay, source-level faults say they need a GPU."""
-    from evo.campaign import Campaign, replay
+    from evo.campaign import Campaign
+    from evo.replay import replay
     from evo.config import load_config
 
     db = tmp_path / "h200.db"

@@ -337,7 +337,7 @@ def test_outside_proposer_is_dropped_after_repeated_failures(tmp_path):
     labels = [a.verdict.label() for a in camp.ledger.attempts()]
     assert labels[1:3] == ["error: proposer"] * 2 and "error: proposer" not in labels[3:]
     assert any("2 failed answers in a row; not asked again" in line for line in out)
-    from evo.campaign import replay
+    from evo.replay import replay
 
     assert replay(Campaign(load_config(path), out=lambda s: None), gate="proposer") == []  # nothing to re-judge
 

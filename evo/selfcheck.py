@@ -1,0 +1,52 @@
+"""`evo selfcheck`: the harness checking itself before anyone trusts its verdicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evo.campaign import Campaign, now
+from evo.proposers import Proposal
+from evo.records import ACCEPTED
+from gates import PairSamples, perf_gate, threshold
+
+
+def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
+    """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
+
+    A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
+    second copy of itself; none may be accepted. Faults: each named source
+    edit of the family is evaluated like any attempt (and recorded in the
+    ledger) and must be rejected by the correctness gate.
+    """
+    camp.setup()
+    p = camp.cfg.gates.perf
+    base = camp.family.baseline()
+    a = camp._load(None if camp.simulated else camp.builder.build(base), base)
+    b = camp.backend.load(None if camp.simulated else camp.builder.build(base), base)
+    accepted, lows = 0, []
+    for _ in range(aa_evaluations):
+        samples = []
+        for g in camp.cfg.geometries:
+            s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
+            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"], None, s.discarded,
+                                       camp.family.bytes_moved(g)))
+        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"))
+        accepted += res.verdict.status == ACCEPTED
+        lows.append(min(iv.lo for iv in res.vs_parent.values()))
+    out: dict[str, Any] = {"at": now(), "backend": camp.backend.name,
+                           "aa": {"evaluations": aa_evaluations, "accepted": accepted, "rounds_each": p.rounds,
+                                  "max_lower_bound": max(lows) if lows else None,
+                                  "threshold": threshold(p.min_gain, camp.floor), "floor": camp.floor},
+                           "faults": {}}
+    if faults:
+        for title in camp.family.faults:
+            prop = Proposal(base, f"fault: {title}")
+            if camp.simulated:
+                out["faults"][title] = {"verdict": "skipped", "reason": "source-level faults need a GPU"}
+                continue
+            att = camp.evaluate(prop, source=camp.family.faulty_source(title))
+            out["faults"][title] = {"attempt": att.id, "verdict": att.verdict.label(), "reason": att.verdict.reason}
+            if camp.on_attempt:
+                camp.on_attempt(att, camp)
+    camp.ledger.set_meta("selfcheck", out)
+    return out
