@@ -25,6 +25,7 @@ class OutputCheck:
     rel_err: float | None = None  # ||out - ref|| / ||ref|| against float64
     max_abs: float | None = None
     mismatch: str = ""  # readable first difference vs the baseline output, if any
+    oob_bytes: int = 0  # guard-band bytes around the buffer that the kernel overwrote (out-of-bounds writes)
 
 
 @dataclass
@@ -49,6 +50,9 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
                                    "the campaign runs in exact mode (use gates.correctness.mode: tolerance)")
     for c in evidence.checks:
         where = f"{c.output} at {c.geometry} seed {c.seed}"
+        if c.oob_bytes:
+            return Verdict.rejected("correctness", f"wrote past the bounds of {c.output} at {c.geometry} seed {c.seed}: "
+                                                   f"{c.oob_bytes} guard-band bytes overwritten")
         if c.nonfinite:
             return Verdict.rejected("correctness", f"{c.nonfinite} NaN/Inf values in {where}")
         if c.unwritten:

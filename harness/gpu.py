@@ -25,6 +25,7 @@ from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built, Builder
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
+GUARD, GUARD_BYTES = 0xCD, 4096  # bands around every output buffer catch writes past its ends
 
 
 class KernelCrash(Exception):
@@ -109,6 +110,7 @@ class GpuBackend:
         self._refs: dict[tuple[str, int], dict[str, Any]] = {}
         self._base_out: dict[tuple[str, int], dict[str, Any]] = {}
         self._outbuf: dict[str, dict[str, Any]] = {}
+        self._guards: dict[str, dict[str, tuple[Any, Any]]] = {}
         self._streams: dict[int, Any] = {}
         self._warmed = False
         self.baseline_hashes: dict[str, str] = {}
@@ -204,11 +206,34 @@ class GpuBackend:
         return self._refs[key]
 
     def _outputs(self, g: Geometry) -> dict[str, Any]:
+        """Output buffers for correctness runs, each the middle of a larger allocation with guard bands."""
         if g.name not in self._outbuf:
             torch = self.torch
-            self._outbuf[g.name] = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device)
-                                    for o in self.family.outputs(g)}
+            bufs, guards = {}, {}
+            for o in self.family.outputs(g):
+                dt = _dtype(o.dtype)
+                n = 1
+                for d in o.shape:
+                    n *= d
+                pad = GUARD_BYTES // torch.empty((), dtype=dt).element_size()
+                full = torch.empty(n + 2 * pad, dtype=dt, device=self.device)
+                full.view(torch.uint8).fill_(GUARD)
+                bufs[o.name] = full[pad:pad + n].view(o.shape)
+                guards[o.name] = (full[:pad], full[pad + n:])
+            self._outbuf[g.name] = bufs
+            self._guards[g.name] = guards
         return self._outbuf[g.name]
+
+    def _guard_damage(self, g: Geometry, name: str) -> int:
+        """Bytes of the guard bands around ``name`` that no longer hold the guard pattern; re-arms them."""
+        torch = self.torch
+        bad = 0
+        for band in self._guards[g.name][name]:
+            b = band.view(torch.uint8)
+            bad += int((b != GUARD).sum().item())
+            if bad:
+                b.fill_(GUARD)
+        return bad
 
     def _errors(self, out, ref) -> tuple[float, float]:
         torch = self.torch
@@ -250,6 +275,10 @@ class GpuBackend:
                             t.view(torch.uint8).fill_(POISON[run % 2])
                         self._launcher(loaded, g, inputs, outs)()
                     self._sync()
+                    for name in outs:
+                        oob = self._guard_damage(g, name)
+                        if oob:
+                            per_output.setdefault(name, OutputCheck(g.name, seed, name, [])).oob_bytes += oob
                     written = fam.written_view(outs, loaded.genome, g)
                     compared = None
                     for name, t in written.items():

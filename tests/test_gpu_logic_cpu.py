@@ -29,6 +29,7 @@ class CpuSim(GpuBackend):
         self.device = torch.device("cpu")
         self.stream = SimpleNamespace(synchronize=lambda: None)
         self._inputs, self._refs, self._base_out, self._outbuf, self._streams = {}, {}, {}, {}, {}
+        self._guards = {}
         self._warmed = False
         self.baseline_hashes, self.baseline_errors = {}, {}
         self.fault = fault
@@ -59,6 +60,11 @@ class CpuSim(GpuBackend):
                 elif kind == "nan" and name == list(views)[0]:
                     val = val.clone()
                     val.view(-1)[0] = float("nan")
+                elif kind == "oob" and name == list(views)[0]:
+                    t.copy_(val)
+                    past = torch.as_strided(t, (t.numel() + 3,), (1,), t.storage_offset())
+                    past[t.numel():] = 7.0  # three elements past the end
+                    continue
                 elif kind == "race" and self.calls % 2 == 0 and name == list(views)[-1]:
                     val = val.clone()
                     val.view(-1)[-1] = val.view(-1)[-1] * 1.5 + 1
@@ -92,7 +98,8 @@ def test_freeze_records_hashes_and_float64_errors():
 
 
 @pytest.mark.parametrize("fault,expect", [(None, "pass"), ("wrong", "differs from the baseline"),
-                                          ("partial", "never written"), ("nan", "NaN"), ("race", "race")])
+                                          ("partial", "never written"), ("nan", "NaN"), ("race", "race"),
+                                          ("oob", "wrote past the bounds of post_mix")])
 def test_faults_get_the_right_reason(fault, expect):
     fam, be, _ = _setup()
     be.fault = fault
