@@ -317,9 +317,11 @@ def _selfcheck(cfg, aa: int) -> int:
     print(f"evo: A/A check{sim}: {a['accepted']} of {a['evaluations']} evaluations accepted; highest lower bound "
           f"{a['max_lower_bound']:.4f} against a threshold of {a['threshold']:.4f} (floor {a['floor']:.3%})")
     for title, v in out["faults"].items():
-        print(f"evo: fault '{title}': {v['verdict']}: {v['reason']}")
+        mark = {True: "right verdict", False: f"WRONG VERDICT (expected {v['expected']})",
+                None: "needs a GPU"}[v["ok"]]
+        print(f"evo: fault '{title}': {v['verdict']} [{mark}]: {v['reason'][:160]}")
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
-    bad = a["accepted"] > 0 or any(v["verdict"] not in ("rejected: correctness", "skipped") for v in out["faults"].values())
+    bad = a["accepted"] > 0 or any(v["ok"] is False for v in out["faults"].values())
     return 1 if bad else 0
 
 

@@ -105,9 +105,10 @@ class Family(abc.ABC):
     entry: str = "kernel"  # the __global__ function's name (extern "C")
     knobs: tuple[Knob, ...] = ()
     geometry_params: tuple[GeometryParam, ...] = ()
-    # Deliberately broken source edits (title -> (old text, new text)) that the
-    # correctness gate must reject: the harness's own fault-injection checks.
-    faults: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Deliberately broken source edits: title -> (old text, new text[, expected verdict label]).
+    # The harness's own fault-injection checks (`evo selfcheck`); the expected label defaults to
+    # "rejected: correctness".
+    faults: dict[str, tuple[str, ...]] = field(default_factory=dict)
     folder: Path = field(default_factory=Path)
 
     # --- knobs and genomes ---------------------------------------------
@@ -157,11 +158,19 @@ class Family(abc.ABC):
 
     def faulty_source(self, title: str) -> str:
         """The kernel with one named fault applied (ValueError if the edit no longer applies)."""
-        old, new = self.faults[title]
+        old, new = self.faults[title][:2]
         src = self.source()
-        if old not in src:
-            raise ValueError(f"fault {title!r} no longer applies to {self.kernel_path.name}")
-        return src.replace(old, new)
+        pairs = zip(old, new) if isinstance(old, (list, tuple)) else [(old, new)]  # one edit, or several
+        for o, n in pairs:
+            if o not in src:
+                raise ValueError(f"fault {title!r} no longer applies to {self.kernel_path.name}")
+            src = src.replace(o, n)
+        return src
+
+    def fault_expectation(self, title: str) -> str:
+        """The verdict label a correct harness gives this fault."""
+        f = self.faults[title]
+        return f[2] if len(f) > 2 else "rejected: correctness"
 
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
         """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default."""

@@ -352,7 +352,10 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
              f" (floor {_num((aa.get('floor') or 0) * 100, 3)}%)")
     for title, v in (sc.get("faults") or {}).items():
         at = f" (attempt #{v['attempt']})" if "attempt" in v else ""
-        L.append(f"- Fault \"{_cell(title)}\"{at}: {v.get('verdict', DASH)}: {_cell(_short(v.get('reason', ''), 240))}")
+        ok = {True: "right verdict", False: f"WRONG: expected {v.get('expected')}", None: "needs a GPU"}.get(
+            v.get("ok"), "")
+        L.append(f"- Fault \"{_cell(title)}\"{at}: {v.get('verdict', DASH)}" + (f" ({ok})" if ok else "")
+                 + f": {_cell(_short(v.get('reason', ''), 240))}")
     return L + [""]
 
 

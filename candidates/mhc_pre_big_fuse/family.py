@@ -143,6 +143,37 @@ FAMILY = MhcPreBigFuse(
              "v[u][j] = *reinterpret_cast<const vec_t*>(res + (size_t)j * H + (h ^ VEC_ELEMS));"),
         "missing barrier: streaming warps do not wait for pre":
             ("  __syncthreads();  // the portable form waits for the whole metadata\n", "\n"),
+        "compile error: a missing semicolon":
+            ("  const int hc = H / EVO_H_SPLIT;", "  const int hc = H / EVO_H_SPLIT", "error: compile"),
+        "heavy spills: a 1 KiB local array indexed at run time":
+            ("  const int hc = H / EVO_H_SPLIT;",
+             "  float junk[256];\n  for (int i = 0; i < 256; ++i) junk[i] = (float)(i * T);\n"
+             "  if (T < 0) layer_input[0] = (u16)junk[threadIdx.x & 255];\n  const int hc = H / EVO_H_SPLIT;",
+             "rejected: static"),
+        "illegal address: layer_input written 1 TiB away":
+            ("stream_layer_input(res, layer_input + (size_t)token * H,",
+             "stream_layer_input(res, layer_input + (size_t)token * H + (1ull << 39),", "error: crash"),
+        "infinite loop: the block never finishes":
+            ("  const int hc = H / EVO_H_SPLIT;",
+             "  while (T > 0) { asm volatile(\"\"); }\n  const int hc = H / EVO_H_SPLIT;", "error: timeout"),
+        "partial write: the last vector of every row is skipped":
+            ("for (int hb = h0 + tid * VEC_ELEMS; hb < h1; hb += stride * EVO_UNROLL)",
+             "for (int hb = h0 + tid * VEC_ELEMS; hb < h1 - VEC_ELEMS; hb += stride * EVO_UNROLL)"),
+        "out of bounds: one element written past the end of layer_input":
+            ("        *reinterpret_cast<vec_t*>(out + h) = o;",
+             "        *reinterpret_cast<vec_t*>(out + h) = o;\n"
+             "        if (blockIdx.x == gridDim.x - 1 && h + VEC_ELEMS >= h1) out[h + VEC_ELEMS] = 0x3f80;"),
+        "NaN output: post_mix of lane 0 is NaN":
+            ("        __fmul_rn(POST_MULT, sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));",
+             "        __fmul_rn(lane == 0 ? __int_as_float(0x7fc00000) : POST_MULT,"
+             " sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));"),
+        "stale result: the kernel skips its work after the first call with this T":
+            (("extern \"C\" __global__ void __launch_bounds__(EVO_BLOCK)",
+              "  const int token = blockIdx.x / EVO_H_SPLIT;"),
+             ("__device__ int evo_calls_seen;\nextern \"C\" __global__ void __launch_bounds__(EVO_BLOCK)",
+              "  __shared__ int s_skip;\n  if (threadIdx.x == 0) s_skip = evo_calls_seen == T;\n  __syncthreads();\n"
+              "  if (s_skip) return;\n  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) evo_calls_seen = T;\n"
+              "  const int token = blockIdx.x / EVO_H_SPLIT;")),
     },
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 20, doc="tokens"),
