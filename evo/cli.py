@@ -249,7 +249,6 @@ def _run(cfg, args) -> int:
     from evo.campaign import Campaign, CampaignError
     from evo.config import Budget, ConfigError
     from evo.logmd import write_log
-    from evo.progress import Progress
 
     if args.attempts is not None or args.minutes is not None:
         if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
@@ -264,24 +263,34 @@ def _run(cfg, args) -> int:
         return _fail(str(e))
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
-    progress = Progress(cfg.campaign, cfg.budget, camp.simulated)
-    if args.plain:
-        progress.live_mode = False
-    camp.on_attempt = progress
     try:
-        with progress:
-            summary = camp.run()
+        summary = run_with_progress(camp, live=not args.plain)
     except CampaignError as e:
         return _fail(str(e))
     log = cfg.log_dir / "attempts.md"
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), log)
-    champ = summary.champion
     print(f"evo: stopped: {summary.stopped}; {summary.new_attempts} new attempt(s), {summary.attempts} recorded{sim}")
+    print_champion(summary, sim)
+    print(f"evo: attempt log: {log}{sim}")
+    return 0
+
+
+def run_with_progress(camp, live: bool = True):
+    """Run a campaign (or a worker) with the progress view attached; CampaignError passes through."""
+    from evo.progress import Progress
+
+    progress = Progress(camp.cfg.campaign, camp.cfg.budget, camp.simulated)
+    progress.live_mode = progress.live_mode and live
+    camp.on_attempt = progress
+    with progress:
+        return camp.run()
+
+
+def print_champion(summary, sim: str) -> None:
+    champ = summary.champion
     if champ is not None:
         best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
         print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")
-    print(f"evo: attempt log: {log}{sim}")
-    return 0
 
 
 def _run_locked(cfg, args) -> int:

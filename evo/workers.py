@@ -194,7 +194,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
 
     from evo.config import Budget, ConfigError
     from evo.logmd import write_log
-    from evo.progress import Progress
+    from evo.cli import print_champion, run_with_progress
 
     def fail(msg: str) -> int:
         sys.stderr.write(f"evo: {msg}\n")
@@ -217,12 +217,8 @@ def cli_worker(cfg: Any, args: Any) -> int:
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
     print(f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
           f"on the {camp.backend.name} backend{sim}", flush=True)
-    progress = Progress(cfg.campaign, cfg.budget, camp.simulated)
-    progress.live_mode = False
-    camp.on_attempt = progress
     try:
-        with progress:
-            summary = camp.run()
+        summary = run_with_progress(camp, live=False)
     except CampaignError as e:
         return fail(str(e))
     log = cfg.log_dir / "attempts.md"
@@ -233,10 +229,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
         print(f"evo: attempt log not written ({e}); `evo log` writes it")
     print(f"evo: worker {camp.name} stopped: {summary.stopped}; {summary.new_attempts} new attempt(s) by this worker, "
           f"{summary.attempts} recorded, {camp.taken} proposal(s) taken by another worker first{sim}")
-    champ = summary.champion
-    if champ is not None:
-        best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
-        print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")
+    print_champion(summary, sim)
     return 0
 
 
