@@ -20,7 +20,7 @@ from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
 from evo.ledger import Ledger
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
-from gates import CorrectnessEvidence, PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
+from gates import CorrectnessEvidence, EarlyStop, PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
 from harness.build import BuildError, Builder, Built
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
@@ -121,6 +121,7 @@ class Campaign:
         self._pending_baseline: tuple[Built, Any] | None = None
         self._aa_timing: dict[str, Any] = {}
         self._aa_clocks: dict[str, Any] = {}
+        self._cycle_t0: float | None = None  # set by run(): an attempt's cycle_s counts from its proposal
 
     # --- setup ------------------------------------------------------------
     def _check_resume(self) -> None:
@@ -270,6 +271,11 @@ class Campaign:
                     self._aa_clocks[k] = f(self._aa_clocks.get(k, v), v)
             timings[g.name] = {"median_us": sorted(s.times_us["A"])[len(r) // 2] if r else None,
                                "pairs": len(r), "discarded": s.discarded, "launches": s.launches}
+            if len(r) >= 4:  # enough to tell an offset (placement, order) from noise when the floor is high
+                q = sorted(r)
+                timings[g.name].update({
+                    "ratio_median": median(r), "ratio_p10": q[len(q) // 10], "ratio_p90": q[(9 * len(q)) // 10],
+                    "ratio_median_a_first": median(r[0::2]), "ratio_median_b_first": median(r[1::2])})
         self.floors = floors
         self.floor = max(floors.values())
         # append_meta: under the study lock, so no other worker's session entry is lost (evo/workers.py)
@@ -310,6 +316,7 @@ class Campaign:
         if getattr(prop, "failure", None) is not None:
             a.verdict = prop.failure
             a.finished_at = now()
+            self._stamp(a)
             self.ledger.record(trial, a, meta=meta)
             return a
         from harness.worker import WorkerCrash, WorkerTimeout
@@ -319,8 +326,10 @@ class Campaign:
         except (WorkerCrash, WorkerTimeout) as e:  # only the worker died: record it and go on
             a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
             a.finished_at = now()
+            self._stamp(a)
             self.ledger.record(trial, a, meta=meta)
-            self._loaded.pop(prop.genome.key, None)
+            if source is None:  # a source variant (fault, replayed patch) never took the genome's cached module
+                self._loaded.pop(prop.genome.key, None)
             return a
         except Exception as e:  # a bug or a crash must not lose the attempt record
             from harness.gpu import KernelCrash
@@ -328,14 +337,20 @@ class Campaign:
             kind = "crash" if isinstance(e, KernelCrash) else "harness"
             a.verdict = Verdict.error(kind, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             a.finished_at = now()
+            self._stamp(a)
             self.ledger.record(trial, a, meta=meta)
             raise
         a.finished_at = now()
+        self._stamp(a)
         self.ledger.record(trial, a, meta=meta)
         if a.verdict.status == ACCEPTED:
             self.champion = a
         self._write_ideas(fresh)
         return a
+
+    def _stamp(self, a: Attempt) -> None:
+        if self._cycle_t0 is not None:
+            a.cycle_s = round(time.perf_counter() - self._cycle_t0, 3)
 
     # --- ideas (evo/ideas.py) ---------------------------------------------------
     def _ideas_meta(self, genome: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -491,12 +506,17 @@ class Campaign:
             parts.append(("base", base_loaded))
         samples = []
         devinfo: dict[str, Any] = {}
-        for g in self.cfg.geometries:
-            s = self.backend.measure(parts, g, p.rounds, self.launches[g.name])
+        stop = EarlyStop(p.early_rounds) if p.early_rounds else None
+        stopping = stop.describe(p.rounds) if stop else f"fixed {p.rounds} rounds"
+        early_at = None
+        # Weighted geometries first: a clear loser there ends the attempt before the watched ones cost time.
+        for g in sorted(self.cfg.geometries, key=lambda g: g.weight <= 0):
+            # watched geometries only must not regress beyond noise, which "slower in every pair" does not show
+            s = self.backend.measure(parts, g, p.rounds, self.launches[g.name], stop=stop if g.weight > 0 else None)
             method = (f"batch: graph x {s.launches} launches; pairs: {len(s.times_us['cand'])} interleaved "
                       f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
-                      f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: fixed {p.rounds} rounds; "
-                      f"throttled rounds dropped: {s.discarded}")
+                      f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
+                      f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}")
             if self.simulated:
                 method += f"; {SIMULATED_LABEL}"
             samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"],
@@ -509,7 +529,15 @@ class Campaign:
                     devinfo[k] = devinfo.get(k, 0) + v
                 else:
                     devinfo[k] = v
+            if s.stopped_early:
+                early_at = g.name
+                break
         res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"))
+        if early_at is not None and "physics" not in res.verdict.reason:
+            iv = res.vs_parent[early_at]
+            res.verdict = Verdict.rejected(
+                "perf", f"slower than the champion at {early_at} in all of the first {stop.after} pairs "
+                        f"({iv.fmt()}); stopped early, geometries after it not measured")
         a.timings, a.roofline_pct, a.score = res.timings, res.roofline_pct, res.score
         a.speedup_vs_parent = res.vs_parent
         a.speedup_vs_baseline = res.vs_baseline
@@ -518,6 +546,17 @@ class Campaign:
         return res.verdict
 
     # --- the loop -------------------------------------------------------------
+    def _prefetcher(self):
+        """Compile processes ahead of the GPU (harness/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
+        n = self.cfg.worker.prefetch
+        if n < 0:
+            n = 0 if self.simulated else 1
+        if n == 0 or self.cfg.path is None:
+            return None
+        from harness.prefetch import Prefetcher
+
+        return Prefetcher(str(self.cfg.path), self.builder.arch, n)
+
     def tabu(self) -> dict[str, list[Any]]:
         """Knob values the exact-mode correctness gate ruled out: proposing them again wastes attempts."""
         out: dict[str, list[Any]] = {}
@@ -561,18 +600,31 @@ class Campaign:
                              cfg.seed * 7919 + n_before, self.builder.source_for, self.out)
         if self.on_attempt and self.baseline is not None:
             self.on_attempt(self.baseline, self)
+        prefetch = self._prefetcher()
+        pending: Proposal | None = None  # proposed one step ahead while the GPU measured (worker.prefetch)
         try:
             while True:
+                self._cycle_t0 = time.perf_counter()
                 attempts = led.attempts()
                 counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)
                 if spent:
                     stopped = spent
                     break
                 proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
-                prop = proposer.propose(attempts, led.seen_keys())
+                seen = led.seen_keys()
+                prop = pending if pending is not None and pending.genome.key not in seen else None
+                prop = prop or proposer.propose(attempts, seen)
+                pending = None
                 if prop is None:
                     stopped = "search space exhausted (every valid genome was tried)"
                     break
+                if prefetch is not None:
+                    # Ahead of this attempt's verdict: like a second worker, the next proposal lags one result.
+                    prefetch.submit(prop.genome)
+                    pending = proposer.propose(attempts, seen | {prop.genome.key})
+                    if pending is not None:
+                        prefetch.submit(pending.genome)
+                    prefetch.wait(prop.genome)
                 a = self.evaluate(prop)
                 new += 1
                 # Kept current so a killed session's time still counts against budget.minutes.
@@ -582,6 +634,9 @@ class Campaign:
         except KeyboardInterrupt:
             stopped = "interrupted by the user"
         finally:
+            self._cycle_t0 = None
+            if prefetch is not None:
+                prefetch.close()
             led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 

@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
     rp.add_argument("--gate", help="only attempts rejected by this gate (static, correctness, perf) or error kind")
     rp.add_argument("--id", type=int, action="append", dest="ids", help="only this attempt (repeatable)")
+    sz = sub.add_parser("sanitize", help="compute-sanitizer (memcheck, racecheck) on the champion or one attempt")
+    sz.add_argument("config", help="campaign YAML")
+    sz.add_argument("--storage", help="override the config's storage URL")
+    sz.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    sz.add_argument("--id", type=int, help="this attempt instead of the champion")
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     c.add_argument("config", help="campaign YAML")
     c.add_argument("--storage", help="override the config's storage URL")
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
             return _selfcheck(cfg, args.aa)
+        if args.cmd == "sanitize":
+            return _sanitize(cfg, args.id)
     except ConfigError as e:
         return _fail(f"config error: {e}")
     return EXIT_USAGE
@@ -267,12 +274,53 @@ def _run(cfg, args) -> int:
         summary = run_with_progress(camp, live=not args.plain)
     except CampaignError as e:
         return _fail(str(e))
-    log = cfg.log_dir / "attempts.md"
-    write_log(camp.ledger.attempts(), camp.ledger.all_meta(), log)
     print(f"evo: stopped: {summary.stopped}; {summary.new_attempts} new attempt(s), {summary.attempts} recorded{sim}")
     print_champion(summary, sim)
+    _sanitize_after_run(camp, summary)
+    log = cfg.log_dir / "attempts.md"
+    write_log(camp.ledger.attempts(), camp.ledger.all_meta(), log)
     print(f"evo: attempt log: {log}{sim}")
     return 0
+
+
+def _sanitize_after_run(camp, summary) -> None:
+    """compute-sanitizer on a finished GPU campaign's champion (evo/sanitize.py); its trouble never fails the run."""
+    from evo.sanitize import after_run
+
+    close = getattr(camp.backend, "close", None)
+    if callable(close):  # the worker's GPU memory and context are no longer needed
+        close()
+    try:
+        after_run(camp.cfg, camp.ledger, camp.backend.name, camp.simulated, summary.stopped)
+    except Exception as e:
+        print(f"evo: sanitizer pass failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+
+
+def _sanitize(cfg, attempt_id: int | None) -> int:
+    """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails."""
+    from evo.logmd import write_log
+    from evo.sanitize import failed_tools, sanitize_attempt, skip_reason
+    from harness.gpu import gpu_available
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg)
+    champ = led.champion()
+    if attempt_id is None:
+        target = champ
+        if target is None:
+            return _fail(f"campaign {cfg.campaign} has no champion yet (no baseline recorded)")
+    else:
+        target = next((a for a in led.attempts() if a.id == attempt_id), None)
+        if target is None:
+            return _fail(f"--id {attempt_id}: no such attempt in campaign {cfg.campaign}")
+    kind = cfg.backend if cfg.backend != "auto" else ("gpu" if gpu_available() else "recorded")
+    if kind != "gpu":  # on demand, enabled: off does not stop it; only a backend that runs no kernel does
+        print(f"evo: sanitizer skipped: {skip_reason(cfg, kind, True)}")
+        return 0
+    record = sanitize_attempt(cfg, led, target, champ.id if champ else None)
+    write_log(led.attempts(), led.all_meta(), cfg.log_dir / "attempts.md")
+    return 1 if failed_tools(record) else 0
 
 
 def run_with_progress(camp, live: bool = True):

@@ -56,6 +56,7 @@ class PerfGateConfig:
     batch_ms: float = 1.0
     rule: str = "every"  # every | weighted
     max_floor: float = 0.002
+    early_rounds: int = 6  # 0: always the full rounds (gates.perf.EarlyStop)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class E2EConfig:
 class WorkerConfig:
     isolation: str = "auto"  # auto (a worker on the GPU, in-process on recorded data) | worker | none
     timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
+    prefetch: int = -1  # compile processes ahead of the GPU (harness/prefetch.py); -1 auto: 1 on the GPU, 0 else
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,15 @@ class IdeasConfig:
     toggle: float = 0.2  # chance per attempt of switching one idea on or off on the champion
     folder: bool = True  # use the family's candidates/<family>/ideas/
     proposer: OutsideProposerConfig | None = None
+
+
+@dataclass(frozen=True)
+class SanitizerConfig:
+    """compute-sanitizer over the champion after a GPU run (evo/sanitize.py)."""
+
+    enabled: str = "auto"  # auto (where a GPU and compute-sanitizer exist) | on | off
+    tools: tuple[str, ...] = ("memcheck", "racecheck")
+    timeout_s: float = 300.0  # per tool
 
 
 @dataclass
@@ -133,6 +144,7 @@ class CampaignConfig:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     e2e: E2EConfig | None = None
     ideas: IdeasConfig | None = None  # None: no idea genes are proposed (ideas in the ledger still build)
+    sanitizer: SanitizerConfig = field(default_factory=SanitizerConfig)
 
     @property
     def log_dir(self) -> Path:
@@ -227,6 +239,7 @@ TOP_KEYS = {
     "worker": "isolation of candidates in a worker process",
     "e2e": "end-to-end decode command (argv list) printing tokens/s and sha256",
     "ideas": "source-level ideas: toggle chance, folder, outside proposer command",
+    "sanitizer": "compute-sanitizer on the champion: enabled (auto, on, off), tools, timeout_s",
 }
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
@@ -326,13 +339,16 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     peer = PeerConfig(_choice(pe, "torch_compile", "peer", ("default", "max-autotune", "off"), "default"))
 
     bound = _bound(raw.get("bound"), p, family, geometries)
-    w = _section(raw.get("worker"), "worker", {"isolation": 0, "timeout_s": 0})
+    w = _section(raw.get("worker"), "worker", {"isolation": 0, "timeout_s": 0, "prefetch": 0})
+    if isinstance(w.get("prefetch"), str) and w["prefetch"] != "auto":
+        raise ConfigError(f"worker.prefetch: {w['prefetch']!r} is not allowed (allowed: auto or an integer 0..16)")
+    prefetch = -1 if w.get("prefetch") == "auto" else _num(w, "prefetch", "worker", int, -1, lo=0, hi=16)
     worker = WorkerConfig(_choice(w, "isolation", "worker", ("auto", "worker", "none"), "auto"),
-                          _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0))
+                          _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0), prefetch)
 
     return CampaignConfig(
         bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
-        ideas=_ideas(raw["ideas"]) if "ideas" in raw else None,
+        ideas=_ideas(raw["ideas"]) if "ideas" in raw else None, sanitizer=_sanitizer(raw.get("sanitizer")),
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
@@ -393,7 +409,8 @@ def _gates(raw: Any) -> GateConfig:
         tolerance_factor=_num(c, "tolerance_factor", "gates.correctness", float, 2.0, lo=1.0, hi=100.0),
     )
     pf = _section(g.get("perf"), "gates.perf",
-                  {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0})
+                  {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0,
+                   "early_rounds": 0})
     perf = PerfGateConfig(
         rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
         aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
@@ -402,7 +419,11 @@ def _gates(raw: Any) -> GateConfig:
         batch_ms=_num(pf, "batch_ms", "gates.perf", float, 1.0, lo=0.01, hi=1000.0),
         rule=_choice(pf, "rule", "gates.perf", ("every", "weighted"), "every"),
         max_floor=_num(pf, "max_floor", "gates.perf", float, 0.002, lo=0.0, hi=0.5),
+        early_rounds=_num(pf, "early_rounds", "gates.perf", int, 6, lo=0, hi=999),
     )
+    if perf.early_rounds and not 4 <= perf.early_rounds < perf.rounds:
+        raise ConfigError(f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 "
+                          f"({perf.rounds - 1})")
     return GateConfig(static, corr, perf)
 
 
@@ -472,3 +493,25 @@ def _ideas(raw: Any) -> IdeasConfig:
             {str(k): str(v) for k, v in env.items()})
     return IdeasConfig(_num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
                        _expect(i.get("folder", True), bool, "ideas.folder"), outside)
+
+
+def _sanitizer(raw: Any) -> SanitizerConfig:
+    from evo.sanitize import TOOLS
+
+    sz = _section(raw, "sanitizer", {"enabled": 0, "tools": 0, "timeout_s": 0})
+    if isinstance(sz.get("enabled"), bool):  # YAML 1.1 reads bare on/off as true/false
+        sz = {**sz, "enabled": "on" if sz["enabled"] else "off"}
+    tools = SanitizerConfig.tools
+    if sz.get("tools") is not None:
+        raw_tools = sz["tools"]
+        if not isinstance(raw_tools, list) or not raw_tools:
+            raise ConfigError(f"sanitizer.tools: expected a non-empty list of tools, got {raw_tools!r} "
+                              f"(allowed: {', '.join(TOOLS)})")
+        for i, t in enumerate(raw_tools):
+            if t not in TOOLS:
+                raise ConfigError(f"sanitizer.tools[{i}]: {t!r} is not a tool (allowed: {', '.join(TOOLS)})")
+        if len(set(raw_tools)) != len(raw_tools):
+            raise ConfigError(f"sanitizer.tools: a tool is listed twice in {raw_tools!r}")
+        tools = tuple(raw_tools)
+    return SanitizerConfig(_choice(sz, "enabled", "sanitizer", ("auto", "on", "off"), "auto"), tools,
+                           _num(sz, "timeout_s", "sanitizer", float, 300.0, lo=1.0, hi=86400.0))

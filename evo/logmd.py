@@ -359,6 +359,47 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
     return L + [""]
 
 
+def _sanitizer(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
+    """compute-sanitizer over the champion (evo/sanitize.py): per tool its status, count, first errors, command."""
+    import shlex
+
+    rec = meta.get("sanitizer")
+    L = ["## Sanitizer", ""]
+    if not isinstance(rec, Mapping) or not rec:
+        why = ("the campaign ran on the recorded backend (simulated from recorded H200 measurements); "
+               "compute-sanitizer needs a GPU" if meta.get("simulated") else
+               "no pass recorded (`evo run` makes one on the GPU backend where compute-sanitizer is installed; "
+               "`evo sanitize <config>` runs one on demand)")
+        return L + [f"Sanitizer not run: {why}.", ""]
+    if "skipped" in rec:
+        return L + [f"Sanitizer not run: {rec['skipped']} ({rec.get('at', DASH)}).", ""]
+    aid, cid = rec.get("attempt_id"), rec.get("champion_id")
+    who = f"attempt #{aid}" + (" (the champion)" if aid == cid else f" (champion then: #{cid})" if cid is not None
+                               else "")
+    if rec.get("fault"):
+        who += f" with fault \"{rec['fault']}\""
+    L.append(f"compute-sanitizer {rec.get('version') or DASH} on {who}, {rec.get('at', DASH)}.")
+    if chain and aid is not None and chain[-1].id != aid and aid == cid:
+        L.append(f"The champion is now #{chain[-1].id}; this pass checked #{aid} (`evo sanitize` checks the new one).")
+    if rec.get("source_matches") is False:
+        L.append("The source built for it differs from the one measured (kernel.cu or an idea changed since).")
+    L.append("")
+    for tool, r in (rec.get("tools") or {}).items():
+        r = r or {}
+        count = r.get("count")
+        n = f"{count} error(s), " if count is not None and r.get("status") in ("clean", "errors") else ""
+        if r.get("warnings"):
+            n += f"{r['warnings']} warning(s), "
+        line = f"- {tool}: **{r.get('status', DASH)}**, {n}{_num(r.get('duration_s'), 1)} s"
+        if r.get("status") != "clean" and r.get("reason"):
+            line += f": {_short(r['reason'], 300)}"
+        L.append(line)
+        L += [f"  - `{_short(e, 300).replace(chr(96), chr(39))}`" for e in r.get("errors") or []]
+        if r.get("argv"):
+            L.append(f"  - command: `{shlex.join(str(a) for a in r['argv'])}`")
+    return L + [""]
+
+
 def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> str:
     """The whole markdown log of a campaign; ``plot`` names the convergence PNG beside it ("" = none made)."""
     meta = meta or {}
@@ -386,6 +427,7 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
     counts = _verdict_counts(attempts)
     L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
     L += _selfcheck(meta)
+    L += _sanitizer(meta, chain)
     L += _all(attempts, by_id)
     L += _rejected(attempts, meta)
     return "\n".join(L).rstrip() + "\n"

@@ -129,6 +129,7 @@ class Attempt:
     finished_at: str = ""
     compile_s: float = 0.0
     measure_s: float = 0.0
+    cycle_s: float = 0.0  # the campaign loop's wall time for this attempt (propose, build, gates, record)
 
     # --- JSON round trip -------------------------------------------------
     def to_json(self) -> str:

@@ -5,10 +5,10 @@ tolerance), perf (paired timings), and, later, the share-derived decode bound.
 """
 
 from gates.correctness import CorrectnessEvidence, OutputCheck, correctness_gate
-from gates.perf import PairSamples, PerfResult, noise_floor, perf_gate, threshold
+from gates.perf import EarlyStop, PairSamples, PerfResult, noise_floor, perf_gate, threshold
 from gates.static import identical_sass, static_gate
 
 __all__ = [
-    "CorrectnessEvidence", "OutputCheck", "correctness_gate", "PairSamples", "PerfResult", "noise_floor",
+    "CorrectnessEvidence", "OutputCheck", "correctness_gate", "EarlyStop", "PairSamples", "PerfResult", "noise_floor",
     "perf_gate", "threshold", "identical_sass", "static_gate",
 ]

@@ -43,6 +43,30 @@ class PerfResult:
     score: float | None = None
 
 
+@dataclass(frozen=True)
+class EarlyStop:
+    """nvbench-style stopping criterion, checked once, after ``after`` unthrottled rounds.
+
+    Stop when the candidate was slower than the reference in every one of
+    those pairs. A candidate whose true median ratio is >= 1 does that with
+    probability 2**-after (1/64 at 6), and a win needs a ratio well above 1,
+    so the rounds saved on clear losers cost at most that chance of a win.
+    """
+
+    after: int
+    cand: str = "cand"
+    ref: str = "champ"
+
+    def hit(self, times_us: dict[str, list[float]]) -> bool:
+        c, r = times_us.get(self.cand, []), times_us.get(self.ref, [])
+        n = min(len(c), len(r))
+        return n == self.after and all(r[i] < c[i] for i in range(n))
+
+    def describe(self, rounds: int) -> str:
+        return (f"early-out after {self.after} rounds when every pair is slower (p <= 1/{2 ** self.after} "
+                f"for a candidate as fast as the champion), else {rounds} rounds")
+
+
 def threshold(min_gain: float, floor: float) -> float:
     return 1.0 + max(min_gain, 3.0 * floor)
 

@@ -48,6 +48,7 @@ class Samples:
     discarded: int
     launches: int
     clocks: dict[str, Any]
+    stopped_early: bool = False  # gates.perf.EarlyStop cut the rounds short
 
 
 def _dtype(name: str):
@@ -386,15 +387,18 @@ class GpuBackend:
         return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
 
     def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | None = None) -> Samples:
+                launches: int | None = None, stop: Any = None) -> Samples:
         """Interleave the parts for ``rounds`` rounds; return µs per launch of each, throttled rounds removed."""
         torch = self.torch
         n = launches or self.launches_for(parts[0][1], g)
         inputs = self.inputs(g, 0)
+        # One set of output buffers for every part: the parts run one after another, and a candidate must not
+        # win or lose by where its buffers landed in HBM. (Suspect, not yet proven: with a buffer set per part,
+        # the A/A floor of the HBM-bound T4096_H7168 stayed at 0.34% over 300 rounds on the H200, an offset
+        # that more rounds did not shrink; logs/h200/2026-11-30-campaign2.)
+        outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
         graphs = {}
         for label, loaded in parts:
-            outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device)
-                    for o in self.family.outputs(g)}
             graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), n), outs)
         self._warm_up([g for g, _ in graphs.values()])
         labels = [p[0] for p in parts]
@@ -402,6 +406,7 @@ class GpuBackend:
         discarded = 0
         sm = []
         reasons = 0
+        early = False
         for r in range(rounds):
             order = labels[r % len(labels):] + labels[:r % len(labels)]
             got: dict[str, float] = {}
@@ -422,10 +427,13 @@ class GpuBackend:
                 continue
             for lb in labels:
                 times[lb].append(got[lb])
+            if stop is not None and stop.hit(times):
+                early = True
+                break
         clocks = {"sm_mhz_min": min(sm) if sm else None, "sm_mhz_max": max(sm) if sm else None,
                   "throttled_samples": discarded, "throttle_reasons": reasons}
         del graphs
-        return Samples(times, discarded, n, clocks)
+        return Samples(times, discarded, n, clocks, early)
 
     # --- ceilings and peers -------------------------------------------------
     def copy_ceiling(self, gib: float = 1.0, reps: int = 10) -> dict[str, float]:

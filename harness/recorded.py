@@ -131,13 +131,14 @@ class RecordedBackend:
         if e.get("status", "ok") != "ok":
             raise NotRecorded(f"recorded run of this genome ended with {e.get('status')}: {e.get('reason', '')}")
         ev = CorrectnessEvidence()
-        for g, seed, output, hashes, nonfinite, unwritten, rel, mabs, mismatch in e["checks"]:
+        for g, seed, output, hashes, nonfinite, unwritten, rel, mabs, mismatch, *more in e["checks"]:
+            oob = more[0] if more else 0  # guard-band damage: recorded by sweeps from 2026-11-30 13:00 on
             cfg_g = self._rev.get(g)
             if cfg_g is None or seed >= self.seeds:
                 continue
             base = self.baseline_hashes.get(f"{cfg_g}/{seed}/{output}", "")
             hs = [base if h == SAME else h for h in hashes[: self.runs]]
-            ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch))
+            ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch, oob))
         return ev
 
     def recheck(self, loaded: Loaded) -> str | None:
@@ -148,7 +149,7 @@ class RecordedBackend:
         return int(self.sweep.data["launches"][self.sweep.geo_map[g.name]])
 
     def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | None = None) -> Samples:
+                launches: int | None = None, stop: Any = None) -> Samples:
         rg = self.sweep.geo_map[g.name]
         keys = [p[1].functions["key"] for p in parts]
         if len(set(keys)) == 1 and keys[0] == self.baseline_key and len(parts) == 2:
@@ -170,7 +171,10 @@ class RecordedBackend:
             disc = max(disc, e.get("disc", {}).get(rg, 0))
             clocks.update(e.get("clk", {}).get(rg, {}))
         n = min(len(v) for v in times.values())
-        return Samples({k: v[:n] for k, v in times.items()}, disc, self.launches_for(parts[0][1], g), clocks)
+        early = stop is not None and stop.after < n and stop.hit({k: v[:stop.after] for k, v in times.items()})
+        if early:
+            n = stop.after
+        return Samples({k: v[:n] for k, v in times.items()}, disc, self.launches_for(parts[0][1], g), clocks, early)
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
         rec = self.sweep.data.get("peer_torch_compile", {})

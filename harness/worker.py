@@ -220,8 +220,9 @@ class WorkerBackend:
     def launches_for(self, loaded: RemoteLoaded, g: Any) -> int:
         return self._call("launches_for", (loaded, g))
 
-    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int, launches: int | None = None):
-        return self._call("measure", (list(parts), g, rounds, launches))
+    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int, launches: int | None = None,
+                stop: Any = None):
+        return self._call("measure", (list(parts), g, rounds, launches), {"stop": stop} if stop is not None else {})
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:
         return self._call("peer_torch_compile", (mode, list(geometries)))

@@ -249,3 +249,76 @@ def test_cli_run_plain_says_simulated_on_every_attempt_line(tmp_path, cache_env)
     assert any(ln.startswith("evo: stopped: attempt budget reached (6/6)") for ln in lines), r.stdout
     log = load_config(path).log_dir / "attempts.md"
     assert log.is_file() and "Simulated from recorded H200 measurements" in log.read_text()
+
+
+# ---------------------------------------------------------------------------
+# the early-out stopping criterion (gates.perf.EarlyStop)
+
+
+def test_early_out_stops_clear_losers_and_skips_the_rest(run25):
+    camp, _, atts, _, _ = run25
+    early = [a for a in atts if "stopped early" in a.verdict.reason]
+    assert early, "a 25-attempt campaign from the baseline always meets clear losers"
+    weighted = {g.name for g in camp.cfg.geometries if g.weight > 0}
+    for a in early:
+        assert a.verdict.status == REJECTED and a.verdict.gate == "perf"
+        measured = set(a.timings)
+        assert measured and measured <= weighted and len(measured) < len(GEOMETRIES)
+        last = [g for g in measured if "(stopped early)" in a.timings[g].method]
+        assert len(last) == 1 and a.timings[last[0]].samples == camp.cfg.gates.perf.early_rounds
+        assert a.speedup_vs_parent[last[0]].value < 1.0 and a.speedup_vs_parent[last[0]].hi < 1.0
+    full = [a for a in atts[1:] if a.timings and "stopped early" not in a.verdict.reason]
+    assert all(set(a.timings) == set(GEOMETRIES) for a in full)
+    # the recorded sweep holds 10 rounds per genome: all of them, never the early-out's 6
+    assert all(a.timings[g].samples == 10 for a in full for g in GEOMETRIES)
+
+
+def test_early_out_off_measures_every_round(tmp_path, cache_env):
+    path = write_config(tmp_path, 8, extra="")
+    text = path.read_text().replace("perf: {rounds: 12,", "perf: {early_rounds: 0, rounds: 12,")
+    assert "early_rounds: 0" in text
+    path.write_text(text)
+    camp, _ = run_campaign(path)
+    atts = camp.ledger.attempts()
+    assert not any("stopped early" in a.verdict.reason for a in atts)
+    assert all(set(a.timings) == set(GEOMETRIES) for a in atts if a.timings)
+
+
+def test_early_stop_rule_is_exactly_all_slower():
+    from gates import EarlyStop
+
+    s = EarlyStop(4)
+    assert s.hit({"cand": [2, 2, 2, 2], "champ": [1, 1, 1, 1]})
+    assert not s.hit({"cand": [2, 2, 2, 1], "champ": [1, 1, 1, 1]})  # one pair not slower: keep measuring
+    assert not s.hit({"cand": [2, 2, 2], "champ": [1, 1, 1]})  # looked at only after exactly 4 rounds
+    assert not s.hit({"cand": [2] * 5, "champ": [1] * 5})
+    assert "1/16" in s.describe(12)
+
+
+# ---------------------------------------------------------------------------
+# compile ahead (worker.prefetch): the next proposal builds in another process while this one is measured
+
+
+def test_prefetch_pipeline_records_every_attempt_once_and_builds_ahead(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "fresh-cache"))  # nothing compiled before this test
+    path = write_config(tmp_path, 12, extra="worker: {prefetch: 1}\n")
+    camp, summary = run_campaign(path)
+    atts = camp.ledger.attempts()
+    assert len(atts) == 12 and len({a.genome_key for a in atts}) == 12
+    assert summary.stopped.startswith("attempt budget reached")
+    later = atts[2:]  # from the second proposal on, each was compiled while the one before it was measured
+    assert all(a.cycle_s > 0 for a in atts[1:])
+    from harness.build import cache_dir
+
+    assert len(list(cache_dir().glob("*.cubin"))) >= len(atts)
+    # a build served from the cache takes a fraction of a real NVRTC compile
+    assert sorted(a.compile_s for a in later)[len(later) // 2] < 0.5 * max(a.compile_s for a in atts[:1])
+
+
+def test_prefetch_values_are_validated(tmp_path):
+    from evo.config import ConfigError
+
+    for bad, msg in (("soon", "allowed: auto or an integer 0..16"), ("17", "out of range")):
+        path = write_config(tmp_path, 5, name=f"p{bad}", extra=f"worker: {{prefetch: {bad}}}\n")
+        with pytest.raises(ConfigError, match=msg):
+            load_config(path)

@@ -65,10 +65,11 @@ def test_config_loads():
     cfg = load_config(CONFIG)
     assert cfg.family.name == "mhc_prenorm_gemm"
     assert [(g.name, g.weight) for g in cfg.geometries] == [
-        ("T40_H4096", 1.0), ("T8_H4096", 0.0), ("T512_H4096", 0.0), ("T40_H7168", 0.0)]
+        ("T40_H4096", 1.0), ("T1_H4096", 0.0), ("T8_H4096", 0.0), ("T512_H4096", 0.0), ("T40_H7168", 0.0),
+        ("T2048_H7168", 0.0)]
     assert dict(cfg.geometries[0].params) == {"T": 40, "H": 4096}
     assert cfg.gates.correctness.mode == "tolerance"
-    assert "no recorded sweep" in CONFIG.read_text().lower()
+    assert "recorded/h200-sweep.json.gz" in CONFIG.read_text()
 
 
 def test_launch_outputs_and_args():

@@ -52,7 +52,7 @@ def _compile(key: str) -> tuple[str, str | None, str | None]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the sweep's .json.gz (required unless --compile-only)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--aa-rounds", type=int, default=30)
     ap.add_argument("--limit-s", type=float, default=1e9, help="stop measuring after this many seconds")
@@ -60,7 +60,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-ms", type=float, default=2.0, help="target duration of one timed graph replay")
     ap.add_argument("--peer", default="default", help="torch.compile mode for the peer timing, or off")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="fill the cubin cache (EVO_CACHE_DIR) and stop: a later sweep then measures at once")
     args = ap.parse_args()
+    if not args.out and not args.compile_only:
+        ap.error("--out is required")
     t_start = time.monotonic()
 
     cfg = load_config(args.config)
@@ -83,6 +87,8 @@ def main() -> int:
             else:
                 errors[key] = err or "compile error"
     print(f"sweep: compiled in {time.monotonic() - t_start:.0f} s ({len(errors)} compile errors)", flush=True)
+    if args.compile_only:
+        return 0
 
     from harness.device import Nvml
     from harness.gpu import GpuBackend, KernelCrash
@@ -125,9 +131,9 @@ def main() -> int:
             entry["checks"] = [
                 [c.geometry, c.seed, c.output,
                  ["=" if h == be.baseline_hashes.get(f"{c.geometry}/{c.seed}/{c.output}") else h for h in c.hashes],
-                 c.nonfinite, c.unwritten, c.rel_err, c.max_abs, c.mismatch]
+                 c.nonfinite, c.unwritten, c.rel_err, c.max_abs, c.mismatch, c.oob_bytes]
                 for c in ev.checks]
-            broken = any(c.nonfinite or c.unwritten or len(set(c.hashes)) > 1 for c in ev.checks)
+            broken = any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks)
             if not broken:
                 entry["t"], entry["b"], entry["disc"], entry["clk"] = {}, {}, {}, {}
                 for geo in geos:

@@ -174,6 +174,11 @@ FAMILY = MhcPreBigFuse(
               "  __shared__ int s_skip;\n  if (threadIdx.x == 0) s_skip = evo_calls_seen == T;\n  __syncthreads();\n"
               "  if (s_skip) return;\n  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) evo_calls_seen = T;\n"
               "  const int token = blockIdx.x / EVO_H_SPLIT;")),
+        # Timing inputs are random (never zeros), so a shortcut for zeros never fires and buys no false speed.
+        "zero shortcut: the kernel skips its work when the residual row starts with zeros":
+            ("  const u16* res = residual + (size_t)token * HC * H;",
+             "  const u16* res = residual + (size_t)token * HC * H;\n"
+             "  if (res[0] == 0 && res[1] == 0 && res[2] == 0 && res[3] == 0) return;", "rejected: perf"),
     },
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 20, doc="tokens"),
