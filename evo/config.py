@@ -234,6 +234,7 @@ TOP_KEYS = {
     "lock_sm_mhz": "SM clock for clocks: lock",
     "arch": "compile target",
     "start": "knob values of the starting genome",
+    "knobs": "restrict knobs to some of their values (knob: [values]); the baseline's value must stay",
     "peer": "peer timings",
     "bound": "decode profile for the share-derived bound",
     "worker": "isolation of candidates in a worker process",
@@ -277,6 +278,8 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     except FamilyError as e:
         raise ConfigError(f"family: {e}") from None
 
+    if raw.get("knobs") is not None:
+        family = _restrict_knobs(raw["knobs"], family)
     geometries = _geometries(raw["geometries"], family)
 
     b = _section(raw.get("budget"), "budget", {"attempts": 0, "minutes": 0})
@@ -493,6 +496,28 @@ def _ideas(raw: Any) -> IdeasConfig:
             {str(k): str(v) for k, v in env.items()})
     return IdeasConfig(_num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
                        _expect(i.get("folder", True), bool, "ideas.folder"), outside)
+
+
+def _restrict_knobs(raw: Any, family: Family) -> Family:
+    """A campaign may search a sub-space: each named knob keeps only the listed values (in the family's order)."""
+    import dataclasses
+
+    kn = _section(raw, "knobs", {k.name: 0 for k in family.knobs})
+    knobs = []
+    for k in family.knobs:
+        if k.name not in kn:
+            knobs.append(k)
+            continue
+        vals = kn[k.name] if isinstance(kn[k.name], list) else [kn[k.name]]
+        for v in vals:
+            if v not in k.values or isinstance(v, bool) != isinstance(k.default, bool):
+                raise ConfigError(f"knobs.{k.name}: {v!r} is not a value of the knob (allowed: "
+                                  f"{', '.join(map(repr, k.values))})")
+        if k.default not in vals:
+            raise ConfigError(f"knobs.{k.name}: must keep the baseline's value {k.default!r} (the campaign starts "
+                              "from the baseline and measures every step against it)")
+        knobs.append(dataclasses.replace(k, values=tuple(v for v in k.values if v in vals)))
+    return dataclasses.replace(family, knobs=tuple(knobs))
 
 
 def _sanitizer(raw: Any) -> SanitizerConfig:

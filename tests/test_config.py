@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evo.config import ConfigError, load_config
+from evo.family import load_family
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
@@ -110,6 +111,24 @@ def test_start_genome(tmp_path):
     assert cfg.start["vec"] == 16  # the rest is the baseline
 
 
+def test_knob_restriction_narrows_the_space_the_campaign_searches(tmp_path):
+    cfg = load_config(_write(tmp_path, _doc(knobs="{meta: [array], block: [512, 256]}")))
+    assert cfg.family.knob("meta").values == ("array",)
+    assert cfg.family.knob("block").values == (256, 512)  # the family's order, whatever the config's
+    assert cfg.family.knob("vec").values == load_family("mhc_pre_big_fuse").knob("vec").values
+    assert load_family("mhc_pre_big_fuse").knob("meta").values == ("array", "slice")  # the family is untouched
+    from evo.proposers import PROPOSERS
+
+    p = PROPOSERS["evolutionary"](cfg.family, cfg.geometries, {}, 0)
+    seen: set[str] = {cfg.family.baseline().key}
+    for _ in range(40):
+        prop = p.propose([], seen)
+        if prop is None:
+            break
+        assert prop.genome["meta"] == "array" and prop.genome["block"] in (256, 512)
+        seen.add(prop.genome.key)
+
+
 # ---------------------------------------------------------------------------
 # Malformed configs: (id, YAML text, key the message must name, what it must say is allowed)
 
@@ -205,6 +224,15 @@ BAD = [
     ("peer_turbo", _doc(peer="{torch_compile: turbo}"), "peer.torch_compile", "allowed: default, max-autotune, off"),
     ("peer_on", _doc(peer="{torch_compile: on}"), "peer.torch_compile", "allowed: default, max-autotune, off"),
     ("peer_unknown_key", _doc(peer="{eager: yes}"), "peer.eager", "allowed here: torch_compile"),
+    # --- knob restrictions
+    ("knobs_unknown", _doc(knobs="{colour: [red]}"), "knobs.colour", "allowed here: barrier, block"),
+    ("knobs_bad_value", _doc(knobs="{block: [256, 1024]}"), "knobs.block", "allowed: 128, 256, 512"),
+    ("knobs_bool_as_int", _doc(knobs="{warp0_stream: [0]}"), "knobs.warp0_stream", "allowed: False, True"),
+    ("knobs_drop_baseline", _doc(knobs="{meta: [slice]}"), "knobs.meta", "baseline's value 'array'"),
+    ("knobs_not_mapping", _doc(knobs="[meta]"), "knobs", "expected a mapping"),
+    ("prefetch_word", _doc(worker="{prefetch: soon}"), "worker.prefetch", "allowed: auto or an integer 0..16"),
+    ("early_rounds_too_many", _doc(gates="{perf: {rounds: 12, early_rounds: 12}}"), "gates.perf.early_rounds",
+     "0 (off) or from 4 to rounds - 1"),
 ]
 
 
