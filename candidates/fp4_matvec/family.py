@@ -28,11 +28,52 @@ BLOCK = 32
 BLOCK_BYTES = 17
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 PAD_BYTE = 0xFF
+SMEM_LIMIT = 48 * 1024  # static shared memory per block (no opt-in attribute is set at launch)
+SMEM_PER_SM = 228 * 1024  # H100 / H200: shared memory per SM (1 KiB of it reserved per resident block)
+THREADS_PER_SM = 2048
+# qload = cp_async asks ptxas for as many resident blocks as leave each thread this many registers (what the
+# expansions need at most without spilling, from the ptxas reports of the whole space: f16 95, prmt 96, tables 255)
+MIN_REGS = {"f16": 96, "prmt": 96}
+MIN_REGS_TABLES = 128
+DEFAULT_SMS = 132  # H200; the launch asks the device when torch sees one
 
 
 def row_stride(n_in: int) -> int:
     """Bytes per row: 17 bytes per block, padded to 16-byte alignment."""
     return (n_in // BLOCK * BLOCK_BYTES + 15) // 16 * 16
+
+
+def virtual_lanes(row_groups: int) -> int:
+    """Virtual lanes of the fold: 64, or 128 with row_groups = 4 (kernel.cu, THE FOLD)."""
+    return 128 if row_groups == 4 else 64
+
+
+def cp_async_smem(genome: Mapping[str, Any], n_in: int) -> int:
+    """Static shared memory of qload = cp_async (kernel.cu): x as fp32, the ring, the row-group partials, the table."""
+    R, G, U = genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+    ring = (U + 1) * R * BLOCK_BYTES * virtual_lanes(G)
+    return n_in * 4 + ring + (R * G * 4 if G > 1 else 0) + (64 if genome["expand"] == "lut_shared" else 0)
+
+
+def cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
+    """Resident blocks per SM that qload = cp_async is built for (__launch_bounds__ minimum) and launched with:
+    what shared memory and the thread limit allow, capped so that ptxas keeps MIN_REGS registers a thread."""
+    threads = 32 * genome["warps"]
+    by_smem = SMEM_PER_SM // (cp_async_smem(genome, n_in) + 1024)
+    regs = MIN_REGS.get(genome["expand"], MIN_REGS_TABLES)
+    return max(1, min(by_smem, THREADS_PER_SM // threads, 32, 65536 // (threads * regs)))
+
+
+def sm_count() -> int:
+    """SMs of the current CUDA device (torch), else DEFAULT_SMS."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+    except Exception:  # no torch CUDA runtime here: the recorded H200's count
+        pass
+    return DEFAULT_SMS
 
 
 # --- the format --------------------------------------------------------------
@@ -108,10 +149,21 @@ class Fp4Matvec(Family):
         if R % wpg:
             return f"rows_per_block={R} is not a multiple of the {wpg} warps of a row group"
         chains = 2 if G == 1 else 1
-        inflight = (R // wpg) * chains * U
-        if inflight > 8:
-            return (f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
-                    "lane, over 8 (register budget)")
+        if genome["qload"] == "cp_async":
+            # The ring lives in shared memory: registers hold one step (rows per warp x chains blocks).
+            if (R // wpg) * chains > 8:
+                return (f"{R // wpg} rows per warp x {chains} chains = {(R // wpg) * chains} blocks per lane and "
+                        "step, over 8 (register budget)")
+            for g in geometries:
+                smem = cp_async_smem(genome, g["in"])
+                if smem > SMEM_LIMIT:
+                    return (f"qload=cp_async at {g.name}: x ({g['in'] * 4} B) + {U + 1} ring stages x {R} rows x "
+                            f"{BLOCK_BYTES * virtual_lanes(G)} B = {smem} B of shared memory, over {SMEM_LIMIT}")
+        else:
+            inflight = (R // wpg) * chains * U
+            if inflight > 8:
+                return (f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
+                        "lane, over 8 (register budget)")
         for g in geometries:
             if g["out"] % R:
                 return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
@@ -119,7 +171,15 @@ class Fp4Matvec(Family):
 
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
         # row_groups 2 splits the baseline's two 32-lane chains between two warp groups: the same fold.
+        # expand = f16 (weights * 2^-14 against x * 2^14: the same products) and qload = cp_async (the same
+        # bytes through shared memory) keep it too (kernel.cu, top).
         return ["row_groups"] if genome["row_groups"] == 4 else []
+
+    def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+        out = super().defines(genome, spec)
+        if genome["qload"] == "cp_async":  # only there: the other genomes' sources stay as they were
+            out["EVO_MINB"] = cp_async_blocks_per_sm(genome, spec["in"])
+        return out
 
     def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
         return {"in": geometry["in"], "x_bf16": geometry["x_dtype"] == "bfloat16"}
@@ -148,7 +208,10 @@ class Fp4Matvec(Family):
 
     # --- launching --------------------------------------------------------
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
-        return Launch((geometry["out"] // genome["rows_per_block"], 1, 1), (32 * genome["warps"], 1, 1), 0)
+        tiles = geometry["out"] // genome["rows_per_block"]
+        if genome["qload"] == "cp_async":  # persistent: every SM's resident blocks, tiles round-robin
+            tiles = min(tiles, sm_count() * cp_async_blocks_per_sm(genome, geometry["in"]))
+        return Launch((tiles, 1, 1), (32 * genome["warps"], 1, 1), 0)
 
     def arg_types(self) -> str:
         return "pppi"
@@ -170,18 +233,22 @@ FAMILY = Fp4Matvec(
     description="dense MXFP4 (E2M1 + E8M0 per 32) mat-vec, batch-1 decode",
     entry="fp4_matvec",
     knobs=(
-        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt"), "lut_global",
-             doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, or table-free "
-                 "with byte permutes (__byte_perm builds the fp32 bits)"),
-        Knob("qload", ("bytes", "words_funnel", "vec16"), "bytes",
-             doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, or 2 aligned 16-byte "
-                 "vectors + a select barrel"),
+        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt", "f16"), "lut_global",
+             doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, table-free "
+                 "with byte permutes (__byte_perm builds the fp32 bits), or f16: shifts and masks build "
+                 "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114)"),
+        Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async"), "bytes",
+             doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
+                 "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
+                 "(tile, step) slices streamed by 16-byte cp.async through a ring of unroll + 1 stages, "
+                 "words read from shared memory"),
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
                  "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),
         Knob("rows_per_block", (1, 2, 4, 8), 4, doc="output rows per thread block"),
         Knob("warps", (1, 2, 4, 8), 4, doc="warps per thread block"),
-        Knob("unroll", (1, 2, 4), 1, doc="fold steps whose quant loads are all issued before any arithmetic"),
+        Knob("unroll", (1, 2, 4), 1, doc="fold steps whose quant loads are all issued before any arithmetic "
+                                          "(qload=cp_async: slices in flight, the ring has unroll + 1 stages)"),
     ),
     faults={
         "wrong shift: weight j+16 read from the low nibble":

@@ -15,6 +15,19 @@
 // runs virtual lanes L and 32 + L; with row_groups = 2 warp group g runs virtual lanes 32g + L: the same
 // fold. row_groups = 4 is a different fold (it changes output bits).
 //
+// expand = f16 keeps the fold: it builds e2m1 * 2^-14 as an f16 (the 3 magnitude bits at the f16's exponent
+// low bits and mantissa top bit, the subnormal f16 covering 0 and 0.5) and converts it to fp32 exactly, and
+// x arrives scaled by 2^14 (exact); every product, hence every fma, is the same real number as the
+// baseline's, so the output bits are the same for every x with |x| < 2^114 (above that the scaled x
+// overflows; finite activations never get near it).
+// qload = cp_async keeps the fold: it only changes where the bytes come from. Persistent thread blocks
+// (grid = SMs x resident blocks, tiles of rows_per_block rows taken round-robin) stage x once in shared
+// memory (fp32, bf16 widened, scaled by 2^14 for expand = f16, each 128-byte block's 16-byte chunks
+// XOR-swizzled so that 8 consecutive lanes read 8 different bank groups) and stream every (tile, step)
+// slice of the quant bytes (rows_per_block rows x 17 * VL bytes, 16-byte aligned) through a ring of
+// unroll + 1 stages filled with 16-byte cp.async, unroll slices in flight while one is folded; lanes then
+// read their block from shared memory as aligned words (funnel shifts), as qload = words_funnel does.
+//
 // Knobs arrive as macros EVO_<KNOB> (see family.py). No headers: NVRTC compiles it without a toolkit.
 
 typedef unsigned int u32;
@@ -73,7 +86,7 @@ __device__ __forceinline__ fblk load_block(const u8* __restrict__ row, int b) {
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     r.q[k] = (u32)p[1 + 4 * k] | ((u32)p[2 + 4 * k] << 8) | ((u32)p[3 + 4 * k] << 16) | ((u32)p[4 + 4 * k] << 24);
-#elif EVO_QLOAD == EVO_QLOAD_WORDS_FUNNEL
+#elif EVO_QLOAD == EVO_QLOAD_WORDS_FUNNEL || EVO_QLOAD == EVO_QLOAD_CP_ASYNC  // cp_async: from shared memory
   // Five aligned 32-bit words cover the 17 bytes at offset 0..3; with 16-byte padded rows they never
   // leave the row's padded extent (the last block sits at offset 3 when NBLK % 4 == 0).
   const u32* p = reinterpret_cast<const u32*>(row + (a & ~3));
@@ -131,9 +144,44 @@ __device__ __forceinline__ void e2m1x4_prmt(u32 n, float* out) {
   out[3] = __uint_as_float((p23 & 0xFFFF0000u) | ((sel << 16) & 0x80000000u));
 }
 
-// The 32 weight values of a block (without the scale), weight j at v[j].
+#if EVO_EXPAND == EVO_EXPAND_F16
+// The f16 in the low / high half of w, as fp32 (exact: every f16 is an fp32).
+__device__ __forceinline__ float f16lo(u32 w) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)w));
+  return f;
+}
+__device__ __forceinline__ float f16hi(u32 w) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)(w >> 16)));
+  return f;
+}
+// Four code bytes (word q) -> eight weights * 2^-14. A code s|e1 e0 m becomes the f16 high byte
+// s 0 0 0 e1 e0 m 0 (low byte 0): exponent field e, mantissa top bit m, so the f16 is 2^(e-15) (1 + m/2) =
+// e2m1 * 2^-14 for e > 0 and the subnormal m * 2^-15 = e2m1 * 2^-14 for e = 0 (code 8 gives -0, as the table).
+__device__ __forceinline__ void e2m1x8_f16(u32 q, float* lo4, float* hi4) {
+  const u32 lo = ((q << 4) & 0x80808080u) | ((q << 1) & 0x0E0E0E0Eu);  // low nibbles, one high byte each
+  const u32 hi = (q & 0x80808080u) | ((q >> 3) & 0x0E0E0E0Eu);         // high nibbles
+  const u32 l02 = __byte_perm(lo, 0u, 0x2404u), l13 = lo & 0xFF00FF00u;  // bytes 0, 2 and 1, 3 as f16 pairs
+  const u32 h02 = __byte_perm(hi, 0u, 0x2404u), h13 = hi & 0xFF00FF00u;
+  lo4[0] = f16lo(l02);
+  lo4[1] = f16lo(l13);
+  lo4[2] = f16hi(l02);
+  lo4[3] = f16hi(l13);
+  hi4[0] = f16lo(h02);
+  hi4[1] = f16lo(h13);
+  hi4[2] = f16hi(h02);
+  hi4[3] = f16hi(h13);
+}
+#define X_SCALE 16384.0f  // x * 2^14 pairs with the weights' 2^-14 (exact)
+#endif
+
+// The 32 weight values of a block (without the scale), weight j at v[j] (times 2^-14 with expand = f16).
 __device__ __forceinline__ void expand(const fblk& blk, float* v) {
-#if EVO_EXPAND == EVO_EXPAND_PRMT
+#if EVO_EXPAND == EVO_EXPAND_F16
+#pragma unroll
+  for (int k = 0; k < 4; ++k) e2m1x8_f16(blk.q[k], v + 4 * k, v + 16 + 4 * k);
+#elif EVO_EXPAND == EVO_EXPAND_PRMT
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     e2m1x4_prmt(blk.q[k] & 0x0F0F0F0Fu, v + 4 * k);
@@ -174,6 +222,10 @@ __device__ __forceinline__ void load_x(const void* __restrict__ xp, int b, float
     xv[4 * k + 3] = t.w;
   }
 #endif
+#ifdef X_SCALE
+#pragma unroll
+  for (int j = 0; j < 32; ++j) xv[j] = __fmul_rn(xv[j], X_SCALE);
+#endif
 }
 
 __device__ __forceinline__ float fold_block(float acc, const fblk& blk, const float* xv) {
@@ -191,6 +243,157 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // identical in every lane (a + b == b + a)
 }
 
+#if EVO_QLOAD == EVO_QLOAD_CP_ASYNC
+// ---- qload = cp_async: persistent blocks, x in shared memory, quant slices through a cp.async ring ----
+#ifndef EVO_MINB
+#define EVO_MINB 1
+#endif
+#define NT (32 * NWARPS)
+#define NSTAGE (U + 1)        // ring stages: U slices in flight while one is folded
+#define SLICE (17 * VL)       // bytes of one row in one step (1088 or 2176: a multiple of 16)
+#define CHUNKS (SLICE / 16)   // 16-byte chunks of a row's slice
+
+__shared__ __align__(16) float4 s_x4[EVO_IN / 4];              // x: block b's chunk k at 8b + (k ^ (b & 7))
+__shared__ __align__(16) uint4 s_w4[NSTAGE * R * CHUNKS];      // the ring: stage, row, chunk
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const u32 sa = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// x block b (32 values) from shared memory: 8 swizzled 16-byte reads.
+__device__ __forceinline__ void load_xs(int b, float* xv) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float4 t = s_x4[(b << 3) | (k ^ (b & 7))];
+    xv[4 * k + 0] = t.x;
+    xv[4 * k + 1] = t.y;
+    xv[4 * k + 2] = t.z;
+    xv[4 * k + 3] = t.w;
+  }
+}
+
+// Copy (tile, step) item `item` of this block into ring stage item % NSTAGE; always commits a group (empty past
+// the last item) so that group i is item i.
+__device__ __forceinline__ void issue_slice(const u8* __restrict__ w, int item, int nitems) {
+  if (item < nitems) {
+    const int tile = (int)blockIdx.x + (item / NSTEP) * (int)gridDim.x, s = item % NSTEP;
+    const u8* src = w + (size_t)tile * R * ROW_STRIDE + (size_t)s * SLICE;
+    uint4* dst = s_w4 + (item % NSTAGE) * (R * CHUNKS);
+    // chunks of this step inside the (16-byte padded) row: CHUNKS except in a short last step
+    const int nch = (ROW_STRIDE - s * SLICE) / 16 < CHUNKS ? (ROW_STRIDE - s * SLICE) / 16 : CHUNKS;
+    for (int i = threadIdx.x; i < R * CHUNKS; i += NT) {
+      const int r = i / CHUNKS, c = i - r * CHUNKS;
+      if (c < nch) cp_async16(dst + i, src + (size_t)r * ROW_STRIDE + 16 * c);
+    }
+  }
+  cp_async_commit();
+}
+
+extern "C" __global__ void __launch_bounds__(32 * NWARPS, EVO_MINB)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = warp / WPG, wi = warp % WPG;
+  const int lrow0 = wi * RW;
+  const int ntiles = out / R;
+  const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  const int nitems = my_tiles * NSTEP;
+
+  // The first slices go out before x is staged.
+#pragma unroll
+  for (int i = 0; i < NSTAGE - 1; ++i) issue_slice(w, i, nitems);
+
+#if EVO_EXPAND == EVO_EXPAND_LUT_SHARED
+  if (threadIdx.x < 16) s_lut[threadIdx.x] = fp4_lut[threadIdx.x];
+#endif
+  for (int i = threadIdx.x; i < EVO_IN / 4; i += NT) {
+#if EVO_X_BF16
+    const uint2 t = reinterpret_cast<const uint2*>(x)[i];
+    float4 f = make_float4(__uint_as_float(t.x << 16), __uint_as_float(t.x & 0xFFFF0000u),
+                           __uint_as_float(t.y << 16), __uint_as_float(t.y & 0xFFFF0000u));
+#else
+    float4 f = reinterpret_cast<const float4*>(x)[i];
+#endif
+#ifdef X_SCALE
+    f.x = __fmul_rn(f.x, X_SCALE);
+    f.y = __fmul_rn(f.y, X_SCALE);
+    f.z = __fmul_rn(f.z, X_SCALE);
+    f.w = __fmul_rn(f.w, X_SCALE);
+#endif
+    const int b = i >> 3, k = i & 7;
+    s_x4[(b << 3) | (k ^ (b & 7))] = f;
+  }
+  // (the first __syncthreads of the loop publishes x and the table)
+
+  float acc[RW][NCH];
+#pragma unroll
+  for (int r = 0; r < RW; ++r)
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) acc[r][c] = 0.0f;
+
+  for (int item = 0; item < nitems; ++item) {
+    cp_async_wait<NSTAGE - 2>();  // this thread's copies of `item` have landed
+    __syncthreads();              // everyone's have; and everyone is done with stage (item - 1) % NSTAGE
+    issue_slice(w, item + NSTAGE - 1, nitems);  // refills that stage
+
+    const int s = item % NSTEP;
+    const u8* slot = reinterpret_cast<const u8*>(s_w4 + (item % NSTAGE) * (R * CHUNKS));
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int bl = 32 * (g * NCH + c) + lane;  // block within the step
+      const int b = VL * s + bl;
+      if (NBLK % VL == 0 || b < NBLK) {
+        float xv[32];
+        load_xs(b, xv);  // once per block, shared by the RW rows
+#pragma unroll
+        for (int r = 0; r < RW; ++r) acc[r][c] = fold_block(acc[r][c], load_block(slot + (lrow0 + r) * SLICE, bl), xv);
+      }
+    }
+
+    if (s == NSTEP - 1) {  // the tile's last step (the same for the whole block)
+      const int tile0 = ((int)blockIdx.x + (item / NSTEP) * (int)gridDim.x) * R;
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) acc[r][c] = warp_sum(acc[r][c]);
+#if G == 1
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) y[tile0 + lrow0 + r] = __fadd_rn(acc[r][0], acc[r][1]);
+      }
+#else
+      __shared__ float s_red[R][G];
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) s_red[lrow0 + r][g] = acc[r][0];
+      }
+      __syncthreads();  // (the next write to s_red is a whole step later, past another __syncthreads)
+      for (int t = threadIdx.x; t < R; t += NT) {
+#if G == 2
+        y[tile0 + t] = __fadd_rn(s_red[t][0], s_red[t][1]);
+#else
+        y[tile0 + t] = __fadd_rn(__fadd_rn(s_red[t][0], s_red[t][1]), __fadd_rn(s_red[t][2], s_red[t][3]));
+#endif
+      }
+#endif
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) acc[r][c] = 0.0f;
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the block
+}
+
+#else  // qload = bytes, words_funnel, vec16: straight from global memory
 extern "C" __global__ void __launch_bounds__(32 * NWARPS)
 fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
            const void* __restrict__ x,  // [in] fp32 or bf16
@@ -269,3 +472,4 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   }
 #endif
 }
+#endif  // EVO_QLOAD
