@@ -143,9 +143,9 @@ class MoeQ2Matvec(Family):
         if W % G:
             return f"warps_per_block={W} is not a multiple of row_groups={G} (each row group is whole warps)"
         wpg = W // G
-        if R % wpg or R // wpg not in (1, 2):
-            return (f"rows_per_block={R} over {wpg} warps per row group is not 1 or 2 rows per warp "
-                    "(a warp keeps gate and up of 1 or 2 rows in flight)")
+        if R % wpg or R // wpg not in (1, 2, 4):
+            return (f"rows_per_block={R} over {wpg} warps per row group is not 1, 2 or 4 rows per warp "
+                    "(a warp keeps gate and up of 1, 2 or 4 rows in flight)")
         for g in geometries:
             if g["out"] % R:
                 return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
@@ -227,13 +227,22 @@ FAMILY = MoeQ2Matvec(
                  "per block into registers, or staged whole in shared memory (coalesced) plain or XOR-swizzled "
                  "so a warp's float4 reads hit distinct banks"),
         Knob("loads_first", (False, True), False,
-             doc="issue the block loads of every fold of the warp before any FMA"),
-        Knob("codebook", ("global", "shared", "shared_replicated", "registers"), "global",
+             doc="issue the block loads of every fold of the warp before any FMA (with codebook registers_pairs "
+                 "or split: one iteration ahead, the first ones before the activations are staged)"),
+        Knob("codebook", ("global", "shared", "shared_replicated", "registers", "registers_pairs", "split"),
+             "global",
              doc="level lookup: global table per weight, 4 floats in shared memory, a nibble-keyed pair table "
                  "in shared memory (the levels replicated into 16 float2 entries: one 64-bit load per two "
-                 "weights, each entry on its own 2 banks), or 4 registers selected with byte permutes"),
+                 "weights, each entry on its own 2 banks), 4 registers selected with byte permutes (3 per "
+                 "weight), registers_pairs: the levels' 16-bit halves in 4 registers, two weights' levels from "
+                 "4 byte permutes whose selectors come from one multiply-add per 4 codes (no shared-memory "
+                 "reads), or split: weights 0..15 of each block from the pair table and 16..31 from the "
+                 "registers_pairs permutes, so shared-memory reads and integer work share the decode. "
+                 "registers_pairs and split also decode a scale byte as the fp32 bits (byte & 0x7f) << 20 "
+                 "times 2^119 (same values). All keep the fold: bit-identical"),
         Knob("rows_per_block", (2, 4, 8, 16), 4, doc="output rows per thread block (each row: gate and up)"),
-        Knob("warps_per_block", (2, 4, 8), 4, doc="warps per thread block"),
+        Knob("warps_per_block", (2, 4, 8), 4,
+             doc="warps per thread block (with rows_per_block: 1, 2 or 4 rows, i.e. 2, 4 or 8 folds, per warp)"),
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="split K across this many warp groups, partial sums added through shared memory "
                  "(a different fold: not bit-preserving)"),

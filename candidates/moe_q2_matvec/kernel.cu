@@ -16,6 +16,15 @@
 // added in group order through shared memory. row_groups = 1 is the baseline fold, so row_groups > 1
 // changes output bits; every other knob only changes how bytes and activations reach the registers.
 //
+// The codebook values registers_pairs and split (and only they) decode differently, with the same fold:
+// levels come from byte permutes that build two weights' fp32 levels from their 16-bit halves
+// (4 PRMT per 2 weights, selectors from one IMAD per 4 codes), split takes weights 0..15 of each block from
+// the shared nibble-pair table and 16..31 from the permutes (the table's shared-memory reads and the
+// permutes' integer pipe are separate limits), and both decode a scale byte as the fp32 bit pattern
+// (byte & 0x7f) << 20 times 2^119: e >= 1 is the normal 2^(e-127)(1+m/8) 2^119 = (8+m) 2^(e-11), e = 0 the
+// fp32 subnormal m 2^-129 2^119 = m 2^-10 (NVRTC keeps subnormals: no -ftz). The values are the same fp32
+// numbers in the same fold: the outputs are bit-identical to the baseline's.
+//
 // Knobs arrive as macros EVO_<KNOB> (see family.py). No headers: NVRTC compiles it without a toolkit.
 
 typedef unsigned int u32;
@@ -45,6 +54,10 @@ typedef unsigned char u8;
 #endif
 
 #define X_SMEM (EVO_X_STAGING == EVO_X_STAGING_SMEM || EVO_X_STAGING == EVO_X_STAGING_SMEM_SWIZZLE)
+#define CB_PAIRS (EVO_CODEBOOK == EVO_CODEBOOK_REGISTERS_PAIRS || EVO_CODEBOOK == EVO_CODEBOOK_SPLIT)
+// With the new codebook values, loads_first also prefetches: the blocks of iteration it+1 are loaded before
+// iteration it's FMAs, the first ones before the activations are staged.
+#define PREFETCH (CB_PAIRS && EVO_LOADS_FIRST)
 
 struct qblk {
   u32 lo;  // codes of weights 0..15 (bytes 0..3)
@@ -149,6 +162,29 @@ __device__ __forceinline__ void load_x(const float* __restrict__ x, const float*
   }
 }
 
+#if CB_PAIRS
+// The 16 activations of half h (weights 16h..16h+15) of block b, as load_x reads them.
+__device__ __forceinline__ void load_x_half(const float* __restrict__ x, const float* xs, int b, int h, float* xv) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = 4 * h + i;
+#if EVO_X_STAGING == EVO_X_STAGING_PER_FOLD
+    const float4 t = ldg_f4_every_time(x + 32 * b + 4 * k);
+#elif EVO_X_STAGING == EVO_X_STAGING_SMEM
+    const float4 t = reinterpret_cast<const float4*>(xs)[8 * b + k];
+#elif EVO_X_STAGING == EVO_X_STAGING_SMEM_SWIZZLE
+    const float4 t = reinterpret_cast<const float4*>(xs)[8 * b + (k ^ (b & 7))];
+#else
+    const float4 t = reinterpret_cast<const float4*>(x + 32 * b)[k];
+#endif
+    xv[4 * i + 0] = t.x;
+    xv[4 * i + 1] = t.y;
+    xv[4 * i + 2] = t.z;
+    xv[4 * i + 3] = t.w;
+  }
+}
+#endif
+
 struct codebook {
 #if EVO_CODEBOOK == EVO_CODEBOOK_GLOBAL
   const float* g;  // cb + (e*2 + m)*4 in global memory
@@ -158,9 +194,16 @@ struct codebook {
   const float2* s;  // 16 pairs in shared memory, keyed by a nibble of two codes
 #elif EVO_CODEBOOK == EVO_CODEBOOK_REGISTERS
   u32 c0, c1, c2, c3;
+#elif CB_PAIRS
+#if EVO_CODEBOOK == EVO_CODEBOOK_SPLIT
+  const float2* s;  // the nibble-pair table (as shared_replicated) for weights 0..15 of a block
+#endif
+  u32 lo01, lo23;  // low 16-bit halves of the levels: lo(cb0) | lo(cb1) << 16, lo(cb2) | lo(cb3) << 16
+  u32 hi01, hi23;  // high 16-bit halves, same layout
 #endif
 };
 
+#if !CB_PAIRS
 // The partial sum of 16 weights (one scale half) in the fold's order, starting from 0.
 __device__ __forceinline__ float half_dot(u32 word, const float* xv, const codebook& cb) {
   float p = 0.0f;
@@ -192,6 +235,85 @@ __device__ __forceinline__ float fold_block(float acc, const qblk& q, const floa
   acc = __fmaf_rn(half_dot(q.hi, xv + 16, cb), fp8_scale((q.sc >> 8) & 255u), acc);
   return acc;
 }
+#else
+// Levels of weights 0..15 of a code word from registers, two weights per four byte permutes.
+// e_q = (word >> 2q) & 0x03030303 holds codes q, q+4, q+8, q+12 in its bytes; e_q * 0x22 + 0x10101010 turns
+// code c into the selector byte 0x10 + 0x22c (nibbles 2c, 2c+1: bytes 2c, 2c+1 of {lo01, lo23} are lo(cb[c]),
+// the same bytes of {hi01, hi23} are hi(cb[c])). Its low 16 bits select two weights' halves at once, its high
+// 16 bits (>> 16) the next two; the last two permutes put each weight's halves together.
+// PTX prmt (selector nibble bit 3 = replicate the sign bit; bits 16..31 ignored). Here every selector
+// nibble is 0..7, where prmt and __byte_perm agree; __byte_perm would first mask the selector with 0x7777.
+__device__ __forceinline__ u32 prmt_sel(u32 a, u32 b, u32 s) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
+}
+
+__device__ __forceinline__ void levels_pairs(u32 word, const codebook& cb, float* v) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const u32 wq = q ? __umulhi(word, 1u << ((32 - 2 * q) & 31)) : word;  // word >> 2q, on the multiply pipe
+    const u32 sel = (wq & 0x03030303u) * 0x22u + 0x10101010u;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 s = h ? __umulhi(sel, 0x10000u) : sel;  // sel >> 16
+      const u32 lo = prmt_sel(cb.lo01, cb.lo23, s);  // lo(cb[c_a]) | lo(cb[c_b]) << 16
+      const u32 hi = prmt_sel(cb.hi01, cb.hi23, s);  // hi(cb[c_a]) | hi(cb[c_b]) << 16
+      v[q + 8 * h] = __uint_as_float(__byte_perm(lo, hi, 0x5410));
+      v[q + 8 * h + 4] = __uint_as_float(__byte_perm(lo, hi, 0x7632));
+    }
+  }
+}
+
+// The partial sum of 16 weights (one scale half) in the fold's order, starting from 0.
+__device__ __forceinline__ float half_dot_pairs(u32 word, const float* xv, const codebook& cb) {
+  float v[16];
+  levels_pairs(word, cb, v);
+  float p = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) p = __fmaf_rn(v[j], xv[j], p);
+  return p;
+}
+
+#if EVO_CODEBOOK == EVO_CODEBOOK_SPLIT
+// As shared_replicated: nibble n (codes 2n, 2n+1) keys one float2 of the table; its byte offset 8 * nibble
+// is one shift (on the multiply pipe: << 3 as a multiply, >> k as the high word of a multiply by 2^(32-k))
+// and one mask.
+__device__ __forceinline__ float half_dot_table(u32 word, const float* xv, const float2* tab) {
+  float p = 0.0f;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const u32 off = (n == 0 ? word * 8u : __umulhi(word, 1u << ((35 - 4 * n) & 31))) & 0x78u;
+    const float2 pr = *reinterpret_cast<const float2*>(reinterpret_cast<const char*>(tab) + off);
+    p = __fmaf_rn(pr.x, xv[2 * n], p);
+    p = __fmaf_rn(pr.y, xv[2 * n + 1], p);
+  }
+  return p;
+}
+#endif
+
+// A scale byte at bits 20..27 of a word (bit 27, the byte's ignored bit 7, is masked off) as fp32:
+// the bit pattern (byte & 0x7f) << 20 is 2^(e-127)(1+m/8) for e >= 1 and the subnormal m 2^-129 for e = 0;
+// times 2^119 (exact) that is (8+m) 2^(e-11) and m 2^-10, the format's values. mul.rn.f32 without .ftz
+// keeps the subnormal input whatever the compile flags (-ftz, fast math) say.
+__device__ __forceinline__ float fp8_scale_bits(u32 at20) {
+  float r;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(__uint_as_float(at20 & 0x07F00000u)), "f"(0x1p119f));
+  return r;
+}
+
+// Half h of the fold of one block (h = 0 must come before h = 1 for each fold): xv holds that half's x.
+__device__ __forceinline__ float fold_half(float acc, const qblk& q, int h, const float* xv, const codebook& cb) {
+  if (h == 0) {
+#if EVO_CODEBOOK == EVO_CODEBOOK_SPLIT
+    return __fmaf_rn(half_dot_table(q.lo, xv, cb.s), fp8_scale_bits(q.sc << 20), acc);
+#else
+    return __fmaf_rn(half_dot_pairs(q.lo, xv, cb), fp8_scale_bits(q.sc << 20), acc);
+#endif
+  }
+  return __fmaf_rn(half_dot_pairs(q.hi, xv, cb), fp8_scale_bits(q.sc << 12), acc);
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(32 * NWARPS)
 moe_q2_matvec(const u8* __restrict__ w,      // [E, 2, out, ROW_BYTES]
@@ -207,6 +329,19 @@ moe_q2_matvec(const u8* __restrict__ w,      // [E, 2, out, ROW_BYTES]
   const int lrow0 = wi * RW;  // first row of this warp within the block
   const int row0 = blockIdx.x * R + lrow0;
   const float* cbe = cb + (size_t)e * 8;
+
+#if PREFETCH
+  // Fold f: row row0 + f/2 of matrix f%2 (0 gate, 1 up).
+  const u8* rowp[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+    rowp[f] = w + (((size_t)e * 2 + (f & 1)) * out + row0 + (f >> 1)) * ROW_BYTES;
+  qblk qn[NF];  // the blocks of the next iteration, in flight while activations are staged / FMAs run
+  if ((NBLK % STEP) == 0 || 32 * g + lane < NBLK) {
+#pragma unroll
+    for (int f = 0; f < NF; ++f) qn[f] = load_block(rowp[f], 32 * g + lane);
+  }
+#endif
 
 #if X_SMEM
   __shared__ __align__(16) float xs[EVO_IN];
@@ -253,17 +388,46 @@ moe_q2_matvec(const u8* __restrict__ w,      // [E, 2, out, ROW_BYTES]
     cbs[m].c2 = __float_as_uint(cbe[4 * m + 2]);
     cbs[m].c3 = __float_as_uint(cbe[4 * m + 3]);
   }
+#elif CB_PAIRS
+  // lz = 0 (the grid is 2-D: blockIdx.z = 0), but per lane as far as ptxas can tell: it would otherwise
+  // keep the warp-uniform table words in uniform registers and copy one into a regular register before
+  // every permute (prmt takes both data operands from regular registers).
+  const u32 lz = (u32)lane & blockIdx.z;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const u32 l0 = __float_as_uint(cbe[4 * m + 0]), l1 = __float_as_uint(cbe[4 * m + 1]);
+    const u32 l2 = __float_as_uint(cbe[4 * m + 2]), l3 = __float_as_uint(cbe[4 * m + 3]);
+    cbs[m].lo01 = __byte_perm(l0, l1, 0x5410) ^ lz;
+    cbs[m].lo23 = __byte_perm(l2, l3, 0x5410) ^ lz;
+    cbs[m].hi01 = __byte_perm(l0, l1, 0x7632) ^ lz;
+    cbs[m].hi23 = __byte_perm(l2, l3, 0x7632) ^ lz;
+  }
+#if EVO_CODEBOOK == EVO_CODEBOOK_SPLIT
+  __shared__ float2 s_pair[32];  // the shared_replicated table: entry 16m + n = (cb[m][n & 3], cb[m][n >> 2])
+  if (threadIdx.x < 32) {
+    const int m = threadIdx.x >> 4, n = threadIdx.x & 15;
+    float2 pr;
+    pr.x = cbe[4 * m + (n & 3)];
+    pr.y = cbe[4 * m + (n >> 2)];
+    s_pair[threadIdx.x] = pr;
+  }
+  cbs[0].s = s_pair;
+  cbs[1].s = s_pair + 16;
+#endif
 #endif
 
-#if X_SMEM || EVO_CODEBOOK == EVO_CODEBOOK_SHARED || EVO_CODEBOOK == EVO_CODEBOOK_SHARED_REPLICATED
+#if X_SMEM || EVO_CODEBOOK == EVO_CODEBOOK_SHARED || EVO_CODEBOOK == EVO_CODEBOOK_SHARED_REPLICATED || \
+    EVO_CODEBOOK == EVO_CODEBOOK_SPLIT
   __syncthreads();  // staged activations / codebook visible to every warp
 #endif
 
+#if !PREFETCH
   // Fold f: row row0 + f/2 of matrix f%2 (0 gate, 1 up).
   const u8* rowp[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f)
     rowp[f] = w + (((size_t)e * 2 + (f & 1)) * out + row0 + (f >> 1)) * ROW_BYTES;
+#endif
 
   float acc[NF];
 #pragma unroll
@@ -272,6 +436,37 @@ moe_q2_matvec(const u8* __restrict__ w,      // [E, 2, out, ROW_BYTES]
   for (int it = 0; it < NITER; ++it) {
     const int b = 32 * g + lane + STEP * it;
     if ((NBLK % STEP) == 0 || b < NBLK) {
+#if CB_PAIRS
+      // Weights 0..15 of every fold, then 16..31: only one half's activations are live at a time. Each
+      // fold's acc still takes half 0 then half 1 of the block, so the fold is unchanged.
+      qblk q[NF];
+#if PREFETCH
+#pragma unroll
+      for (int f = 0; f < NF; ++f) q[f] = qn[f];
+      if (it + 1 < NITER && ((NBLK % STEP) == 0 || b + STEP < NBLK)) {
+#pragma unroll
+        for (int f = 0; f < NF; ++f) qn[f] = load_block(rowp[f], b + STEP);
+      }
+#endif
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#if EVO_X_STAGING != EVO_X_STAGING_PER_FOLD
+        float xv[16];
+        load_x_half(x, xs, b, h, xv);  // once per half-block, shared by the NF folds
+#endif
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+#if !EVO_LOADS_FIRST
+          if (h == 0) q[f] = load_block(rowp[f], b);
+#endif
+#if EVO_X_STAGING == EVO_X_STAGING_PER_FOLD
+          float xv[16];
+          load_x_half(x, xs, b, h, xv);  // re-read for every fold
+#endif
+          acc[f] = fold_half(acc[f], q[f], h, xv, cbs[f & 1]);
+        }
+      }
+#else
 #if EVO_X_STAGING != EVO_X_STAGING_PER_FOLD
       float xv[32];
       load_x(x, xs, b, xv);  // once per block, shared by the NF folds
@@ -294,6 +489,7 @@ moe_q2_matvec(const u8* __restrict__ w,      // [E, 2, out, ROW_BYTES]
 #endif
         acc[f] = fold_block(acc[f], qf, xv, cbs[f & 1]);
       }
+#endif
     }
   }
 
