@@ -29,8 +29,7 @@ def test_shipped_config_loads():
     assert [g.weight for g in cfg.geometries] == [1.0, 1.0, 0.0]
     assert dict(cfg.geometries[2].params) == {"T": 1, "H": 4096, "S": 32, "prenorm": False}
     assert cfg.budget.attempts == 150 and cfg.budget.minutes == 8.0
-    assert cfg.proposer.name == "evolutionary"
-    assert cfg.proposer.options["crossover"] == 0.25
+    assert cfg.proposer.name == "surrogate" and cfg.proposer.options == {}
     assert cfg.gates.correctness.mode == "exact" and cfg.gates.perf.rule == "every"
     assert cfg.backend == "auto" and cfg.clocks == "record" and cfg.peer.torch_compile == "default"
 

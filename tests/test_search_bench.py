@@ -53,7 +53,7 @@ def test_objective_resolves_same_as_and_rejects_bad_entries():
 
 
 # --- evo's proposers, driven like a campaign ---------------------------------------------------------
-@pytest.mark.parametrize("name", ["evolutionary", "random", "tpe", "nsga2"])
+@pytest.mark.parametrize("name", ["surrogate", "evolutionary", "random", "tpe", "nsga2"])
 def test_evo_side_strategies_never_repeat(space, name):
     run = sb.run_proposer(space, name, seed=1, cap=60, until_target=False)
     assert len(run.keys) == 60
@@ -85,6 +85,10 @@ def test_table_and_verdict_lines(space):
     v = sb.verdict(runs, 100)
     assert v[0].startswith(f"best strategy: {sb.EVO}")
     assert "20 / 60 (peer) = 0.33 (meets" in v[1]
+    # evo's own other proposers are no peers: the bar is about random, Optuna and Kernel Tuner
+    runs["evo evolutionary"] = [sb.Run("evo evolutionary", i, e) for i, e in enumerate([5, 5, 5])]
+    v = sb.verdict(runs, 100)
+    assert v[0].startswith("best strategy: evo evolutionary") and "20 / 60 (peer) = 0.33 (meets" in v[1]
 
 
 # --- the Optuna proposers ------------------------------------------------------------------------------
@@ -226,3 +230,76 @@ def test_kernel_tuner_strategies_are_skipped_with_the_reason(space, monkeypatch)
     runs, skipped = sb.bench(space, 1, [sb.STRATEGIES[0], kt], out=said.append)
     assert list(runs) == [sb.EVO] and skipped == {kt.label: "kernel_tuner is not importable (test)"}
     assert any(line.startswith(f"{kt.label}: skipped: kernel_tuner is not importable") for line in said)
+
+
+# --- campaign settings, tolerance mode, identical SASS, seeds -------------------------------------------------
+def test_campaign_settings_come_from_the_family_config():
+    assert sb.campaign_settings("mhc_pre_big_fuse")["mode"] == "exact"
+    assert sb.campaign_settings("mhc_prenorm_gemm")["mode"] == "tolerance"
+    assert sb.campaign_settings("no_such_family")["mode"] == "exact"  # no config: the defaults
+
+
+def test_tolerance_mode_accepts_small_errors_and_rejects_large_ones():
+    ok = ["G", 0, "out", ["=", "="], 0, 0, 1e-3, 0.0, ""]
+    near = ["G", 0, "out", ["h1", "h1"], 0, 0, 1.5e-3, 0.0, ""]
+    far = ["G", 0, "out", ["h2", "h2"], 0, 0, 3e-3, 0.0, ""]
+    race = ["G", 0, "out", ["h3", "h4"], 0, 0, 1e-3, 0.0, ""]
+    oob = ["G", 0, "out", ["=", "="], 0, 0, 1e-3, 0.0, "", 16]  # newer sweeps record guard-band damage
+    t = {"G": [10.0, 10.0, 10.0]}
+    data = {"baseline_key": "b", "baseline_errors": {"G/0/out": 1e-3},
+            "geometries": [{"name": "G", "weight": 1.0}],
+            "genomes": {k: {"status": "ok", "checks": [c], "t": t}
+                        for k, c in (("b", ok), ("near", near), ("far", far), ("race", race), ("oob", oob))}}
+    exact = sb.sweep_objectives(data)
+    assert exact["b"] == 1.0 and exact["near"] is None and exact["far"] is None and exact["oob"] is None
+    tol = sb.sweep_objectives(data, "tolerance", 2.0)
+    assert tol["near"] == 1.0 and tol["far"] is None and tol["race"] is None and tol["oob"] is None
+
+
+def test_identical_sass_is_an_attempt_without_a_measurement(space):
+    import dataclasses
+
+    # Pretend every warp0_stream=True genome compiles to one machine code per (block, vec).
+    sass = {k: (f"w0-{g['block']}-{g['vec']}" if g["warp0_stream"] else k)
+            for k, g in ((k, Genome.from_key(k)) for k in space.scores)}
+    twins = dataclasses.replace(space, sass=sass)
+    run = sb.run_proposer(twins, "random", seed=2, cap=300, until_target=False)
+    assert run.notes.get("identical_sass", 0) > 0
+    # The surrogate gets the digests (static_key) and so never spends an attempt on known machine code ...
+    run = sb.run_proposer(twins, "surrogate", seed=2, cap=120, until_target=False)
+    assert run.notes.get("identical_sass", 0) == 0
+    # ... unless they are withheld.
+    run = sb.run_proposer(twins, "surrogate", seed=2, cap=120, until_target=False, static_key=False)
+    assert run.notes.get("identical_sass", 0) > 0
+
+
+def test_first_seed_and_exact_rule_skipped_in_tolerance_mode(space, monkeypatch):
+    import dataclasses
+
+    said: list[str] = []
+    evo = sb.STRATEGIES[0]
+    runs, _ = sb.bench(space, 2, [evo], out=said.append, first_seed=100)
+    assert [r.seed for r in runs[sb.EVO]] == [100, 101]
+    tol = dataclasses.replace(space, mode="tolerance")
+    monkeypatch.setattr(sb, "kernel_tuner_missing", lambda: None)
+    kt = next(s for s in sb.STRATEGIES if s.options.get("exact_rule"))
+    runs, skipped = sb.bench(tol, 1, [kt], out=said.append)
+    assert not runs and "tolerance mode" in skipped[kt.label]
+
+
+def test_doc_blocks_per_family_tabu_and_first_seed(space, tmp_path):
+    import argparse
+
+    doc = tmp_path / "d.md"
+    tag = "search-bench-mhc_pre_big_fuse"
+    doc.write_text(f"intro\n\n<!-- {tag}:begin -->\nold\n<!-- {tag}:end -->\n\noutro\n")
+    runs = {sb.EVO: [sb.Run(sb.EVO, 0, 10)]}
+    for no_tabu, first in ((False, 0), (True, 0), (False, 100)):
+        args = argparse.Namespace(no_tabu=no_tabu, first_seed=first, seeds=1, no_static_key=False)
+        sb.write_doc(doc, space, runs, {}, sb.table(runs, 100), sb.verdict(runs, 100), args)
+    text = doc.read_text()
+    assert text.startswith("intro\n") and "\noutro\n" in text and "\nold\n" not in text
+    for tag in ("search-bench-mhc_pre_big_fuse", "search-bench-mhc_pre_big_fuse-no-tabu",
+                "search-bench-mhc_pre_big_fuse-from-100"):
+        assert text.count(f"<!-- {tag}:begin -->") == 1 and text.count(f"<!-- {tag}:end -->") == 1
+    assert "Seeds: 1 (100..100)" in text and "correctness mode exact" in text

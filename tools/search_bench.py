@@ -5,21 +5,34 @@
 CPU only. The objective of a genome is looked up in the family's recorded H200
 sweep (``candidates/<family>/recorded/*.json.gz``): the weighted geometric mean,
 over the weighted geometries, of median(baseline time) / median(genome time).
-A genome whose recorded checks are not all bit-identical to the baseline's, or
-whose recorded status is not ok, is invalid (objective None). "Best" is the
-largest objective in the sweep; a run succeeds at the first evaluation whose
-objective is within 1% of it (>= 0.99 x best).
+A genome whose recorded checks fail the campaign's correctness gate, or whose
+recorded status is not ok, is invalid (objective None). "Best" is the largest
+objective in the sweep; a run succeeds at the first evaluation whose objective
+is within 1% of it (>= 0.99 x best).
 
-Strategies, each run with ``--seeds`` seeds (0, 1, ...):
+The correctness mode (exact or tolerance, with its tolerance factor, seeds and
+runs) and ``min_gain`` come from the family's campaign config
+(``configs/<family>.yaml``, or ``--config``); validity is the correctness gate
+of that mode on the recorded evidence, and in exact mode a genome with a knob
+that changes the summation order (``family.inexact_knobs``) is invalid whatever
+its hashes, as the campaign rejects it before the GPU.
 
-* evo's proposers (``evolutionary``, ``random``, ``tpe``, ``nsga2``) are driven
-  the way a campaign drives them: attempt 0 is the baseline (score 1.0, counted
-  as evaluation 1); every proposal becomes an ``evo.records.Attempt`` whose
-  verdict is accepted when its objective beats the current champion's by more
-  than 1% (the config's ``min_gain``), rejected (perf) otherwise, and rejected
-  (correctness) when invalid, with the reason the correctness gate gives; the
-  campaign's tabu (knob values the exact-mode correctness gate ruled out) is
-  applied exactly as ``Campaign.tabu`` computes it.
+Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
+
+* evo's proposers (``surrogate``, the configs' default, ``evolutionary``,
+  ``random``, ``tpe``, ``nsga2``) are driven the way a campaign drives them:
+  attempt 0 is the baseline (score 1.0, counted as evaluation 1); every proposal
+  becomes an ``evo.records.Attempt`` whose verdict is accepted when its objective
+  beats the current champion's by more than ``min_gain``, rejected (perf)
+  otherwise, rejected (correctness) when invalid, with the reason the
+  correctness gate gives, and rejected (static, "identical SASS", no score) when
+  the sweep's SASS digest of the genome equals that of a genome already measured
+  in the run, as the campaign's identical-SASS check does; every attempt counts
+  as an evaluation. The campaign's tabu (knob values the exact-mode correctness
+  gate ruled out) is applied exactly as ``Campaign.tabu`` computes it. A
+  proposer with a ``static_key`` attribute (the surrogate) gets the sweep's SASS
+  digests through it: what compiling a genome on the CPU tells before any GPU
+  time (``--no-static-key`` withholds it).
 * Kernel Tuner's ``genetic_algorithm`` and ``bayes_opt`` (``pip install
   kernel_tuner``; skipped with the reason when it is not importable) run in
   Kernel Tuner's own simulation mode on a cache file written from the same
@@ -28,7 +41,8 @@ Strategies, each run with ``--seeds`` seeds (0, 1, ...):
   ``max_fevals`` = the space size. Unique evaluations are counted in the order
   the runner served them from the cache. The "+ exact rule" variants also
   restrict away the knob values that change the summation order (what evo's
-  tabu learns from its first correctness rejection). Where the simulation
+  tabu learns from its first correctness rejection); they are skipped, with the
+  reason, for a family whose campaign runs in tolerance mode. Where the simulation
   differs from a real Kernel Tuner run, and why: docs/search-efficiency.md.
 
 A run that never reaches the target is a failure and counts as the space size
@@ -67,8 +81,8 @@ from evo.genome import Genome  # noqa: E402
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
-MIN_GAIN = 0.01  # the campaign's perf.min_gain: a champion must be beaten by more than this
-EVO = "evo evolutionary"
+MIN_GAIN = 0.01  # the campaign's perf.min_gain by default: a champion must be beaten by more than this
+EVO = "evo surrogate"  # evo's proposer in the configs; the row the "at most half" bar is about
 
 
 # --- the recorded objective -----------------------------------------------------------
@@ -83,6 +97,9 @@ class Space:
     scores: dict[str, float | None]  # genome key -> objective (None: invalid)
     genomes: list[Genome]  # every genome that family.check accepts, in knob-product order
     baseline_key: str
+    mode: str = "exact"  # the campaign's correctness mode
+    min_gain: float = MIN_GAIN
+    sass: dict[str, str] = field(default_factory=dict)  # genome key -> the sweep's SASS digest (CPU compile)
 
     @property
     def size(self) -> int:
@@ -117,8 +134,38 @@ def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return None if e is None or "same_as" in e else e
 
 
-def sweep_objectives(data: Mapping[str, Any]) -> dict[str, float | None]:
-    """Genome key -> weighted geometric mean of median(baseline t) / median(genome t), None when invalid."""
+def _passes(e: Mapping[str, Any], data: Mapping[str, Any], mode: str, tolerance_factor: float,
+            seeds: int | None, runs: int | None) -> bool:
+    """The correctness gate on a sweep entry's recorded checks ("=" stores "same hash as the baseline")."""
+    checks = []
+    for geo, seed, output, hashes, nonfinite, unwritten, rel, _mabs, _mismatch, *more in e["checks"]:
+        if seeds is not None and seed >= seeds:
+            continue
+        hs = hashes[:runs] if runs else hashes
+        checks.append((geo, seed, output, hs, nonfinite, unwritten, rel, more[0] if more else 0))
+    if not checks:
+        return False
+    for geo, seed, output, hs, nonfinite, unwritten, rel, oob in checks:
+        if oob or nonfinite or unwritten or len(set(hs)) > 1:
+            return False
+        if hs[0] == "=":
+            continue
+        if mode == "exact":
+            return False
+        base_err = data.get("baseline_errors", {}).get(f"{geo}/{seed}/{output}")
+        if rel is None or base_err is None or rel > tolerance_factor * max(base_err, 1e-12):
+            return False
+    return True
+
+
+def sweep_objectives(data: Mapping[str, Any], mode: str = "exact", tolerance_factor: float = 2.0,
+                     seeds: int | None = None, runs: int | None = None) -> dict[str, float | None]:
+    """Genome key -> weighted geometric mean of median(baseline t) / median(genome t), None when invalid.
+
+    Invalid: the recorded run did not end ok, its checks fail the correctness gate of ``mode`` (exact: every
+    hash equal to the baseline's; tolerance: error vs float64 within ``tolerance_factor`` x the baseline's), or a
+    weighted geometry has no times. ``seeds``/``runs`` limit the checks to those the campaign would look at.
+    """
     genomes = data["genomes"]
     weighted = [(g["name"], float(g["weight"])) for g in data["geometries"] if g["weight"] > 0]
     base = entry(genomes, data["baseline_key"])
@@ -131,7 +178,7 @@ def sweep_objectives(data: Mapping[str, Any]) -> dict[str, float | None]:
         if e is None or e.get("status", "ok") != "ok" or not e.get("checks"):
             out[key] = None
             continue
-        if not all(h == "=" for c in e["checks"] for h in c[3]):  # "=" stores "same hash as the baseline"
+        if not _passes(e, data, mode, tolerance_factor, seeds, runs) or e.get("recheck"):
             out[key] = None
             continue
         if not all(n in e.get("t", {}) and e["t"][n] for n, _ in weighted):
@@ -141,8 +188,32 @@ def sweep_objectives(data: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None) -> Space:
+def campaign_settings(family_name: str, config: str | Path | None = None) -> dict[str, Any]:
+    """Correctness mode, tolerance factor, seeds, runs and min_gain of the family's campaign config.
+
+    ``configs/<family>.yaml`` unless ``config`` names one; the defaults (exact mode, min_gain 0.01) when there is
+    none.
+    """
+    path = Path(config) if config else ROOT / "configs" / f"{family_name}.yaml"
+    out: dict[str, Any] = {"mode": "exact", "tolerance_factor": 2.0, "seeds": None, "runs": None,
+                           "min_gain": MIN_GAIN, "config": None}
+    if not path.is_file():
+        return out
+    from evo.config import load_config
+
+    cfg = load_config(path)
+    if cfg.family.name != family_name:
+        raise SystemExit(f"{path} is a config for family {cfg.family.name}, not {family_name}")
+    c = cfg.gates.correctness
+    out.update(mode=c.mode, tolerance_factor=c.tolerance_factor, seeds=c.seeds, runs=c.runs,
+               min_gain=cfg.gates.perf.min_gain, config=path)
+    return out
+
+
+def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None,
+               config: str | Path | None = None) -> Space:
     family = load_family(family_name)
+    settings = campaign_settings(family_name, config)
     paths = [Path(sweep)] if sweep else sorted((family.folder / "recorded").glob("*.json.gz"))
     if not paths:
         raise SystemExit(f"family {family_name} has no recorded sweep under {family.folder / 'recorded'}")
@@ -153,10 +224,15 @@ def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None =
     names = [k.name for k in family.knobs]
     genomes = [Genome(dict(zip(names, vals))) for vals in itertools.product(*(k.values for k in family.knobs))]
     genomes = [g for g in genomes if family.check(g, geometries) is None]
-    scores = sweep_objectives(data)
+    mode = settings["mode"]
+    scores = sweep_objectives(data, mode, settings["tolerance_factor"], settings["seeds"], settings["runs"])
     for g in genomes:  # a valid genome the sweep does not hold cannot be measured here
         scores.setdefault(g.key, None)
-    return Space(family, geometries, path, data.get("created", "?"), scores, genomes, data["baseline_key"])
+        if mode == "exact" and any(family.inexact_knobs(g, geo) for geo in geometries):
+            scores[g.key] = None  # rejected before the GPU, whatever the sweep measured
+    sass = {k: e["sass"] for k, e in data["genomes"].items() if e.get("sass")}
+    return Space(family, geometries, path, data.get("created", "?"), scores, genomes, data["baseline_key"],
+                 mode, settings["min_gain"], sass)
 
 
 # --- one simulated search ----------------------------------------------------------------
@@ -176,38 +252,49 @@ class Run:
 def _verdict(space: Space, genome: Genome, score: float | None, champ: Attempt) -> Verdict:
     if score is None:
         inexact = {g.name: space.family.inexact_knobs(genome, g) for g in space.geometries}
-        if any(inexact.values()):
+        if space.mode == "exact" and any(inexact.values()):
             from gates.correctness import CorrectnessEvidence, correctness_gate
 
             return correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
         return Verdict.rejected("correctness", "recorded outputs differ from the baseline's (or the run failed)")
-    if score > (champ.score or 0.0) * (1.0 + MIN_GAIN):
-        return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > 1%")
-    return Verdict.rejected("perf", f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) by > 1%")
+    gain = f"{100 * space.min_gain:g}%"
+    if score > (champ.score or 0.0) * (1.0 + space.min_gain):
+        return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
+    return Verdict.rejected("perf", f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) "
+                                    f"by > {gain}")
 
 
 def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]:
-    """Exactly what ``Campaign.tabu`` computes from these attempts in exact mode."""
+    """Exactly what ``Campaign.tabu`` computes from these attempts in the space's correctness mode."""
     from evo.campaign import Campaign
 
-    fake = SimpleNamespace(cfg=SimpleNamespace(gates=SimpleNamespace(correctness=SimpleNamespace(mode="exact"))),
+    fake = SimpleNamespace(cfg=SimpleNamespace(gates=SimpleNamespace(correctness=SimpleNamespace(mode=space.mode))),
                            ledger=SimpleNamespace(attempts=lambda: attempts), family=space.family)
     return Campaign.tabu(fake)  # type: ignore[arg-type]
 
 
 def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] | None = None,
-                 cap: int | None = None, tabu: bool = True, until_target: bool = True) -> Run:
-    """Drive one of evo's proposers as a campaign would, against the recorded objective."""
+                 cap: int | None = None, tabu: bool = True, until_target: bool = True,
+                 static_key: bool = True) -> Run:
+    """Drive one of evo's proposers as a campaign would, against the recorded objective.
+
+    A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
+    rejects it (identical SASS: same machine code, not measured again; no score) and counts as an attempt.
+    ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU compile tells).
+    """
     from evo.proposers import PROPOSERS
 
     cap = cap or space.size
     prop = PROPOSERS[name](space.family, space.geometries, dict(options or {}), seed)
+    if static_key and space.sass and hasattr(prop, "static_key"):
+        prop.static_key = lambda g: space.sass.get(Genome(g).key)
     base = space.family.baseline()
     attempts = [Attempt(id=0, campaign="bench", family=space.family.name, genome=dict(base), genome_key=base.key,
                         origin="baseline", backend="recorded", score=1.0,
                         verdict=Verdict(BASELINE, None, "the baseline"))]
     champ = attempts[0]
     seen = {base.key}
+    measured_sass = {space.sass[base.key]: 0} if base.key in space.sass else {}
     run = Run(name, seed, None, [base.key])
     if (space.objective(base) or 0.0) >= space.target:
         run.evals = 1
@@ -220,9 +307,20 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
         g = p.genome
         assert g.key not in seen, f"{name} proposed {g.key} twice"
         score = space.objective(g)
+        digest = space.sass.get(g.key, "")
+        twin = measured_sass.get(digest) if digest else None
+        if twin is not None:
+            from gates.static import identical_sass
+
+            score, verdict = None, identical_sass(digest, measured_sass)
+            run.notes["identical_sass"] = run.notes.get("identical_sass", 0) + 1
+        else:
+            verdict = _verdict(space, g, score, champ)
+            if score is not None and digest:
+                measured_sass[digest] = len(attempts)
         a = Attempt(id=len(attempts), campaign="bench", family=space.family.name, genome=dict(g), genome_key=g.key,
                     origin=p.origin, derived_from=list(p.derived_from), parent_id=champ.id, backend="recorded",
-                    score=score, verdict=_verdict(space, g, score, champ))
+                    score=score, verdict=verdict, sass_sha256=digest)
         attempts.append(a)
         seen.add(g.key)
         run.keys.append(g.key)
@@ -411,10 +509,12 @@ class Strategy:
     kind: str  # evo | kt
     name: str
     options: dict[str, Any] = field(default_factory=dict)
+    peer: bool = True  # False: one of evo's own proposers (not a peer for the "at most half" bar)
 
 
 STRATEGIES = [
-    Strategy(EVO, "evo", "evolutionary"),
+    Strategy(EVO, "evo", "surrogate", peer=False),
+    Strategy("evo evolutionary", "evo", "evolutionary", peer=False),
     Strategy("evo random", "evo", "random"),
     Strategy("optuna TPE", "evo", "tpe"),
     Strategy("optuna NSGA-II", "evo", "nsga2"),
@@ -426,8 +526,10 @@ STRATEGIES = [
 
 
 def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(STRATEGIES), tabu: bool = True,
-          out: Callable[[str], None] = print) -> tuple[dict[str, list[Run]], dict[str, str]]:
-    """Every strategy x seed; returns the runs per strategy label and the skip reasons."""
+          out: Callable[[str], None] = print, first_seed: int = 0,
+          static_key: bool = True) -> tuple[dict[str, list[Run]], dict[str, str]]:
+    """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
+    reasons."""
     runs: dict[str, list[Run]] = {}
     skipped: dict[str, str] = {}
     missing = kernel_tuner_missing()
@@ -440,13 +542,17 @@ def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(
                 skipped[s.label] = missing
                 out(f"{s.label}: skipped: {missing}")
                 continue
+            if s.options.get("exact_rule") and space.mode != "exact":
+                skipped[s.label] = f"the campaign runs in {space.mode} mode: there is no exact rule to give"
+                out(f"{s.label}: skipped: {skipped[s.label]}")
+                continue
             if s.kind == "kt" and cache_file is None:
                 cache_file = write_kt_cache(space, Path(tmp) / f"{space.family.name}.json", problem_size)
             t0 = time.perf_counter()
             rs = []
-            for seed in range(seeds):
+            for seed in range(first_seed, first_seed + seeds):
                 if s.kind == "evo":
-                    rs.append(run_proposer(space, s.name, seed, s.options, tabu=tabu))
+                    rs.append(run_proposer(space, s.name, seed, s.options, tabu=tabu, static_key=static_key))
                 else:
                     rs.append(run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options))
                 rs[-1].strategy = s.label
@@ -488,7 +594,8 @@ def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
     meds = {k: stats(v, cap)["median"] for k, v in runs.items()}
     best = min(meds, key=lambda k: meds[k])
     out = [f"best strategy: {best} (median {_fmt(meds[best])} evaluations)"]
-    peers = {k: v for k, v in meds.items() if k != EVO}
+    own = {s.label for s in STRATEGIES if not s.peer}
+    peers = {k: v for k, v in meds.items() if k not in own}
     if EVO in meds and peers:
         peer = min(peers, key=lambda k: peers[k])
         ratio = meds[EVO] / peers[peer]
@@ -503,6 +610,10 @@ def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
         if fb:
             out.append(f"{label}: {fb} proposal(s) over all seeds fell back to a random unseen genome "
                        "(the sampler kept proposing tried or invalid genomes)")
+        same = sum(r.notes.get("identical_sass", 0) for r in rs)
+        if same:
+            out.append(f"{label}: {same} attempt(s) over all seeds had the SASS of a genome measured before "
+                       "(rejected without a measurement, counted as evaluations)")
     return out
 
 
@@ -520,15 +631,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="mhc_pre_big_fuse")
     ap.add_argument("--sweep", default=None, help="a sweep file (default: the family's first recorded sweep)")
+    ap.add_argument("--config", default=None,
+                    help="the campaign config that sets the correctness mode and min_gain "
+                         "(default: configs/<family>.yaml)")
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds are first-seed .. first-seed + seeds - 1 (report on 0.., tune on others)")
     ap.add_argument("--strategies", default=None,
                     help="comma-separated labels or names to run (default: all): " +
                          ", ".join(s.name for s in STRATEGIES))
     ap.add_argument("--no-tabu", action="store_true", help="do not give evo's proposers the campaign's tabu")
+    ap.add_argument("--no-static-key", action="store_true",
+                    help="do not give the surrogate the sweep's SASS digests (what a CPU compile tells)")
     ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
     args = ap.parse_args(argv)
 
-    space = load_space(args.family, args.sweep)
+    space = load_space(args.family, args.sweep, args.config)
     chosen = STRATEGIES
     if args.strategies:
         want = {w.strip() for w in args.strategies.split(",")}
@@ -537,8 +655,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"sweep: {space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path}"
           f" ({space.created}); space: {space.size} genomes, "
           f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
-          f"target >= {space.target:.4f}x ({len(hits)} genome(s))")
-    runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu)
+          f"target >= {space.target:.4f}x ({len(hits)} genome(s)); correctness mode {space.mode}")
+    runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu, first_seed=args.first_seed,
+                          static_key=not args.no_static_key)
     lines = table(runs, space.size)
     summary = verdict(runs, space.size) if runs else []
     print()
@@ -553,6 +672,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def doc_tag(family: str, no_tabu: bool = False, first_seed: int = 0) -> str:
+    """The name of a run's block in the markdown file: one per family, tabu setting and first seed."""
+    return f"search-bench-{family}" + ("-no-tabu" if no_tabu else "") + (f"-from-{first_seed}" if first_seed else "")
+
+
 def _markers(tag: str) -> tuple[str, str]:
     return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 
@@ -561,8 +685,9 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
               lines: list[str], summary: list[str], args: argparse.Namespace) -> None:
     """Put the table, the command, the date and the sweep between this run's markers in ``path`` (or append them).
 
-    The markers are ``<!-- search-bench:begin/end -->``, or ``search-bench-no-tabu`` for a ``--no-tabu`` run, so
-    both tables can live in one document; text outside the markers is left alone.
+    The markers are ``<!-- search-bench-<family>:begin/end -->``, with ``-no-tabu`` appended for a ``--no-tabu``
+    run and ``-from-<N>`` for ``--first-seed N`` (N > 0), so every family's tables can live in one document; text
+    outside the markers is left alone.
     """
     cmd = "python tools/search_bench.py " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("search_bench.py") \
         else f"tools/search_bench.py main({shlex.join(sys.argv[1:])})"
@@ -574,14 +699,16 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
 
     kt = _dist_version("kernel_tuner")
     valid = sum(1 for g in space.genomes if space.objective(g) is not None)
-    begin, end = _markers("search-bench-no-tabu" if args.no_tabu else "search-bench")
+    tag = doc_tag(space.family.name, args.no_tabu, args.first_seed)
+    begin, end = _markers(tag)
     block = [begin, "",
              f"Command: `{cmd.strip()}`  ",
              f"Date: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}  ",
              f"Sweep: `{sweep}` (recorded {space.created}; {space.size} genomes, {valid} valid; "
              f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
-             f"Seeds: {args.seeds} (0..{args.seeds - 1}); campaign tabu for evo's proposers: "
-             f"{'off' if args.no_tabu else 'on'}; optuna {optuna.__version__}; "
+             f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "
+             f"{space.mode}; campaign tabu for evo's proposers: {'off' if args.no_tabu else 'on'}; SASS digests for "
+             f"the surrogate: {'off' if args.no_static_key else 'on'}; optuna {optuna.__version__}; "
              f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
              "", *lines, "", *[f"- {s}" for s in summary],
              *[f"- skipped {k}: {why}" for k, why in skipped.items()], "", end]
