@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("config", help="campaign YAML")
     e.add_argument("--storage", help="override the config's storage URL")
     e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export)")
+    e.add_argument("--check", action="store_true",
+                   help="then build the final file: it must give the champion's machine code and, on a GPU, "
+                        "pass the correctness gate")
     rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
     rp.add_argument("config", help="campaign YAML")
     rp.add_argument("--storage", help="override the config's storage URL")
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "log":
             return _log(cfg, args.output)
         if args.cmd == "export":
-            return _export(cfg, args.output)
+            return _export(cfg, args.output, args.check)
         if args.cmd == "replay":
             return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
@@ -382,8 +385,8 @@ def _selfcheck(cfg, aa: int) -> int:
     return 1 if bad else 0
 
 
-def _export(cfg, output: str | None) -> int:
-    from evo.export import export
+def _export(cfg, output: str | None, check: bool = False) -> int:
+    from evo.export import check_final, export
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -396,6 +399,12 @@ def _export(cfg, output: str | None) -> int:
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
     print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
           f"{cfg.family.name}.cu)")
+    if check:
+        ok, lines = check_final(cfg, led.attempts(), led.all_meta(), out / f"{cfg.family.name}.cu", cfg.backend)
+        for ln in lines:
+            print(f"evo: check: {ln}")
+        print(f"evo: check: {'passed' if ok else 'FAILED'}")
+        return 0 if ok else 1
     return 0
 
 

@@ -259,3 +259,58 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
         patches = sorted(out_dir.glob("*.patch"))
     (out_dir / fname).write_text(texts[chain[-1].id])
     return sorted(patches)
+
+
+def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], final: Path,
+                backend: str = "auto") -> tuple[bool, list[str]]:
+    """Build an exported kernel file as it stands and hold it against the campaign's champion.
+
+    Always: the file, compiled with the champion's knob values, must give the champion's machine code
+    (its SASS digest). On a GPU (``backend`` gpu, or auto with one present) the file also goes through the
+    correctness gate against baseline hashes frozen in this process. Returns (passed, report lines).
+    """
+    from evo.ideas import inexact_ideas
+    from gates import correctness_gate
+    from harness.build import BuildError, Builder
+
+    fam = cfg.family
+    chain = sorted((a for a in attempts if a.verdict.status in (ACCEPTED, BASELINE)), key=lambda a: a.id)
+    if not chain:
+        return False, ["the campaign has no baseline attempt yet"]
+    champ = chain[-1]
+    knobs = {k.name: champ.genome[k.name] for k in fam.knobs}  # the file already holds the champion's ideas
+    builder = Builder(fam, list(cfg.geometries), cfg.arch)
+    try:
+        built = builder.build(knobs, base_source=Path(final).read_text())
+    except BuildError as e:
+        return False, [f"{final} does not build: {str(e).splitlines()[0] if str(e) else 'compile error'}"]
+    lines = []
+    same = not champ.sass_sha256 or built.sass_sha256 == champ.sass_sha256
+    lines.append(f"machine code of {Path(final).name} ({builder.arch}): {built.sass_sha256[:16]} "
+                 + ("equals" if same else "DIFFERS FROM")
+                 + f" attempt #{champ.id}'s {champ.sass_sha256[:16] or '(not recorded)'}")
+    ok = same
+    if backend == "auto":
+        from harness.gpu import gpu_available
+
+        backend = "gpu" if gpu_available() else "recorded"
+    if backend != "gpu":
+        lines.append(f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
+                     f"({champ.verdict.status}) with this machine code")
+        return ok, lines
+    from harness.device import Nvml
+    from harness.gpu import GpuBackend
+
+    c = cfg.gates.correctness
+    nvml = Nvml()
+    be = GpuBackend(fam, list(cfg.geometries), builder, seeds=c.seeds, runs=c.runs,
+                    batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+    base = fam.baseline()
+    be.correctness(be.load(builder.build(base), base), freeze=True)
+    ev = be.correctness(be.load(built, knobs))
+    book = idea_book(fam, meta)
+    inexact = {g.name: fam.inexact_knobs(knobs, g) + inexact_ideas(champ.genome, book) for g in cfg.geometries}
+    v = correctness_gate(ev, be.baseline_hashes, c.mode, inexact, be.baseline_errors, c.tolerance_factor)
+    lines.append(f"correctness gate on the GPU ({c.mode} mode, {c.seeds} seeds x {c.runs} runs, "
+                 f"{len(cfg.geometries)} geometries): {'passed' if v.ok else 'FAILED: ' + (v.reason or '')}")
+    return ok and v.ok, lines

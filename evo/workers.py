@@ -31,8 +31,8 @@ Each attempt's ``device["worker"]`` says which worker ("<host> pid <pid>")
 measured it. ``budget.minutes`` is per worker session (plus the campaign's
 recorded ``elapsed_s`` at its start).
 
-Not done yet: compiling the next candidates while the current one is
-measured (a build pool feeding the measuring loop); an attempt accepted
+As in ``evo run``, the next proposal is compiled in a separate process
+while the current one is measured (``worker.prefetch``). Not done yet: an attempt accepted
 against a champion that another worker replaced meanwhile is kept as
 accepted vs its parent (its ``parent_id`` says which).
 """
@@ -143,8 +143,11 @@ class WorkerCampaign(Campaign):
         def wait() -> None:
             time.sleep(POLL_S)
 
+        prefetch = self._prefetcher()
+        pending: Any = None  # proposed one step ahead and compiled while the GPU measured (worker.prefetch)
         try:
             while True:
+                self._cycle_t0 = time.perf_counter()
                 if time.monotonic() - last_check >= led.heartbeat_s:  # the periodic check for dead workers
                     self._recover()
                     last_check = time.monotonic()
@@ -158,13 +161,23 @@ class WorkerCampaign(Campaign):
                     wait()  # the rest of the budget is being measured; one may still be interrupted
                     continue
                 proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
-                prop = proposer.propose(attempts, led.seen_keys())
+                seen = led.seen_keys()
+                # another worker may have taken the pending genome meanwhile: seen holds its RUNNING trials
+                prop = pending if pending is not None and pending.genome.key not in seen else None
+                prop = prop or proposer.propose(attempts, seen)
+                pending = None
                 if prop is None:
                     if running:  # a running attempt may yet be interrupted and its genome freed
                         wait()
                         continue
                     stopped = "search space exhausted (every valid genome was tried)"
                     break
+                if prefetch is not None:
+                    prefetch.submit(prop.genome)
+                    pending = proposer.propose(attempts, seen | {prop.genome.key})
+                    if pending is not None:
+                        prefetch.submit(pending.genome)
+                    prefetch.wait(prop.genome)
                 try:
                     a = self.evaluate(prop)
                 except GenomeTaken:
@@ -184,6 +197,10 @@ class WorkerCampaign(Campaign):
                     self.on_attempt(a, self)
         except KeyboardInterrupt:
             stopped = "interrupted by the user"
+        finally:
+            self._cycle_t0 = None
+            if prefetch is not None:
+                prefetch.close()
         self.champion = led.champion() or self.baseline
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 

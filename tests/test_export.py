@@ -84,3 +84,30 @@ def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
     assert "Kernel speedup" in log and "Correctness" in log and "simulated from recorded H200" in log
     subjects = run("log", "--format=%s").stdout.splitlines()
     assert len(subjects) == len(accepted) + 1 and subjects[-1] == "baseline"
+
+
+def test_export_check_builds_the_final_file(tmp_path, monkeypatch):
+    """`evo export --check`: the final file must give the champion's machine code; a changed file fails."""
+    from evo.cli import main
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    cfg = _campaign(tmp_path, 25)
+    assert main(["run", str(cfg), "--plain"]) == 0
+    out = tmp_path / "export"
+    assert main(["export", str(cfg), "-o", str(out), "--check"]) == 0
+    final = out / "mhc_pre_big_fuse.cu"
+    text = final.read_text()
+    assert "__syncthreads();  // only pre" in text
+    final.write_text(text.replace("__syncthreads();  // only pre", "// only pre"))  # a missing barrier
+    from evo.config import load_config
+    from evo.export import check_final
+    from evo.ledger import Ledger
+
+    c = load_config(cfg)
+    led = Ledger(c.storage, c.campaign, c.family.knobs)
+    ok, lines = check_final(c, led.attempts(), led.all_meta(), final, "recorded")
+    assert not ok and "DIFFERS" in lines[0]
+    final.write_text(text + "\nthis is not C++\n")
+    ok, lines = check_final(c, led.attempts(), led.all_meta(), final, "recorded")
+    assert not ok and "does not build" in lines[0]

@@ -285,3 +285,21 @@ def test_only_stale_trials_of_other_hosts_are_recovered(storage):
     gone = next(a for a in other.attempts() if a.id == dead.number)
     assert gone.verdict.label() == "error: interrupted"
     assert rdb.get_trial(live._trial_id).system_attrs[GENOME_KEY_ATTR] == Genome({**FAM.baseline(), "block": 128}).key
+
+
+def test_workers_compile_ahead(tmp_path, monkeypatch):
+    """worker.prefetch: each worker compiles its next proposal in another process; still nothing twice."""
+    monkeypatch.setitem(ENV, "EVO_CACHE_DIR", str(tmp_path / "fresh-cache"))  # nothing compiled before
+    campaign = f"workers_{uuid.uuid4().hex[:10]}"
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    cfg = _config(tmp_path, campaign)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["worker"] = {"prefetch": 1}
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    procs = _workers(cfg, url, tmp_path)
+    _finish(procs, tmp_path)
+    atts = _check(url, campaign, procs)
+    assert all(a.cycle_s > 0 for a in atts if a.verdict.status != BASELINE and a.verdict.kind != "interrupted")
+    # the recorded backend compiles nothing itself (compile_s 0): every cubin came from compile-ahead
+    assert all(a.compile_s == 0 for a in atts if a.verdict.status != BASELINE)
+    assert len(list((tmp_path / "fresh-cache").glob("*.cubin"))) >= BUDGET
