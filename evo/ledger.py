@@ -72,6 +72,7 @@ by the next run).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import json
@@ -79,6 +80,7 @@ import math
 import os
 import random
 import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -146,21 +148,42 @@ def _storage(url: str, heartbeat_s: int, grace_s: int) -> optuna.storages.RDBSto
     Several workers may open a fresh database at once (table creation races): retried a few times.
     """
     kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
+    wal = False
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            wal = True
         kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
     for n in range(5):
         try:
+            if wal:
+                _sqlite_wal(path)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, **kw)
-        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+                rdb = optuna.storages.RDBStorage(url, **kw)
+            if wal:
+                # closing the last connection folds the write-ahead log back into the file: ledger.db alone
+                # then holds every attempt (what gets copied and committed)
+                atexit.register(rdb.engine.dispose)
+            return rdb
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.OperationalError):
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
+
+
+def _sqlite_wal(path: str) -> None:
+    """Write-ahead logging (a setting kept in the file): readers no longer wait on a writer's commit, and a
+    commit syncs once. With several workers on one host, the default rollback journal made each wait on the
+    others' reads and writes. Not for a database on a network file system (SQLite's own advice)."""
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+    finally:
+        con.close()
 
 
 # --- who owns a RUNNING trial, and is it alive? ---------------------------------
@@ -281,6 +304,9 @@ class Ledger:
         self._held: set[int] = set()  # trial ids this Ledger asked and has not recorded (heartbeat on)
         self._lock = threading.Lock()
         self._beat_thread: threading.Thread | None = None
+        # trial id -> its parsed Attempt, for finished trials (never rewritten): parsing every attempt's JSON
+        # on every read made the campaign loop O(attempts) per step (a third of a worker's time on the H200)
+        self._parsed: dict[int, Attempt] = {}
         _LIVE.add(self)
 
     # --- campaign metadata (study user attrs) ---------------------------
@@ -491,9 +517,17 @@ class Ledger:
         return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
 
     def attempts(self) -> list[Attempt]:
-        """Every recorded attempt, ordered by id (= trial number)."""
-        out = [Attempt.from_json(t.user_attrs[ATTEMPT_ATTR]) for t in self._trials()
-               if ATTEMPT_ATTR in t.user_attrs]
+        """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""
+        out = []
+        for t in self._trials():
+            a = self._parsed.get(t._trial_id)
+            if a is None:
+                if ATTEMPT_ATTR not in t.user_attrs:
+                    continue
+                a = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
+                if t.state.is_finished():
+                    self._parsed[t._trial_id] = a
+            out.append(a)
         return sorted(out, key=lambda a: a.id)
 
     def seen_keys(self) -> set[str]:

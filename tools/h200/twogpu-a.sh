@@ -31,7 +31,7 @@ for i in 0 1; do
   ( CUDA_VISIBLE_DEVICES=$i timeout 260 python3 -m evo worker configs/mhc_pre_2w.yaml --minutes 2.5 --attempts 5000 > $R/worker$i.txt 2>&1; echo "rc=$?" >> $R/worker$i.txt ) &
   sleep 1
 done
-wait; el "workers done"; tail -3 $R/worker0.txt $R/worker1.txt
+wait; el "workers done"; tail -n 3 $R/worker0.txt $R/worker1.txt
 python3 -m evo status configs/mhc_pre_2w.yaml > $R/2w-status.txt 2>&1
 python3 -m evo log configs/mhc_pre_2w.yaml > /dev/null 2>&1
 python3 -m evo status configs/mhc_pre_big_fuse.yaml > $R/mhc_pre-status.txt 2>&1
