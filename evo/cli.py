@@ -7,8 +7,11 @@ campaign is touched by a failing command.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_USAGE = 2
 
@@ -93,7 +96,15 @@ def _fail(msg: str) -> int:
     return EXIT_USAGE
 
 
+def _term_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and threading.current_thread() is threading.main_thread():
+        # SIGTERM (a `timeout` around evo, a batch system) stops like Ctrl-C: children such as the sanitizer's
+        # own process session are killed on the way out instead of holding the GPU after evo is gone
+        signal.signal(signal.SIGTERM, _term_as_interrupt)
     args = _parser().parse_args(argv)
     if args.cmd is None:
         _parser().print_help()

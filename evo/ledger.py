@@ -72,7 +72,6 @@ by the next run).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import datetime as dt
 import json
@@ -80,7 +79,6 @@ import math
 import os
 import random
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -148,42 +146,23 @@ def _storage(url: str, heartbeat_s: int, grace_s: int) -> optuna.storages.RDBSto
     Several workers may open a fresh database at once (table creation races): retried a few times.
     """
     kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
-    wal = False
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            wal = True
+        # The rollback journal, not write-ahead logging: with WAL a copy of ledger.db alone (what users copy and
+        # commit) can miss the newest attempts while a campaign has it open.
         kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
     for n in range(5):
         try:
-            if wal:
-                _sqlite_wal(path)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
-                rdb = optuna.storages.RDBStorage(url, **kw)
-            if wal:
-                # closing the last connection folds the write-ahead log back into the file: ledger.db alone
-                # then holds every attempt (what gets copied and committed)
-                atexit.register(rdb.engine.dispose)
-            return rdb
-        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.OperationalError):
+                return optuna.storages.RDBStorage(url, **kw)
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
-
-
-def _sqlite_wal(path: str) -> None:
-    """Write-ahead logging (a setting kept in the file): readers no longer wait on a writer's commit, and a
-    commit syncs once. With several workers on one host, the default rollback journal made each wait on the
-    others' reads and writes. Not for a database on a network file system (SQLite's own advice)."""
-    con = sqlite3.connect(path, timeout=30)
-    try:
-        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            con.execute("PRAGMA journal_mode=WAL")
-    finally:
-        con.close()
 
 
 # --- who owns a RUNNING trial, and is it alive? ---------------------------------
@@ -304,8 +283,8 @@ class Ledger:
         self._held: set[int] = set()  # trial ids this Ledger asked and has not recorded (heartbeat on)
         self._lock = threading.Lock()
         self._beat_thread: threading.Thread | None = None
-        # trial id -> its parsed Attempt, for finished trials (never rewritten): parsing every attempt's JSON
-        # on every read made the campaign loop O(attempts) per step (a third of a worker's time on the H200)
+        # trial id -> its parsed Attempt, for finished trials (never rewritten): the loop reads every attempt
+        # several times per step, and parsing each one's JSON every time made a step O(attempts)
         self._parsed: dict[int, Attempt] = {}
         _LIVE.add(self)
 

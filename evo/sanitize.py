@@ -211,14 +211,22 @@ def run_tool(binary: str, tool: str, target: Sequence[str], timeout_s: float, ve
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the target goes with it
-        except ProcessLookupError:
-            pass
+        _kill_group(proc.pid)
         out, _ = proc.communicate()
+    except BaseException:
+        # stopped (Ctrl-C, or SIGTERM from a `timeout` around evo): its own session would outlive us on the GPU
+        _kill_group(proc.pid)
+        raise
     dur = round(time.monotonic() - t0, 2)
     status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
     return ToolResult(tool, status, p.count, p.warnings, p.errors, argv, version, dur, reason, proc.returncode)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # its own session: the target goes with it
+    except ProcessLookupError:
+        pass
 
 
 def write_genome_file(path: Path, family: str, genome: Mapping[str, Any], ideas: Mapping[str, Any] | None = None,

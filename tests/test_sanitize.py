@@ -480,3 +480,34 @@ def test_evo_sanitize_command(fake, camp, tmp_path, capsys):
 def test_log_without_a_pass_says_not_run():
     sec = _section(render_log([], {}))
     assert sec.strip().startswith("Sanitizer not run: no pass recorded") and "evo sanitize" in sec
+
+
+def test_a_stopped_evo_kills_the_sanitizer_it_started(fake, tmp_path):
+    """Ctrl-C or SIGTERM (evo turns it into the same interrupt) mid-pass: the sanitizer's session goes too."""
+    import signal
+
+    fake("sleep")
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _pass(tmp_path, ("memcheck",), timeout_s=60)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    pid = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the sanitizer's child {pid} outlived the interrupted pass")
