@@ -236,7 +236,9 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
             roof = a.roofline_pct.get(g)
             rows.append([step, f"#{a.id}", _gname(g, w), change, _us(t.median_us if t else None),
                          sp.fmt() if sp else DASH, sb.fmt() if sb else DASH,
-                         f"{roof:.1f}%" if isinstance(roof, (int, float)) else DASH])
+                         # the time as a multiple of the HBM floor for the bytes moved (copy ceiling = 1x)
+                         f"{roof:.1f}% ({100.0 / roof:.2f}x floor)" if isinstance(roof, (int, float)) and roof > 0
+                         else DASH, _output(a, chain[0], g)])
         prev = a
     L = ["## Accepted steps", ""]
     if not chain:
@@ -244,7 +246,20 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
     if len(chain) == 1 and chain[0].verdict.status == BASELINE:
         L += ["No step accepted yet; the baseline is the champion.", ""]
     return L + _table(["Step", "Attempt", "Geometry", "Change", "Time µs", "Step speedup",
-                       "vs baseline", "% copy ceiling"], rows) + [""]
+                       "vs baseline", "% copy ceiling", "Output vs baseline"], rows) + [""]
+
+
+def _output(a: Attempt, base: Attempt, g: str) -> str:
+    """Bit-identical to the baseline (its frozen hashes), or how far it is from float64 (tolerance mode)."""
+    if a is base or a.verdict.status == BASELINE:
+        return "reference hashes"
+    mine, ref = a.output_hashes.get(g), base.output_hashes.get(g)
+    if mine and ref and mine == ref:
+        return "bit-identical"
+    errs = [v for k, v in (a.error_vs_ref.get(g) or {}).items() if k.endswith("rel_err") and isinstance(v, (int, float))]
+    if mine and ref:
+        return f"tolerance: rel err {max(errs):.2e}" if errs else "tolerance"
+    return DASH
 
 
 def _decode_steps(chain: list[Attempt]) -> list[str]:

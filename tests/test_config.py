@@ -271,3 +271,11 @@ def test_bad_override(tmp_path):
 
 def test_at_least_25_bad_configs():
     assert len(BAD) >= 25
+
+
+def test_shipped_e2e_config_loads():
+    """configs/mhc_pre_e2e.yaml: the H200 proxy profile and decode noise measured in one device call."""
+    cfg = load_config("configs/mhc_pre_e2e.yaml")
+    assert cfg.bound is not None and cfg.bound.profile.name == "h200_proxy.csv"
+    assert cfg.bound.geometry == "T1_H4096_S1" and 0 < cfg.bound.noise_floor < 0.05
+    assert cfg.e2e is not None and cfg.e2e.runs >= 2 and "evo.proxy" in cfg.e2e.command

@@ -140,3 +140,19 @@ def test_empty_and_partial():
     assert "the baseline is the champion" in md
     assert "unroll=4" in _section(md, "Rejected ideas")  # missing parent falls back to the baseline
     assert "champion: #0 (baseline)" in render_status(lone, {})
+
+
+def test_accepted_steps_say_bit_identical_or_tolerance():
+    """Each step's output: the baseline's hashes (bit-identical) or its error against float64 (tolerance)."""
+    atts, meta = _campaign()
+    same = {G1: {"0/y": "a" * 64}, G2: {"0/y": "b" * 64}}
+    atts[0].output_hashes = same
+    atts[1].output_hashes = dict(same)
+    atts[5].output_hashes = {G1: {"0/y": "c" * 64}, G2: same[G2]}
+    atts[5].error_vs_ref = {G1: {"y.rel_err": 3.5e-6}}
+    rows = [r for r in _section(render_log(atts, meta), "Accepted steps").splitlines() if r.startswith("| ")]
+    assert rows[0].endswith("| Output vs baseline |")
+    assert [r.rsplit("|", 2)[1].strip() for r in rows[1:]] == [
+        "reference hashes", "reference hashes", "bit-identical", "bit-identical", "tolerance: rel err 3.50e-06",
+        "bit-identical"]
+    assert "55.5% (1.80x floor)" in rows[3]  # at 55.5% of the copy ceiling it takes 1/0.555 of the floor time
