@@ -557,6 +557,18 @@ class Campaign:
 
         return Prefetcher(str(self.cfg.path), self.builder.arch, n)
 
+    @staticmethod
+    def _compile_ahead(prefetch: Any, proposer: Any, prop: Proposal, attempts: list[Attempt],
+                       seen: set[str]) -> Proposal | None:
+        """Compile ``prop`` and the proposal after it in the prefetch processes; return that next one once
+        ``prop``'s build is in the cache. Like a second worker, the next proposal lags one result."""
+        prefetch.submit(prop.genome)
+        pending = proposer.propose(attempts, seen | {prop.genome.key})
+        if pending is not None:
+            prefetch.submit(pending.genome)
+        prefetch.wait(prop.genome)
+        return pending
+
     def tabu(self) -> dict[str, list[Any]]:
         """Knob values the exact-mode correctness gate ruled out: proposing them again wastes attempts."""
         out: dict[str, list[Any]] = {}
@@ -619,12 +631,7 @@ class Campaign:
                     stopped = "search space exhausted (every valid genome was tried)"
                     break
                 if prefetch is not None:
-                    # Ahead of this attempt's verdict: like a second worker, the next proposal lags one result.
-                    prefetch.submit(prop.genome)
-                    pending = proposer.propose(attempts, seen | {prop.genome.key})
-                    if pending is not None:
-                        prefetch.submit(pending.genome)
-                    prefetch.wait(prop.genome)
+                    pending = self._compile_ahead(prefetch, proposer, prop, attempts, seen)
                 a = self.evaluate(prop)
                 new += 1
                 # Kept current so a killed session's time still counts against budget.minutes.

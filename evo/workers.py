@@ -173,11 +173,7 @@ class WorkerCampaign(Campaign):
                     stopped = "search space exhausted (every valid genome was tried)"
                     break
                 if prefetch is not None:
-                    prefetch.submit(prop.genome)
-                    pending = proposer.propose(attempts, seen | {prop.genome.key})
-                    if pending is not None:
-                        prefetch.submit(pending.genome)
-                    prefetch.wait(prop.genome)
+                    pending = self._compile_ahead(prefetch, proposer, prop, attempts, seen)
                 try:
                     a = self.evaluate(prop)
                 except GenomeTaken:

@@ -237,24 +237,28 @@ def test_other_statuses(fake, tmp_path, mode, status, why):
     assert r.status == status and why in r.reason, r
 
 
+def _assert_gone(tmp_path: Path, why: str) -> None:
+    """The fake's child (pid in child.pid) is gone or a zombie within 10 s (init reaps the orphan)."""
+    pid = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.1)
+    pytest.fail(why.format(pid=pid))
+
+
 def test_timeout_kills_the_sanitizer_and_what_it_started(fake, tmp_path):
     fake("sleep")
     t0 = time.monotonic()
     r = _pass(tmp_path, ("memcheck",), timeout_s=2)["memcheck"]
     assert r.status == "timeout" and "2 s" in r.reason and r.count is None
     assert 2 <= r.duration_s < 30 and time.monotonic() - t0 < 40
-    pid = int((tmp_path / "child.pid").read_text())
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # the orphan is reaped by init shortly after the kill
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            break
-        if state == "Z":
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"the target's process {pid} outlived the time limit")
+    _assert_gone(tmp_path, "the target's process {pid} outlived the time limit")
 
 
 def test_missing_binary_is_unavailable(tmp_path, monkeypatch):
@@ -499,15 +503,4 @@ def test_a_stopped_evo_kills_the_sanitizer_it_started(fake, tmp_path):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    pid = int((tmp_path / "child.pid").read_text())
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            break
-        if state == "Z":
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"the sanitizer's child {pid} outlived the interrupted pass")
+    _assert_gone(tmp_path, "the sanitizer's child {pid} outlived the interrupted pass")
