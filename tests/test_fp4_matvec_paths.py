@@ -444,6 +444,9 @@ COMPILE = [
     dict(expand="prmt", qload="cp_async", row_groups=1, rows_per_block=4, warps=1, unroll=2),
     dict(expand="lut_shared", qload="cp_async", row_groups=2, rows_per_block=4, warps=8, unroll=2),
     dict(expand="lut_global", qload="cp_async", row_groups=4, rows_per_block=1, warps=4, unroll=4),
+    dict(expand="mma", qload="words_funnel", row_groups=1, rows_per_block=16, warps=1, unroll=4),
+    dict(expand="mma", qload="words_funnel", row_groups=2, rows_per_block=64, warps=4, unroll=2),
+    dict(expand="mma", qload="words_funnel", row_groups=4, rows_per_block=32, warps=8, unroll=1),
 ]
 
 
@@ -461,5 +464,187 @@ def test_new_paths_compile_without_spills(changes):
             assert r.shared_static == MOD.cp_async_smem(gen, n_in), (key, r)
             nb = MOD.cp_async_blocks_per_sm(gen, n_in)
             assert r.registers * 32 * gen["warps"] * nb <= 65536, (key, r, nb)  # the residency launch assumes
+        elif gen["expand"] == "mma":  # x as 3 f16 parts + one factor per block, the row-group partials
+            g = gen["row_groups"]
+            assert r.shared_static == n_in // 32 * 196 + (g * gen["rows_per_block"] * 4 if g > 1 else 0), (key, r)
         else:
             assert r.shared_static <= 64 + 4 * 8 * 4, (key, r)
+
+
+# --- expand = mma: tensor-core fragments, emulated lane by lane -------------------------------------
+# The emulator builds every lane's A and B registers with kernel.cu's index arithmetic, then assembles the
+# 16x16 A and 16x8 B matrices from those registers by the PTX ISA's fragment layout for mma.m16n8k16 (.f16):
+# A reg j of lane (g, t) holds rows g (j even) / g + 8 (j odd), k = 2t, 2t + 1 (j < 2) or 2t + 8, 2t + 9 (j >= 2);
+# B reg j holds k = 2t, 2t + 1 (+ 8 for j = 1), column g; D element c of lane (g, t) is row g (+ 8 for c >= 2),
+# column 2t + (c & 1). A wrong lane/slot mapping in the kernel shows up as a wrong y, not as a shared mistake.
+# The tensor cores' fp32 sum is taken as the exact sum rounded once per mma (their order is not specified).
+
+
+def f16_bits(v: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", v))[0]  # round to nearest even, subnormals included
+
+
+def half(reg: int, i: int) -> Fraction:
+    return Fraction(f16_to_f32(reg >> (16 * i)))
+
+
+def mma_emulated(a_regs, b_regs, c):
+    """D = A B + C for one warp: a_regs[lane] 4 f16x2, b_regs[lane] 2 f16x2, c[lane] 4 fp32 (PTX layout)."""
+    A = [[None] * 16 for _ in range(16)]
+    B = [[None] * 8 for _ in range(16)]
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for j in range(4):
+            for e in range(2):
+                A[g + 8 * (j & 1)][2 * t + e + 8 * (j >> 1)] = half(a_regs[lane][j], e)
+        for j in range(2):
+            for e in range(2):
+                B[2 * t + e + 8 * j][g] = half(b_regs[lane][j], e)
+    d = []
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        out = []
+        for ci in range(4):
+            row, col = g + 8 * (ci >> 1), 2 * t + (ci & 1)
+            out.append(_round_f32(sum(A[row][k] * B[k][col] for k in range(16)) + Fraction(c[lane][ci]), False))
+        d.append(out)
+    return d
+
+
+def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> list[float]:
+    nblk, stride = n_in // 32, MOD.row_stride(n_in)
+    W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+    wpg = W // G
+    mt = R // (16 * wpg)
+    # x staged: s_xb as halves [entry][8], s_xf per block
+    s_xb = [[0] * 8 for _ in range(nblk * 12)]
+    s_xf = [0.0] * nblk
+    for b in range(nblk):
+        m = max(abs(v) for v in xs[32 * b:32 * b + 32])
+        em = (f32_bits(m) >> 23) & 255
+        k = min(141 - em, 127)
+        for lane in range(32):
+            x_s = fmul32(xs[32 * b + lane], bits_to_f32((k + 127) << 23))
+            h = f16_bits(x_s)
+            r1 = fadd32(x_s, -f16_to_f32(h))
+            mid = f16_bits(r1)
+            lo = f16_bits(fadd32(r1, -f16_to_f32(mid)))
+            jj = lane & 15
+            rr = jj & 3
+            pos = (lane >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1))
+            for p, part in enumerate((h, mid, lo)):
+                s_xb[(b * 4 + (jj >> 2)) * 3 + p][pos] = part
+        s_xf[b] = bits_to_f32((14 - k + 127) << 23)
+    y = [None] * n_out
+
+    def word(off: int) -> int:
+        assert 0 <= off and off + 4 <= len(w), "read past the weights"
+        return int.from_bytes(w[off:off + 4], "little")
+
+    for blk in range(n_out // R):
+        red = [[None] * R for _ in range(G)]
+        for warp in range(W):
+            kg, wi = warp // wpg, warp % wpg
+            row0 = blk * R + wi * 16 * mt
+            acc = [[[0.0] * 4 for _ in range(mt)] for _ in range(32)]
+            b0 = kg * U
+            while b0 < nblk:
+                for u in range(U):
+                    b = b0 + u
+                    if b >= nblk:
+                        continue
+                    lead = (b + 1) & 3
+                    for i in range(mt):
+                        a_lo, a_hi, bregs, sbs = [], [], [], []
+                        for lane in range(32):
+                            g, t = lane >> 2, lane & 3
+                            wofs = 17 * b + 1 - lead + 4 * t
+                            al, ah, sb2 = [0] * 4, [0] * 4, []
+                            for r in range(2):
+                                base = (row0 + 16 * i + g + 8 * r) * stride
+                                w0 = word(base + wofs)
+                                w1 = word(base + wofs + 4) if lead else 0
+                                q = funnel_rc(w0, w1, 8 * lead)
+                                lo = (((q << 4) & 0x80808080) | ((q << 1) & 0x0E0E0E0E)) & M32
+                                hi = ((q & 0x80808080) | ((q >> 3) & 0x0E0E0E0E)) & M32
+                                al[r], al[2 + r] = byte_perm(lo, 0, 0x2404), lo & 0xFF00FF00
+                                ah[r], ah[2 + r] = byte_perm(hi, 0, 0x2404), hi & 0xFF00FF00
+                                sb2.append(w[base + 17 * b])
+                            a_lo.append(al)
+                            a_hi.append(ah)
+                            sbs.append(sb2)
+                            e = s_xb[(b * 4 + t) * 3 + g] if g < 3 else [0] * 8
+                            regs = [e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16]
+                            bregs.append(regs)
+                        zero = [[0.0] * 4 for _ in range(32)]
+                        d = mma_emulated(a_lo, [r[:2] for r in bregs], zero)
+                        d = mma_emulated(a_hi, [r[2:] for r in bregs], d)
+                        for lane in range(32):
+                            f = [fmul32(e8m0(sbs[lane][r]), s_xf[b]) for r in range(2)]
+                            for c in range(4):
+                                acc[lane][i][c] = fma32(d[lane][c], f[c >> 1], acc[lane][i][c])
+                b0 += G * U
+            for i in range(mt):
+                for r in range(2):
+                    v = [fadd32(acc[lane][i][2 * r], acc[lane][i][2 * r + 1]) for lane in range(32)]
+                    for lane in range(0, 32, 4):  # t = 0: its value plus lane + 1's (shfl_down 1)
+                        s = fadd32(v[lane], v[lane + 1])
+                        row = wi * 16 * mt + 16 * i + (lane >> 2) + 8 * r
+                        if G == 1:
+                            y[blk * R + row] = s
+                        else:
+                            red[kg][row] = s
+        if G > 1:
+            for row in range(R):
+                v = red[0][row]
+                for gg in range(1, G):
+                    v = fadd32(v, red[gg][row])
+                y[blk * R + row] = v
+    return y
+
+
+MMA_CASES = [
+    # (genome changes, in, out, x_dtype): every lead (b + 1) & 3, K split in 2 and 4, 2 tiles per warp, bf16 x
+    (dict(rows_per_block=16, warps=1, row_groups=1, unroll=1), 256, 16, "float32"),
+    (dict(rows_per_block=32, warps=4, row_groups=2, unroll=2), 224, 32, "bfloat16"),
+    (dict(rows_per_block=16, warps=4, row_groups=4, unroll=1), 160, 32, "float32"),
+    (dict(rows_per_block=32, warps=1, row_groups=1, unroll=2), 192, 32, "float32"),
+]
+
+
+@pytest.mark.parametrize("changes,n_in,n_out,x_dtype", MMA_CASES)
+def test_mma_emulation_is_within_the_tolerance_of_the_reference(changes, n_in, n_out, x_dtype):
+    g, w, xs, ref = inputs(n_in, n_out, x_dtype, seed=2)
+    gen = base_genome(expand="mma", qload="words_funnel", **changes)
+    assert FAM.check(gen, [g]) is None, FAM.check(gen, [g])
+    assert FAM.inexact_knobs(gen, g) == ["expand"]
+    got = emulate_mma(gen, w, xs, n_in, n_out)
+    base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
+    err = lambda y: math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
+    # the gate's rule (config tolerance_factor 2): within 2x the baseline's error against float64
+    assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
+
+
+def test_mma_emulation_catches_a_wrong_k_slot():
+    """The emulator is not a restatement of the kernel: swapping two k slots of the A fragment breaks y."""
+    n_in, n_out = 128, 16
+    g, w, xs, ref = inputs(n_in, n_out, "float32", seed=3)
+    gen = base_genome(expand="mma", qload="words_funnel", rows_per_block=16, warps=1, row_groups=1, unroll=1)
+    real = byte_perm
+    try:
+        globals()["byte_perm"] = lambda a, b, s: real(a, b, 0x0424 if s == 0x2404 else s)  # halves swapped
+        bad = emulate_mma(gen, w, xs, n_in, n_out)
+    finally:
+        globals()["byte_perm"] = real
+    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(bad, ref)))
+    assert num / math.sqrt(sum(b * b for b in ref)) > 1e-3
+
+
+def test_mma_constraints():
+    gen = base_genome(expand="mma", qload="words_funnel", rows_per_block=16, warps=1, row_groups=1, unroll=4)
+    assert FAM.check(gen, REAL) is None
+    assert "words_funnel" in FAM.check(gen.replace(qload="vec16"), REAL)
+    assert "multiple of 16" in FAM.check(gen.replace(rows_per_block=8), REAL)
+    assert "in flight" in FAM.check(gen.replace(rows_per_block=32), REAL)  # 2 tiles x unroll 4
+    big = [Geometry("big", {"in": 8192, "out": 4096, "x_dtype": "float32"})]
+    assert "shared memory" in FAM.check(gen, big)

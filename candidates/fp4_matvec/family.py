@@ -148,6 +148,8 @@ class Fp4Matvec(Family):
         wpg = W // G
         if R % wpg:
             return f"rows_per_block={R} is not a multiple of the {wpg} warps of a row group"
+        if genome["expand"] == "mma":
+            return self._check_mma(genome, geometries)
         chains = 2 if G == 1 else 1
         if genome["qload"] == "cp_async":
             # The ring lives in shared memory: registers hold one step (rows per warp x chains blocks).
@@ -169,10 +171,33 @@ class Fp4Matvec(Family):
                 return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
         return None
 
+    def _check_mma(self, genome: Mapping[str, Any], geometries) -> str | None:
+        W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+        wpg = W // G
+        if genome["qload"] != "words_funnel":
+            return "expand=mma reads each lane's 4 code bytes as one funnel-shifted window (qload=words_funnel)"
+        if R % (16 * wpg):
+            return (f"expand=mma: rows_per_block={R} is not a multiple of 16 rows x the {wpg} warps of a row group "
+                    "(one mma tile is 16 rows)")
+        tiles = R // (16 * wpg)
+        if tiles * U > 4:
+            return f"expand=mma: {tiles} tiles x unroll {U} = {tiles * U} windows in flight per row pair, over 4"
+        for g in geometries:
+            smem = g["in"] // BLOCK * (12 * 16 + 4) + (G * R * 4 if G > 1 else 0)
+            if smem > SMEM_LIMIT:
+                return (f"expand=mma at {g.name}: x staged as 3 f16 parts ({g['in'] // BLOCK * 196} B) and the row-group "
+                        f"partials take {smem} B of shared memory, over {SMEM_LIMIT}")
+            if g["out"] % R:
+                return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
+        return None
+
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
         # row_groups 2 splits the baseline's two 32-lane chains between two warp groups: the same fold.
         # expand = f16 (weights * 2^-14 against x * 2^14: the same products) and qload = cp_async (the same
         # bytes through shared memory) keep it too (kernel.cu, top).
+        # expand = mma sums on the tensor cores, in another order: not bit-preserving whatever the other knobs.
+        if genome["expand"] == "mma":
+            return ["expand"]
         return ["row_groups"] if genome["row_groups"] == 4 else []
 
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,10 +258,12 @@ FAMILY = Fp4Matvec(
     description="dense MXFP4 (E2M1 + E8M0 per 32) mat-vec, batch-1 decode",
     entry="fp4_matvec",
     knobs=(
-        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt", "f16"), "lut_global",
+        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt", "f16", "mma"), "lut_global",
              doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, table-free "
                  "with byte permutes (__byte_perm builds the fp32 bits), or f16: shifts and masks build "
-                 "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114)"),
+                 "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114), "
+                 "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
+                 "f16 parts per block of 32 (not bit-preserving: tolerance mode)"),
         Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async"), "bytes",
              doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
                  "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
@@ -245,7 +272,8 @@ FAMILY = Fp4Matvec(
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
                  "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),
-        Knob("rows_per_block", (1, 2, 4, 8), 4, doc="output rows per thread block"),
+        Knob("rows_per_block", (1, 2, 4, 8, 16, 32, 64), 4,
+             doc="output rows per thread block (expand=mma: 16-row tiles, 16 x warps per row group at least)"),
         Knob("warps", (1, 2, 4, 8), 4, doc="warps per thread block"),
         Knob("unroll", (1, 2, 4), 1, doc="fold steps whose quant loads are all issued before any arithmetic "
                                           "(qload=cp_async: slices in flight, the ring has unroll + 1 stages)"),

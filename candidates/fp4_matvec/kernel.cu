@@ -58,7 +58,7 @@ typedef unsigned char u8;
 #endif
 
 // E2M1 values, sign bit 3.
-#if EVO_EXPAND == EVO_EXPAND_LUT_GLOBAL
+#if EVO_EXPAND == EVO_EXPAND_LUT_GLOBAL || EVO_EXPAND == EVO_EXPAND_MMA  // (mma: unused)
 __device__ float fp4_lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 #elif EVO_EXPAND == EVO_EXPAND_LUT_CONSTANT || EVO_EXPAND == EVO_EXPAND_LUT_SHARED
@@ -243,7 +243,189 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // identical in every lane (a + b == b + a)
 }
 
-#if EVO_QLOAD == EVO_QLOAD_CP_ASYNC
+#if EVO_EXPAND == EVO_EXPAND_MMA
+// ---- expand = mma: tensor cores (mma.sync m16n8k16, f16 in, fp32 accumulate); NOT the fold above ----
+// A warp owns MT tiles of 16 rows and, with row_groups = G, every G-th chunk of U consecutive blocks of K
+// (the G partial sums are added through shared memory). Per block and tile, two mma: k-chunk 0 takes the
+// low nibbles (weights 0..15), k-chunk 1 the high nibbles (16..31). Lane (g = lane / 4, t = lane % 4) loads
+// the 4 code bytes 4t..4t+3 of its rows g and g + 8 (one 32-bit window, funnel-shifted) and expands them with
+// the f16 trick (weights * 2^-14, exact) into its A fragment; the order of k inside a chunk is free in a dot
+// product, so the lane's weights 4t, 4t+2 | 4t+1, 4t+3 (and + 16) fill its k slots 2t, 2t+1 | 2t+8, 2t+9 and
+// B holds x in the same order. x is staged once per thread block as three f16 parts (hi + mid + lo = x * 2^k
+// exactly, with k per block of 32 chosen so that max |x * 2^k| lies in [2^14, 2^15)): B's columns 0, 1, 2 are
+// the parts, columns 3..7 zero, so one mma gives the three partial dot products. y adds, per block,
+// D * 2^(14 - k) * scale in fp32. Products are exact; the sums are the tensor cores' fp32 and the order
+// differs from the fold: tolerance mode (family.inexact_knobs).
+#define MT (R / (16 * WPG))  // 16-row tiles per warp
+#if MT < 1 || (R % (16 * WPG)) != 0
+#error "expand = mma: rows_per_block must be a multiple of 16 x warps per row group"
+#endif
+__shared__ __align__(16) uint4 s_xb[NBLK * 12];  // block b, lane t, part p: the 8 halves of lane (p, t)'s B
+__shared__ float s_xf[NBLK];                      // 2^(14 - k_b): back to x's scale, and the weights' 2^-14
+
+__device__ __forceinline__ u32 f16_bits(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float f16_value(u32 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)h));
+  return f;
+}
+__device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+extern "C" __global__ void __launch_bounds__(32 * NWARPS)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kg = warp / WPG, wi = warp % WPG;  // K group, warp within it
+  const int gq = lane >> 2, t = lane & 3;
+
+  // Stage x: one warp per block of 32, lane j holds x_j.
+  for (int b = warp; b < NBLK; b += NWARPS) {
+#if EVO_X_BF16
+    const float xv = __uint_as_float((u32)reinterpret_cast<const u16*>(x)[32 * b + lane] << 16);
+#else
+    const float xv = reinterpret_cast<const float*>(x)[32 * b + lane];
+#endif
+    float m = fabsf(xv);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const int em = (int)((__float_as_uint(m) >> 23) & 255u);  // max |x| in [2^(em-127), 2^(em-126))
+    const int k = min(141 - em, 127);                         // 2^k: exact scaling, no overflow of 2^k itself
+    const float xs = xv * __uint_as_float((u32)(k + 127) << 23);
+    const u32 h = f16_bits(xs);
+    const float r1 = xs - f16_value(h);  // exact (a float minus its rounding to fewer bits)
+    const u32 mid = f16_bits(r1);
+    const u32 lo = f16_bits(r1 - f16_value(mid));
+    const int jj = lane & 15, rr = jj & 3;
+    const int pos = (lane >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1));  // x_{4t+0,2,1,3} (+16): halves 0..3 (4..7)
+    u16* dst = reinterpret_cast<u16*>(s_xb + (b * 4 + (jj >> 2)) * 3);
+    dst[pos] = (u16)h;
+    dst[8 + pos] = (u16)mid;
+    dst[16 + pos] = (u16)lo;
+    if (lane == 0) s_xf[b] = __uint_as_float((u32)(14 - k + 127) << 23);  // 14 - k in [-113, 128]
+  }
+  __syncthreads();
+
+  const int row0 = (int)blockIdx.x * R + wi * 16 * MT;
+  const u8* rp[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    rp[i][0] = w + (size_t)(row0 + 16 * i + gq) * ROW_STRIDE;
+    rp[i][1] = rp[i][0] + (size_t)8 * ROW_STRIDE;
+  }
+  float acc[MT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+
+  for (int b0 = kg * U; b0 < NBLK; b0 += G * U) {
+    u32 q[U][MT][2], sb[U][MT][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = b0 + u;
+      if (NBLK % U == 0 || b < NBLK) {
+        // The lane's 4 code bytes start at 17b + 1 + 4t; the aligned window below them starts (b + 1) & 3 bytes
+        // earlier for every lane (17b + 1 = b + 1 mod 4). With U = 4, b0 % 4 == 0 and both are constants.
+        const int lead = (b + 1) & 3;
+        const u32 sh = 8u * (u32)lead;
+        const int wofs = 17 * b + 1 - lead + 4 * t;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const u32* p = reinterpret_cast<const u32*>(rp[i][r] + wofs);
+            const u32 w0 = p[0];
+            const u32 w1 = sh ? p[1] : 0u;  // never past the row's last byte when the window is aligned
+            q[u][i][r] = __funnelshift_r(w0, w1, sh);
+            sb[u][i][r] = rp[i][r][17 * b];
+          }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = b0 + u;
+      if (NBLK % U == 0 || b < NBLK) {
+        const uint4 xb = gq < 3 ? s_xb[(b * 4 + t) * 3 + gq] : make_uint4(0u, 0u, 0u, 0u);
+        const float fx = s_xf[b];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          u32 alo[4], ahi[4];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const u32 qq = q[u][i][r];
+            const u32 lo = ((qq << 4) & 0x80808080u) | ((qq << 1) & 0x0E0E0E0Eu);  // f16 high bytes, low nibbles
+            const u32 hi = (qq & 0x80808080u) | ((qq >> 3) & 0x0E0E0E0Eu);        // high nibbles
+            alo[r] = __byte_perm(lo, 0u, 0x2404u);  // weights 4t, 4t+2: k slots 2t, 2t+1
+            alo[2 + r] = lo & 0xFF00FF00u;          // weights 4t+1, 4t+3: k slots 2t+8, 2t+9
+            ahi[r] = __byte_perm(hi, 0u, 0x2404u);
+            ahi[2 + r] = hi & 0xFF00FF00u;
+          }
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          mma16816(d, alo, xb.x, xb.y);
+          mma16816(d, ahi, xb.z, xb.w);
+          // 2^(sb - 127) * fx, exact (powers of two); scale bytes 0 (2^-127) and 255 (NaN) take e8m0()
+          float f0 = __uint_as_float(sb[u][i][0] << 23) * fx, f1 = __uint_as_float(sb[u][i][1] << 23) * fx;
+          if (__builtin_expect(sb[u][i][0] - 1u > 253u || sb[u][i][1] - 1u > 253u, 0)) {
+            f0 = e8m0(sb[u][i][0]) * fx;
+            f1 = e8m0(sb[u][i][1]) * fx;
+          }
+          acc[i][0] = __fmaf_rn(d[0], f0, acc[i][0]);
+          acc[i][1] = __fmaf_rn(d[1], f0, acc[i][1]);
+          acc[i][2] = __fmaf_rn(d[2], f1, acc[i][2]);
+          acc[i][3] = __fmaf_rn(d[3], f1, acc[i][3]);
+        }
+      }
+    }
+  }
+
+  // Lane t = 0 holds columns 0, 1 (hi, mid), lane t = 1 columns 2, 3 (lo, 0): y = (hi + mid) + lo.
+  float s[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v = acc[i][2 * r] + acc[i][2 * r + 1];
+      s[i][r] = v + __shfl_down_sync(0xffffffffu, v, 1);
+    }
+#if G == 1
+  if (t == 0) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      y[row0 + 16 * i + gq] = s[i][0];
+      y[row0 + 16 * i + gq + 8] = s[i][1];
+    }
+  }
+#else
+  __shared__ float s_red[G][R];
+  if (t == 0) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      s_red[kg][wi * 16 * MT + 16 * i + gq] = s[i][0];
+      s_red[kg][wi * 16 * MT + 16 * i + gq + 8] = s[i][1];
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < R; r += 32 * NWARPS) {
+    float v = s_red[0][r];
+#pragma unroll
+    for (int gg = 1; gg < G; ++gg) v += s_red[gg][r];
+    y[(int)blockIdx.x * R + r] = v;
+  }
+#endif
+}
+
+#elif EVO_QLOAD == EVO_QLOAD_CP_ASYNC
 // ---- qload = cp_async: persistent blocks, x in shared memory, quant slices through a cp.async ring ----
 #ifndef EVO_MINB
 #define EVO_MINB 1
