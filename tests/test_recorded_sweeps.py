@@ -71,3 +71,20 @@ def test_the_baseline_is_right_against_float64(sweep):
     for k, err in d["baseline_errors"].items():
         out = k.rsplit("/", 1)[-1]
         assert err < cfg.family.error_bound(out), (k, err)
+
+
+def test_a_merged_sweep_is_whole_or_says_so(sweep):
+    """A sweep joined from shards (tools/merge_sweeps.py): its missing genomes are listed and its 'stopped' says
+    whether any are, identical SASS points at a measured genome, and no shard's GPU ran far from the reference's."""
+    cfg, d = sweep
+    m = d.get("merged")
+    if m is None:
+        pytest.skip("not a merge of shards")
+    missing = [k for k in d["space"]["order"] if k not in d["genomes"]]
+    assert missing == m["missing"]
+    assert (d["stopped"] == "complete") == (not missing)
+    for e in d["genomes"].values():
+        if "same_as" in e:
+            assert "status" in d["genomes"][e["same_as"]]
+    for s in m["shards"]:
+        assert all(0.9 < v < 1.1 for v in s["scale"].values()), (s["file"], s["scale"])

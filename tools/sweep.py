@@ -3,13 +3,30 @@
     python tools/sweep.py configs/mhc_pre_big_fuse.yaml \
         --out candidates/mhc_pre_big_fuse/recorded/h200-sweep.json.gz [--limit-s 300]
 
+    # a space too large for one run: shards, one per GPU or per call, then one file
+    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 1/2 --out /tmp/s1.json.gz   # GPU 0
+    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 2/2 --out /tmp/s2.json.gz   # GPU 1
+    python tools/merge_sweeps.py /tmp/s1.json.gz /tmp/s2.json.gz \
+        --out candidates/mhc_prenorm_gemm/recorded/h200-sweep.json.gz
+
 For every valid genome (baseline first, the rest in a seeded random order so a
 time-limited sweep is a uniform sample): compile (in parallel processes),
 check correctness on every geometry x seed x run against the frozen baseline,
 and time it interleaved with the baseline (``--rounds`` rounds of CUDA-graph
 batches). Genomes whose SASS equals one already swept are stored as
 ``same_as``. The A/A pairs of the baseline, the copy ceiling, device facts and
-torch.compile peer timings are stored too.
+torch.compile peer timings are stored too, and so are the seed, the knob space
+and the seeded order of its valid genomes (``space``), which the merge checks.
+
+``--shard I/N`` (I = 1..N) sweeps the baseline (every genome's times are
+interleaved with it, so each shard measures it) and the valid genomes at
+positions I, I+N, I+2N, ... of the seeded order after the baseline: the same
+partition on any machine, each shard a uniform sample of the space, and a
+time-limited shard stops after a uniform sample of its part. It applies to
+``--compile-only`` too (each machine compiles only its shard). The file says
+``shard: {index, count}``; ``tools/merge_sweeps.py`` joins the shards into one
+file of this format. ``--peer off`` on all shards but one saves the torch.compile
+timing there (the merge keeps the first shard's).
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ import argparse
 import concurrent.futures as cf
 import datetime as dt
 import gzip
+import itertools
 import json
 import os
 import random
@@ -49,6 +67,32 @@ def _compile(key: str) -> tuple[str, str | None, str | None]:
         return key, None, str(e)
 
 
+def valid_order(fam, geos, seed: int) -> tuple[int, list[Genome]]:
+    """(size of the knob product, the valid genomes: baseline first, the rest in the seeded random order)."""
+    base = fam.baseline()
+    names = [k.name for k in fam.knobs]
+    space = [Genome(dict(zip(names, vals))) for vals in itertools.product(*(k.values for k in fam.knobs))]
+    valid = [g for g in space if fam.check(g, geos) is None and g != base]
+    random.Random(seed).shuffle(valid)
+    return len(space), [base] + valid
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """"I/N" -> (I, N) with 1 <= I <= N."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected I/N, e.g. 1/2") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--shard {text!r}: need 1 <= I <= N")
+    return i, n
+
+
+def in_shard(position: int, index: int, count: int) -> bool:
+    """Whether the genome at this position of the seeded order (0: the baseline) is swept by shard index/count."""
+    return position == 0 or (position - 1) % count == index - 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -62,21 +106,26 @@ def main() -> int:
     ap.add_argument("--peer", default="default", help="torch.compile mode for the peer timing, or off")
     ap.add_argument("--compile-only", action="store_true",
                     help="fill the cubin cache (EVO_CACHE_DIR) and stop: a later sweep then measures at once")
+    ap.add_argument("--shard", default="1/1",
+                    help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: "
+                         "tools/merge_sweeps.py)")
     args = ap.parse_args()
     if not args.out and not args.compile_only:
         ap.error("--out is required")
+    try:
+        shard_i, shard_n = parse_shard(args.shard)
+    except ValueError as e:
+        ap.error(str(e))
     t_start = time.monotonic()
 
     cfg = load_config(args.config)
     fam, geos = cfg.family, cfg.geometries
     builder = Builder(fam, geos, cfg.arch)
     base = fam.baseline()
-    space = [Genome(dict(zip([k.name for k in fam.knobs], vals)))
-             for vals in __import__("itertools").product(*(k.values for k in fam.knobs))]
-    valid = [g for g in space if fam.check(g, geos) is None and g != base]
-    random.Random(args.seed).shuffle(valid)
-    order = [base] + valid
-    print(f"sweep: {len(order)} valid genomes of {len(space)}; compiling with {args.jobs} processes", flush=True)
+    n_product, full = valid_order(fam, geos, args.seed)
+    order = [g for j, g in enumerate(full) if in_shard(j, shard_i, shard_n)]
+    part = f"shard {shard_i}/{shard_n}: {len(order)} of " if shard_n > 1 else ""
+    print(f"sweep: {part}{len(full)} valid genomes of {n_product}; compiling with {args.jobs} processes", flush=True)
 
     sass: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -113,7 +162,7 @@ def main() -> int:
     measured = 0
     stopped = "complete"
     for i, g in enumerate(order):
-        if time.monotonic() - t_start > args.limit_s:
+        if i > 0 and time.monotonic() - t_start > args.limit_s:  # the baseline always: every genome's reference
             stopped = f"time limit after {i} of {len(order)} genomes"
             break
         key = g.key
@@ -160,9 +209,15 @@ def main() -> int:
         "format": 1, "family": fam.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python " + " ".join(sys.argv), "stopped": stopped, "device": facts, "copy_ceiling": ceiling,
         "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in geos],
-        "seeds": be.seeds, "runs": be.runs, "rounds": args.rounds, "launches": launches, "batch_ms": args.batch_ms,
+        "seeds": be.seeds, "runs": be.runs, "rounds": args.rounds, "aa_rounds": args.aa_rounds,
+        "launches": launches, "batch_ms": args.batch_ms,
         "baseline_key": base.key, "baseline_hashes": be.baseline_hashes, "baseline_errors": be.baseline_errors,
-        "aa": aa, "peer_torch_compile": peer, "genomes": genomes,
+        "aa": aa, "peer_torch_compile": peer,
+        "seed": args.seed, "shard": {"index": shard_i, "count": shard_n, "genomes": len(order)},
+        # what was swept: the merge checks that shards agree on it and finds the genomes none of them holds
+        "space": {"knobs": {k.name: list(k.values) for k in fam.knobs}, "product": n_product,
+                  "valid": len(full), "order": [g.key for g in full]},
+        "genomes": genomes,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(args.out, "wt") as f:

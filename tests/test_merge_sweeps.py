@@ -1,0 +1,356 @@
+"""Sharded sweeps (tools/sweep.py --shard I/N) and their merge (tools/merge_sweeps.py), on CPU.
+
+Two ways to make shards of the recorded mhc_pre_big_fuse sweep: partitioning its genomes by position in the
+seeded order (what --shard does), and running tools/sweep.py itself with a stand-in GPU that serves the recorded
+measurements (so the --shard, --compile-only and --limit-s code paths run). Either way the merge must give what
+the unsharded sweep gives, to harness/recorded.py and to tools/search_bench.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import harness.gpu
+import harness.recorded as recorded
+from evo.config import load_config
+from evo.genome import Genome
+from harness.recorded import RecordedBackend
+from tools import merge_sweeps as ms
+from tools import search_bench as sb
+from tools import sweep
+
+FAMILY = "mhc_pre_big_fuse"
+CONFIG = f"configs/{FAMILY}.yaml"
+REAL = Path(f"candidates/{FAMILY}/recorded/h200-sweep.json.gz")
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def real():
+    with gzip.open(REAL, "rt") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def order(cfg, real):
+    n_product, full = sweep.valid_order(cfg.family, cfg.geometries, 0)
+    keys = [g.key for g in full]
+    # The recorded sweep was made in this order: the partition below is the one --shard makes.
+    assert keys == list(real["genomes"])
+    return n_product, keys
+
+
+def shards_of(data, order, count):
+    """``data`` (an unsharded sweep) split as ``--shard I/count`` would have swept it."""
+    n_product, keys = order
+    pos = {k: j for j, k in enumerate(keys)}
+    out = []
+    for i in range(1, count + 1):
+        d = copy.deepcopy({k: v for k, v in data.items() if k != "genomes"})
+        d.update(seed=0, shard={"index": i, "count": count},
+                 space={"knobs": {}, "product": n_product, "valid": len(keys), "order": keys})
+        d["genomes"] = {k: copy.deepcopy(e) for k, e in data["genomes"].items() if sweep.in_shard(pos[k], i, count)}
+        d["shard"]["genomes"] = len(d["genomes"])
+        out.append((f"s{i}.json.gz", d))
+    return out
+
+
+def write(path: Path, data) -> Path:
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+    return path
+
+
+def backend_on(monkeypatch, cfg, path: Path) -> RecordedBackend:
+    with gzip.open(path, "rt") as f:
+        d = json.load(f)
+    d["_path"] = str(path)
+    monkeypatch.setattr(recorded, "load_sweeps", lambda family: [d])
+    return RecordedBackend(cfg.family, cfg.geometries)
+
+
+def served(be: RecordedBackend, cfg, keys):
+    """What the recorded backend serves for these genomes: checks, and times against the baseline."""
+    base = be.load(None, cfg.family.baseline())
+    out = {}
+    for k in keys:
+        g = Genome.from_key(k)
+        loaded = be.load(None, g)
+        checks = [(c.geometry, c.seed, c.output, c.hashes, c.rel_err) for c in be.correctness(loaded).checks]
+        times = {geo.name: be.measure([("g", loaded), ("b", base)], geo, 10).times_us for geo in cfg.geometries}
+        out[k] = (checks, times)
+    return out
+
+
+# --- the partition ---------------------------------------------------------------------------------------
+def test_shards_partition_the_seeded_order():
+    for count in (1, 2, 3, 7):
+        owners = [[i for i in range(1, count + 1) if sweep.in_shard(j, i, count)] for j in range(100)]
+        assert owners[0] == list(range(1, count + 1))  # the baseline: in every shard
+        assert all(len(o) == 1 for o in owners[1:])
+    assert sweep.parse_shard("2/3") == (2, 3)
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(ValueError, match="--shard"):
+            sweep.parse_shard(bad)
+
+
+# --- merging shards made from the recorded sweep ------------------------------------------------------------
+def test_merge_of_the_partitioned_real_sweep_is_the_sweep(real, order, cfg, tmp_path, monkeypatch):
+    merged = ms.merge(shards_of(real, order, 3))
+    assert merged["stopped"] == "complete" and merged["merged"]["missing"] == []
+    assert merged["genomes"] == real["genomes"]
+    assert list(merged["genomes"]) == list(real["genomes"])  # in the seeded order, as sweep.py writes them
+    assert [s["scale"] for s in merged["merged"]["shards"]] == [{g["name"]: 1.0 for g in real["geometries"]}] * 3
+    for k in ("baseline_key", "baseline_hashes", "baseline_errors", "aa", "launches", "geometries", "rounds"):
+        assert merged[k] == real[k]
+    path = write(tmp_path / "merged.json.gz", merged)
+    assert sb.load_space(FAMILY, path).scores == sb.load_space(FAMILY, REAL).scores
+    keys = list(real["genomes"])[:: 97]
+    assert served(backend_on(monkeypatch, cfg, path), cfg, keys) == served(backend_on(monkeypatch, cfg, REAL), cfg,
+                                                                          keys)
+
+
+def test_a_slower_shard_is_scaled_to_the_reference(real, order, cfg, tmp_path, monkeypatch):
+    """Shard 2 on a GPU 3% slower: each genome stays relative to its own run's baseline."""
+    shards = shards_of(real, order, 2)
+    for e in shards[1][1]["genomes"].values():
+        for field in ("t", "b"):
+            e[field] = {n: [x * 1.03 for x in v] for n, v in e[field].items()}
+    merged = ms.merge(shards)
+    scale = merged["merged"]["shards"][1]["scale"]
+    assert all(v == pytest.approx(1 / 1.03) for v in scale.values())
+    assert merged["merged"]["shards"][1]["baseline_median_us"]["T4096_H4096"] == pytest.approx(
+        1.03 * merged["merged"]["shards"][0]["baseline_median_us"]["T4096_H4096"])
+    path = write(tmp_path / "merged.json.gz", merged)
+    got, want = sb.load_space(FAMILY, path).scores, sb.load_space(FAMILY, REAL).scores
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert (got[k] is None) == (v is None) and (v is None or got[k] == pytest.approx(v, rel=1e-5)), k
+    # Without the scale, shard 2's genomes would all look 3% slower to search_bench's objective.
+    keys = list(real["genomes"])[1:40]
+    a, b = served(backend_on(monkeypatch, cfg, path), cfg, keys), served(backend_on(monkeypatch, cfg, REAL), cfg, keys)
+    for k in keys:
+        assert a[k][0] == b[k][0]
+        for geo, times in b[k][1].items():
+            for label, xs in times.items():
+                assert a[k][1][geo][label] == pytest.approx(xs, rel=1e-5)
+
+
+def test_identical_sass_across_shards_is_linked_to_the_first_in_order(real, order):
+    keys = order[1]
+    x, y, z = keys[3], keys[5], keys[8]  # shards of 3: x in 3/3, y and z in 2/3 (x comes first in the order)
+    assert [next(i for i in (1, 2, 3) if sweep.in_shard(j, i, 3)) for j in (3, 5, 8)] == [3, 2, 2]
+    sx = real["genomes"][x]["sass"]
+    # The unsharded sweep: y and z have x's machine code, measured only once (x comes first).
+    unsplit = copy.deepcopy(real)
+    unsplit["genomes"][y] = {"same_as": x, "sass": sx}
+    unsplit["genomes"][z] = {"same_as": x, "sass": sx}
+    shards = shards_of(real, order, 3)
+    s2 = shards[1][1]["genomes"]
+    s2[y]["sass"] = sx  # shard 2 never saw x: it measured y, and z is y's twin there
+    s2[z] = {"same_as": y, "sass": sx}
+    merged = ms.merge(shards)
+    assert merged["genomes"] == unsplit["genomes"]
+    assert merged["merged"]["identical_sass_measured_twice"]["pairs_x_geometries"] == len(real["geometries"])
+
+
+# --- refusals ------------------------------------------------------------------------------------------------
+def _one_line(excinfo) -> str:
+    msg = str(excinfo.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
+    s1, s2, s3 = shards_of(real, order, 3)
+    with pytest.raises(ms.MergeError, match=r"s1\.json\.gz and s1\.json\.gz are both shard 1/3") as e:
+        ms.merge([s1, s2, s3, s1])
+    _one_line(e)
+    with pytest.raises(ms.MergeError, match=r"incomplete: 384 of 1152 valid genomes not recorded \(shard 2/3 not "
+                                            r"given\); pass --allow-partial") as e:
+        ms.merge([s1, s3])
+    _one_line(e)
+    part = ms.merge([s1, s3], allow_partial=True)
+    assert part["stopped"].startswith("partial merge: 384 of 1152 valid genomes not recorded")
+    assert set(part["merged"]["missing"]) == set(s2[1]["genomes"]) - {real["baseline_key"]}
+    # A shard of another partition overlaps the others: refused.
+    whole = shards_of(real, order, 1)[0]
+    with pytest.raises(ms.MergeError, match="not shards of one partition") as e:
+        ms.merge([s1, ("whole.json.gz", whole[1])])
+    _one_line(e)
+    # A genome filed under the wrong shard.
+    bad = copy.deepcopy(s2)
+    stray = next(k for k in s3[1]["genomes"] if k != real["baseline_key"])
+    bad[1]["genomes"][stray] = s3[1]["genomes"][stray]
+    with pytest.raises(ms.MergeError, match=r"s2\.json\.gz: genome .* belongs to another shard than 2/3") as e:
+        ms.merge([s1, bad, s3])
+    _one_line(e)
+    for field, value, what in [("rounds", 8, r"rounds differs \(10 vs 8\)"), ("seed", 1, "seed differs"),
+                               ("family", "fp4_matvec", "family differs"), ("seeds", 2, "seeds differs")]:
+        other = copy.deepcopy(s2)
+        other[1][field] = value
+        with pytest.raises(ms.MergeError, match=f"s2.json.gz and s1.json.gz are not shards of one sweep: {what}") as e:
+            ms.merge([s1, other, s3])
+        _one_line(e)
+    other = copy.deepcopy(s2)
+    other[1]["space"]["order"] = list(reversed(other[1]["space"]["order"]))
+    with pytest.raises(ms.MergeError, match="seeded order differ"):
+        ms.merge([s1, other, s3])
+    other = copy.deepcopy(s2)
+    k = next(iter(other[1]["baseline_hashes"]))
+    other[1]["baseline_hashes"][k] = "0" * 16
+    with pytest.raises(ms.MergeError, match=r"the baseline's outputs differ between s1.json.gz and s2.json.gz "
+                                            r"\(1 of 27 hashes\)"):
+        ms.merge([s1, other, s3])
+    other = copy.deepcopy(s2)
+    other[1]["device"] = dict(other[1]["device"], name="NVIDIA H100 80GB HBM3")
+    with pytest.raises(ms.MergeError, match="different GPU models"):
+        ms.merge([s1, other, s3])
+    with pytest.raises(ms.MergeError, match="not a shard file"):
+        ms.merge([("old.json.gz", real)])
+    with pytest.raises(ms.MergeError, match="already a merge"):
+        ms.merge([("m.json.gz", ms.merge([s1, s2, s3]))])
+
+
+def test_cli_writes_one_file_or_one_error_line(real, order, tmp_path, capsys):
+    paths = [str(write(tmp_path / n, d)) for n, d in shards_of(real, order, 2)]
+    out = tmp_path / "m.json.gz"
+    assert ms.main([*paths, "--out", str(out)]) == 0
+    assert "merged: 1152 of 1152 valid genomes; complete" in capsys.readouterr().out
+    assert ms.load(out)["genomes"] == real["genomes"]
+    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.gz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("merge_sweeps: error: incomplete: 575 of 1152") and err.count("\n") == 1
+    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.gz"), "--allow-partial"]) == 0
+    assert ms.load(tmp_path / "p.json.gz")["stopped"].startswith("partial merge")
+
+
+# --- tools/sweep.py itself, on a stand-in GPU that serves the recorded sweep -----------------------------------
+class _Pool:
+    """In-process stand-in for the compile pool."""
+
+    compiled: list[str] = []
+
+    def __init__(self, jobs, initializer, initargs):
+        initializer(*initargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, keys, chunksize=1):
+        keys = list(keys)
+        _Pool.compiled.extend(keys)
+        return map(fn, keys)
+
+
+@pytest.fixture()
+def fake_gpu(monkeypatch, real):
+    """tools/sweep.py runs against the recorded sweep: SASS digests and measurements are the recorded ones
+    (``twins`` gives a genome another's digest; ``slow`` multiplies every time by a factor, a slower GPU)."""
+    state = SimpleNamespace(twins={}, slow=1.0, clock=0.0, tick=0.0)
+
+    class Builder:
+        def __init__(self, fam, geos, arch="auto"):
+            self.arch = "sm_90"
+
+        def build(self, g):
+            k = Genome(g).key
+            return SimpleNamespace(genome_key=k, sass_sha256=real["genomes"][state.twins.get(k, k)]["sass"])
+
+    class Gpu(RecordedBackend):
+        def __init__(self, fam, geos, builder, *, seeds, runs, batch_ms, nvml=None):
+            super().__init__(fam, geos, seeds=seeds, runs=runs)
+
+        def measure(self, parts, g, rounds, launches=None, stop=None):
+            s = super().measure(parts, g, rounds, launches, stop)
+            s.times_us = {k: [x * state.slow for x in v] for k, v in s.times_us.items()}
+            return s
+
+    def monotonic():
+        state.clock += state.tick
+        return state.clock
+
+    monkeypatch.setattr(sweep, "Builder", Builder)
+    monkeypatch.setattr(sweep, "cf", SimpleNamespace(ProcessPoolExecutor=_Pool))
+    monkeypatch.setattr(sweep, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(harness.gpu, "GpuBackend", Gpu)
+    return state
+
+
+def run_sweep(monkeypatch, *args: str) -> int:
+    monkeypatch.setattr(sys, "argv", ["tools/sweep.py", CONFIG, "--peer", "off", "--jobs", "1", *args])
+    return sweep.main()
+
+
+def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_path, order, real, cfg):
+    keys = order[1]
+    fake_gpu.twins = {keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}  # identical code, across shards
+    assert run_sweep(monkeypatch, "--out", str(tmp_path / "all.json.gz")) == 0
+    whole = ms.load(tmp_path / "all.json.gz")
+    assert whole["shard"] == {"index": 1, "count": 1, "genomes": 1152} and whole["stopped"] == "complete"
+    assert whole["space"]["order"] == keys and whole["space"]["product"] == 1152 and whole["seed"] == 0
+    assert {k: e["same_as"] for k, e in whole["genomes"].items() if "same_as" in e} == {
+        keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}
+    paths = []
+    for i in (1, 2, 3):
+        fake_gpu.slow = 1.0 if i != 2 else 1.02  # shard 2 on a slower GPU
+        paths.append(str(tmp_path / f"s{i}.json.gz"))
+        assert run_sweep(monkeypatch, "--shard", f"{i}/3", "--out", paths[-1]) == 0
+        d = ms.load(paths[-1])
+        assert d["shard"] == {"index": i, "count": 3, "genomes": 1 + 1151 // 3 + (i <= 1151 % 3)}
+        assert len(d["genomes"]) == d["shard"]["genomes"]
+    assert ms.main([*paths, "--out", str(tmp_path / "m.json.gz")]) == 0
+    merged = ms.load(tmp_path / "m.json.gz")
+    assert merged["stopped"] == "complete" and list(merged["genomes"]) == list(whole["genomes"])
+    for k, e in whole["genomes"].items():
+        m = merged["genomes"][k]
+        assert m.keys() == e.keys() and m.get("same_as") == e.get("same_as") and m.get("checks") == e.get("checks")
+        for field in ("t", "b"):
+            for n, xs in e.get(field, {}).items():
+                assert m[field][n] == pytest.approx(xs, rel=1e-5, abs=1e-4), (k, field, n)
+    assert [s["scale"]["T4096_H4096"] for s in merged["merged"]["shards"]] == pytest.approx([1.0, 1 / 1.02, 1.0])
+    twice = merged["merged"]["identical_sass_measured_twice"]
+    assert twice["pairs_x_geometries"] == 2 * 3  # keys[5] and keys[9] were measured in their own shards too
+    a, b = sb.load_space(FAMILY, tmp_path / "m.json.gz").scores, sb.load_space(FAMILY, tmp_path / "all.json.gz").scores
+    assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in b if b[k] is not None)
+    assert [k for k in b if b[k] is None] == [k for k in a if a[k] is None]
+
+
+def test_sweep_shard_with_compile_only_and_limit(fake_gpu, monkeypatch, tmp_path, order):
+    keys = order[1]
+    _Pool.compiled = []
+    assert run_sweep(monkeypatch, "--shard", "2/4", "--compile-only") == 0
+    assert _Pool.compiled == [k for j, k in enumerate(keys) if sweep.in_shard(j, 2, 4)]
+    # --limit-s: the clock advances 1 s per reading; the baseline is measured even past the limit.
+    fake_gpu.tick = 1.0
+    out = tmp_path / "s.json.gz"
+    assert run_sweep(monkeypatch, "--shard", "2/4", "--limit-s", "0", "--out", str(out)) == 0
+    d = ms.load(out)
+    assert list(d["genomes"]) == [keys[0]] and d["stopped"] == "time limit after 1 of 289 genomes"
+    assert run_sweep(monkeypatch, "--shard", "1/4", "--limit-s", "1e9", "--out", str(tmp_path / "s1.json.gz")) == 0
+    fake_gpu.clock = 0.0
+    assert run_sweep(monkeypatch, "--shard", "3/4", "--limit-s", "30", "--out", str(tmp_path / "s3.json.gz")) == 0
+    s3 = ms.load(tmp_path / "s3.json.gz")
+    n3 = len(s3["genomes"])
+    assert s3["stopped"] == f"time limit after {n3} of 289 genomes" and 1 < n3 < 289
+    files = [(p.name, ms.load(p)) for p in (tmp_path / "s1.json.gz", out, tmp_path / "s3.json.gz")]
+    with pytest.raises(ms.MergeError, match=r"shard 4/4 not given; shard 2/4 stopped: time limit after 1 of 289 "
+                                            r"genomes; shard 3/4 stopped: time limit after"):
+        ms.merge(files)
+    part = ms.merge(files, allow_partial=True)
+    assert len(part["merged"]["missing"]) == 1151 - 288 - (n3 - 1)
+    assert part["stopped"].startswith(f"partial merge: {1151 - 288 - (n3 - 1)} of 1152 valid genomes not recorded")
