@@ -303,9 +303,15 @@ class Campaign:
             a.compile_s = round(built.compile_s, 3)
         return a
 
-    def evaluate(self, prop: Proposal, source: str | None = None, remeasure: bool = False) -> Attempt:
-        """Build and gate one proposal (the ledger records what comes back, whatever the verdict)."""
-        trial = self.ledger.ask(fixed=prop.genome)
+    def evaluate(self, prop: Proposal, source: str | None = None, remeasure: bool = False,
+                 trial: Any = None) -> Attempt:
+        """Build and gate one proposal (the ledger records what comes back, whatever the verdict).
+
+        ``trial``: one already asked for ``prop.genome`` (``evo worker`` reserves a genome when it proposes
+        it); else it is asked here.
+        """
+        if trial is None:
+            trial = self.ledger.ask(fixed=prop.genome)
         a = self._attempt(trial.number, prop, None)
         # ideas: a proposal may bring new ideas (kept from now on), or be a failed outside answer (recorded as is)
         fresh = list(getattr(prop, "new_ideas", None) or [])
@@ -317,7 +323,7 @@ class Campaign:
             a.verdict = prop.failure
             a.finished_at = now()
             self._stamp(a)
-            self.ledger.record(trial, a, meta=meta)
+            self._record(trial, a, meta)
             return a
         from harness.worker import WorkerCrash, WorkerTimeout
 
@@ -327,7 +333,7 @@ class Campaign:
             a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
             a.finished_at = now()
             self._stamp(a)
-            self.ledger.record(trial, a, meta=meta)
+            self._record(trial, a, meta)
             if source is None:  # a source variant (fault, replayed patch) never took the genome's cached module
                 self._loaded.pop(prop.genome.key, None)
             return a
@@ -338,15 +344,23 @@ class Campaign:
             a.verdict = Verdict.error(kind, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             a.finished_at = now()
             self._stamp(a)
-            self.ledger.record(trial, a, meta=meta)
+            self._record(trial, a, meta)
             raise
         a.finished_at = now()
         self._stamp(a)
-        self.ledger.record(trial, a, meta=meta)
+        self._record(trial, a, meta)
         if a.verdict.status == ACCEPTED:
             self.champion = a
         self._write_ideas(fresh)
         return a
+
+    def _record(self, trial: Any, a: Attempt, meta: Mapping[str, Any] | None) -> None:
+        """Every attempt evaluate() makes is recorded here (WorkerCampaign adds its elapsed_s to the transaction)."""
+        self.ledger.record(trial, a, meta=meta)
+
+    def _recorded(self) -> list[Attempt]:
+        """The attempts _gate holds a new one against (identical SASS): read now (WorkerCampaign: its step's read)."""
+        return self.ledger.attempts()
 
     def _stamp(self, a: Attempt) -> None:
         if self._cycle_t0 is not None:
@@ -355,8 +369,11 @@ class Campaign:
     # --- ideas (evo/ideas.py) ---------------------------------------------------
     def _ideas_meta(self, genome: Mapping[str, Any]) -> dict[str, Any] | None:
         """The ledger's frozen ideas plus any this genome uses for the first time (written with its attempt)."""
+        slugs = idea_slugs(genome)
+        if not slugs:  # a knob genome: no read of the ledger's ideas
+            return None
         frozen = self.ledger.meta("ideas") or {}
-        missing = [s for s in idea_slugs(genome) if s not in frozen and s in self.ideas]
+        missing = [s for s in slugs if s not in frozen and s in self.ideas]
         if not missing:
             return None
         return {"ideas": {**frozen, **{s: self.ideas[s].to_record() for s in missing}}}
@@ -391,7 +408,7 @@ class Campaign:
         if not v.ok:
             a.verdict = v
             return a
-        measured = {x.sass_sha256: x.id for x in self.ledger.attempts()
+        measured = {x.sass_sha256: x.id for x in self._recorded()
                     if x.timings and x.sass_sha256 and x.id != a.id}
         v = identical_sass(a.sass_sha256, {} if remeasure else measured)  # a replay re-measures on purpose
         if not v.ok:
@@ -569,12 +586,15 @@ class Campaign:
         prefetch.wait(prop.genome)
         return pending
 
-    def tabu(self) -> dict[str, list[Any]]:
-        """Knob values the exact-mode correctness gate ruled out: proposing them again wastes attempts."""
+    def tabu(self, attempts: list[Attempt] | None = None) -> dict[str, list[Any]]:
+        """Knob values the exact-mode correctness gate ruled out: proposing them again wastes attempts.
+
+        ``attempts``: the ledger's, when the caller has just read them (else they are read here).
+        """
         out: dict[str, list[Any]] = {}
         if self.cfg.gates.correctness.mode != "exact":
             return out
-        for a in self.ledger.attempts():
+        for a in self.ledger.attempts() if attempts is None else attempts:
             if a.verdict.gate == "correctness" and "changes the summation order" in a.verdict.reason:
                 base = self.family.baseline()
                 for k in a.verdict.reason.split(" changes the summation order")[0].split(", "):

@@ -100,7 +100,21 @@ def _term_as_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _cap_blas_threads() -> None:
+    """One OpenBLAS thread per evo process unless the user set a number.
+
+    evo's own linear algebra is small (the surrogate's model conditions on at most 256 genomes), and OpenBLAS's
+    default of one busy-waiting thread per core makes the workers sharing a host, and the process timing the
+    kernels, fight over the cores: on the 2-GPU H200 host two workers spent ~0.4 s per attempt more than one.
+    It must be set before numpy is first imported, so it is the first thing the command does."""
+    import os
+
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _cap_blas_threads()
     if argv is None and threading.current_thread() is threading.main_thread():
         # SIGTERM (a `timeout` around evo, a batch system) stops like Ctrl-C: children such as the sanitizer's
         # own process session are killed on the way out instead of holding the GPU after evo is gone

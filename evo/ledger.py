@@ -15,9 +15,9 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   genome).
 * ``record()`` writes the attempt JSON, the ``verdict`` and ``genome_key``
   attrs, the value, the final state and any study meta that belongs to the
-  attempt (e.g. ``baseline_id``) in one transaction: that commit is the
-  attempt. A trial is never COMPLETE/FAIL without its attempt, nor the other
-  way round.
+  attempt (e.g. ``baseline_id``; ``evo worker``'s ``elapsed_s``, only ever
+  raised) in one transaction: that commit is the attempt. A trial is never
+  COMPLETE/FAIL without its attempt, nor the other way round.
 * ``set_meta_many()`` writes several study attrs in one transaction;
   ``create_meta()`` does so only if none of them exists yet (under the study
   lock: of several workers creating a campaign, exactly one writes its meta),
@@ -84,7 +84,8 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ import optuna
 import sqlalchemy
 import sqlalchemy.exc
 import sqlalchemy.orm
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import CategoricalDistribution, check_distribution_compatibility, json_to_distribution
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
@@ -257,6 +258,43 @@ def _final_state(attempt: Attempt) -> tuple[TrialState, float | None]:
     return TrialState.FAIL, None
 
 
+@dataclass
+class View:
+    """What one step of a campaign loop looks at, from one read of the trials (:meth:`Ledger.view`).
+
+    ``attempts``: every recorded attempt by id (as ``Ledger.attempts()``); ``seen``: genomes judged or being
+    judged (as ``seen_keys()``); ``running``: trials asked and not yet recorded (as ``running()``).
+    """
+
+    attempts: list[Attempt]
+    seen: set[str]
+    running: list[FrozenTrial]
+
+    def champion(self) -> Attempt | None:
+        """As ``Ledger.champion()``, from these attempts."""
+        return _champion(self.attempts)
+
+
+def _champion(atts: Sequence[Attempt]) -> Attempt | None:
+    for a in reversed(atts):
+        if a.verdict.status == ACCEPTED:
+            return a
+    return next((a for a in atts if a.verdict.status == BASELINE), None)
+
+
+def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
+    out = set()
+    for t in trials:
+        ua = t.user_attrs
+        if t.state == TrialState.RUNNING:
+            key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
+            if key:
+                out.add(key)
+        elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
+            out.add(ua["genome_key"])
+    return out
+
+
 class Ledger:
     """All attempts of one campaign, stored as trials of the Optuna study named after it."""
 
@@ -286,6 +324,7 @@ class Ledger:
         # trial id -> its parsed Attempt, for finished trials (never rewritten): the loop reads every attempt
         # several times per step, and parsing each one's JSON every time made a step O(attempts)
         self._parsed: dict[int, Attempt] = {}
+        self._checked: set[str] = set()  # knobs whose distribution ask() held against the study's stored one
         _LIVE.add(self)
 
     # --- campaign metadata (study user attrs) ---------------------------
@@ -358,8 +397,7 @@ class Ledger:
                     taken = self._taken(session)
                     if taken >= self.limit:
                         raise BudgetTaken(taken, self.limit)
-            row = rdb._get_prepared_new_trial(self.study._study_id, template, session)
-            trial_id = row.trial_id
+            trial_id = self._new_trial(session, rdb, template)
             session.add(models.TrialHeartbeatModel(trial_id=trial_id))
         self._hold(trial_id)
         trial = optuna.trial.Trial(self.study, trial_id)
@@ -368,10 +406,43 @@ class Ledger:
                 trial._suggest(name, dist)
         return trial
 
-    def record(self, trial: optuna.trial.Trial, attempt: Attempt, meta: Mapping[str, Any] | None = None) -> None:
+    def _new_trial(self, session: Any, rdb: optuna.storages.RDBStorage, template: FrozenTrial) -> int:
+        """What Optuna's ``_get_prepared_new_trial`` writes for a RUNNING template, in ``session``; the trial id.
+
+        Cheaper, as ask() runs it under the study lock: each param's distribution is held against the study's
+        stored one once per Ledger, not at every ask (Optuna's check reads the params table per param), and
+        the rows are flushed together rather than one INSERT before each param's read of the trial.
+        """
+        row = models.TrialModel(study_id=self.study._study_id, number=None, state=TrialState.RUNNING,
+                                datetime_start=template.datetime_start)
+        session.add(row)
+        session.flush()
+        p = models.TrialParamModel
+        with session.no_autoflush:
+            for name, value in template.params.items():
+                dist = template.distributions[name]
+                prev = dist if name in self._checked else None
+                if prev is None:
+                    old = (session.query(p.distribution_json).join(models.TrialModel)
+                           .filter(models.TrialModel.study_id == self.study._study_id, p.param_name == name).first())
+                    if old is not None:
+                        prev = json_to_distribution(old[0])
+                        check_distribution_compatibility(prev, dist)
+                rdb._set_trial_param_without_commit(session, row.trial_id, name, dist.to_internal_repr(value),
+                                                    dist, prev)
+        for key, value in template.system_attrs.items():  # a new trial has none: no upsert needed
+            session.add(models.TrialSystemAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value)))
+        row.number = row.count_past_trials(session)
+        self._checked.update(template.params)  # a stored distribution never changes: once per knob is enough
+        return row.trial_id
+
+    def record(self, trial: optuna.trial.Trial, attempt: Attempt, meta: Mapping[str, Any] | None = None, *,
+               meta_max: Mapping[str, float] | None = None) -> None:
         """Store the attempt and finish its trial (COMPLETE with score, else FAIL) in one transaction.
 
-        ``meta``: study meta that belongs to this attempt, written in the same transaction.
+        ``meta``: study meta that belongs to this attempt, written in the same transaction. ``meta_max``:
+        numeric study meta raised to at least these values (never lowered) in that transaction too: several
+        workers each keep the campaign's ``elapsed_s`` current without a transaction of their own.
         """
         if attempt.id != trial.number:
             attempt.id = trial.number
@@ -380,10 +451,11 @@ class Ledger:
         state, value = _final_state(attempt)
         try:
             try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
-                self.study.sampler.after_trial(self.study, self.study._storage.get_trial(trial._trial_id), state,
-                                               None if value is None else [value])
+                # the trial as asked (Optuna's Trial keeps it current) rather than one more read of it
+                frozen = getattr(trial, "_cached_frozen_trial", None) or self.study._storage.get_trial(trial._trial_id)
+                self.study.sampler.after_trial(self.study, frozen, state, None if value is None else [value])
             finally:
-                self._commit(trial._trial_id, attempt, state, value, meta)
+                self._commit(trial._trial_id, attempt, state, value, meta, meta_max)
         finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
             self._release(trial._trial_id)
 
@@ -446,21 +518,40 @@ class Ledger:
         self.study._thread_local.cached_all_trials = None
 
     def _set_meta_in(self, session: Any, items: Mapping[str, Any]) -> None:
+        self._write_meta_in(session, items, lambda old, new: True)
+
+    def _raise_meta_in(self, session: Any, items: Mapping[str, float]) -> None:
+        """Numeric meta to at least ``items``' values; a stored larger value stays."""
+        self._write_meta_in(session, items, lambda old, new: not isinstance(old, (int, float)) or old < new)
+
+    def _write_meta_in(self, session: Any, items: Mapping[str, Any], replace: Callable[[Any, Any], bool]) -> None:
+        """Each meta item inserted, or written over the stored value where ``replace(stored, new)``."""
         study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
         for key, value in items.items():
             attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
             if attr is None:
                 session.add(models.StudyUserAttributeModel(study_id=study.study_id, key=key,
                                                            value_json=json.dumps(value)))
-            else:
+            elif replace(json.loads(attr.value_json), value):
                 attr.value_json = json.dumps(value)
+
+    def _put_attrs(self, session: Any, trial_id: int, items: Sequence[tuple[str, Any]]) -> None:
+        """User attrs of one trial, inserted or updated, with one read of those it has (not one per attr)."""
+        u = models.TrialUserAttributeModel
+        have = {row.key: row for row in session.query(u).filter(u.trial_id == trial_id,
+                                                                u.key.in_([k for k, _ in items]))}
+        for key, value in items:
+            if key in have:
+                have[key].value_json = json.dumps(value)
+            else:
+                session.add(u(trial_id=trial_id, key=key, value_json=json.dumps(value)))
 
     def _attr_items(self, attempt: Attempt) -> list[tuple[str, Any]]:
         return [("verdict", attempt.verdict.label()), ("genome_key", attempt.genome_key),
                 (ATTEMPT_ATTR, attempt.to_json())]
 
     def _commit(self, trial_id: int, attempt: Attempt, state: TrialState | None, value: float | None,
-                meta: Mapping[str, Any] | None = None) -> None:
+                meta: Mapping[str, Any] | None = None, meta_max: Mapping[str, float] | None = None) -> None:
         """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta.
 
         The final state is set only where the trial is still unfinished in this transaction (a conditional
@@ -472,8 +563,7 @@ class Ledger:
         with self._session() as session:
             row = t.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, row.state)
-            for key, v in self._attr_items(attempt):
-                rdb._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, v)
+            self._put_attrs(session, trial_id, self._attr_items(attempt))
             if state is not None:
                 if value is not None:
                     rdb._set_trial_value_without_commit(session, row, 0, value)
@@ -486,6 +576,8 @@ class Ledger:
                     raise UpdateFinishedTrialError(f"trial {trial_id} was finished by another process meanwhile")
             if meta:
                 self._set_meta_in(session, meta)
+            if meta_max:
+                self._raise_meta_in(session, meta_max)
 
     def _write_attrs(self, trial_id: int, attempt: Attempt) -> None:
         """The attempt attrs alone, in one transaction, leaving the trial's state as it is."""
@@ -497,8 +589,11 @@ class Ledger:
 
     def attempts(self) -> list[Attempt]:
         """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""
+        return self._attempts(self._trials())
+
+    def _attempts(self, trials: Sequence[FrozenTrial]) -> list[Attempt]:
         out = []
-        for t in self._trials():
+        for t in trials:
             a = self._parsed.get(t._trial_id)
             if a is None:
                 if ATTEMPT_ATTR not in t.user_attrs:
@@ -511,16 +606,7 @@ class Ledger:
 
     def seen_keys(self) -> set[str]:
         """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
-        out = set()
-        for t in self._trials():
-            ua = t.user_attrs
-            if t.state == TrialState.RUNNING:
-                key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
-                if key:
-                    out.add(key)
-            elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
-                out.add(ua["genome_key"])
-        return out
+        return _seen(self._trials())
 
     def running(self) -> list[FrozenTrial]:
         """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
@@ -528,11 +614,16 @@ class Ledger:
 
     def champion(self) -> Attempt | None:
         """The newest accepted attempt, else the baseline, else None."""
-        atts = self.attempts()
-        for a in reversed(atts):
-            if a.verdict.status == ACCEPTED:
-                return a
-        return next((a for a in atts if a.verdict.status == BASELINE), None)
+        return _champion(self.attempts())
+
+    def view(self) -> View:
+        """Attempts, seen genomes and running trials from one read (each is one read of its own otherwise).
+
+        Called once per step of the worker loop: with several processes on one database every read is also
+        a chance to wait on another's write.
+        """
+        trials = self._trials()
+        return View(self._attempts(trials), _seen(trials), [t for t in trials if t.state == TrialState.RUNNING])
 
     # --- crash recovery ----------------------------------------------------
     def recover(self) -> list[int]:

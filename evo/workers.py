@@ -9,9 +9,20 @@ coordination (evo/ledger.py, "Shared mode" and "Liveness"):
 
 * no attempt measured twice: ``ask`` refuses, in the transaction that would
   create the trial and under the study lock, a genome that a RUNNING or
-  recorded non-interrupted trial already holds (:class:`GenomeTaken`): the
-  worker proposes again. ``seen_keys`` includes other workers' RUNNING trials,
-  so this only happens in the race between proposing and asking;
+  recorded non-interrupted trial already holds (:class:`GenomeTaken`);
+* reservation at proposal: a worker asks each genome (its trial RUNNING,
+  holding the genome) as soon as it is proposed, before it is compiled ahead
+  or measured, and so does it for the proposal it compiles ahead. Another
+  worker's proposer, which sees RUNNING trials as taken, then proposes
+  something else, and no compile ahead is spent on a genome another worker
+  measures. Workers reading the same attempts propose the same genome (the
+  proposers are deterministic on them), so the one that asks second is
+  refused: it counts the refusal (``taken``) and proposes again at once
+  without that genome. A reserved trial is always measured: when the budget
+  ends with one compiled ahead, it is measured too (one attempt over the time
+  budget; the attempt budget had room for it when it was asked); only a
+  stopped process (Ctrl-C, a kill) leaves it RUNNING, for ``recover`` to record
+  as ``error: interrupted``;
 * none lost: every trial is recorded by its worker, or recovered as
   ``error: interrupted`` once its worker is dead (same host: at once; other
   hosts: no heartbeat for the grace period), by whoever starts next or by the
@@ -24,8 +35,13 @@ coordination (evo/ledger.py, "Shared mode" and "Liveness"):
   baseline exactly once: a worker whose baseline ask is refused waits for the
   holder to record it (or to be recovered as interrupted, then tries again),
   then checks its own frozen output hashes against it;
-* the champion is read from the ledger before each evaluation (another worker
-  may have accepted a step).
+* the champion is read from the ledger at each step (another worker may have
+  accepted a step).
+
+Each step reads the trials once (``Ledger.view``: attempts, seen genomes,
+running trials) and writes the campaign's ``elapsed_s`` in the transaction that
+records the attempt: with several processes on one database each read or
+write is also a chance to wait on another's.
 
 Each attempt's ``device["worker"]`` says which worker ("<host> pid <pid>")
 measured it. ``budget.minutes`` is per worker session (plus the campaign's
@@ -42,17 +58,21 @@ from __future__ import annotations
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from sqlalchemy.exc import SQLAlchemyError
 
 from evo.campaign import Campaign, CampaignError, RunSummary
-from evo.ledger import BudgetTaken, GenomeTaken, worker_name
-from evo.proposers import PROPOSERS
+from evo.ledger import BudgetTaken, GenomeTaken, View, worker_name
+from evo.proposers import PROPOSERS, Proposal
 from evo.records import BASELINE, Attempt
 
 POLL_S = 0.2  # how often a waiting worker looks at the ledger again
+# proposals in a row another worker reserved first before the step reads the ledger again (its running trials
+# then tell the proposer what the others hold)
+RESERVE_TRIES = 8
 
 
 class WorkerCampaign(Campaign):
@@ -64,6 +84,9 @@ class WorkerCampaign(Campaign):
         self.ledger.limit = cfg.budget.attempts
         self.name = worker_name()
         self.taken = 0  # proposals another worker got first
+        self._view: View | None = None  # the ledger as run()'s current step read it
+        # run(): the campaign's elapsed seconds now, recorded with each attempt
+        self._elapsed: Callable[[], float] | None = None
 
     # --- set-up ------------------------------------------------------------
     def _baseline(self) -> None:
@@ -105,10 +128,22 @@ class WorkerCampaign(Campaign):
             time.sleep(POLL_S)
 
     # --- one attempt -----------------------------------------------------------
-    def evaluate(self, prop: Any, source: str | None = None) -> Attempt:
-        # Another worker may have accepted a step since: measure against the ledger's champion.
-        self.champion = self.ledger.champion() or self.baseline
-        return super().evaluate(prop, source)
+    def evaluate(self, prop: Any, source: str | None = None, remeasure: bool = False,
+                 trial: Any = None) -> Attempt:
+        # Another worker may have accepted a step since: measure against the ledger's champion (run() read it
+        # with its step's view; other callers read it now).
+        view = self._view
+        self.champion = (view.champion() if view is not None else self.ledger.champion()) or self.baseline
+        return super().evaluate(prop, source, remeasure, trial)
+
+    def _record(self, trial: Any, a: Attempt, meta: Any) -> None:
+        if self._elapsed is None:
+            return super()._record(trial, a, meta)
+        # elapsed_s rides with the attempt (no transaction of its own); the largest of all workers' stays
+        self.ledger.record(trial, a, meta=meta, meta_max={"elapsed_s": self._elapsed()})
+
+    def _recorded(self) -> list[Attempt]:
+        return self._view.attempts if self._view is not None else super()._recorded()
 
     # --- the loop -------------------------------------------------------------
     def _proposer(self, n_before: int) -> Any:
@@ -128,11 +163,47 @@ class WorkerCampaign(Campaign):
             self.out(f"worker {self.name}: {len(lost)} attempt(s) of a stopped worker recorded as interrupted "
                      f"({', '.join(f'#{n}' for n in lost)})")
 
+    def _reserve(self, proposer: Any, attempts: list[Attempt], seen: set[str]) -> tuple[Proposal, Any] | None:
+        """Propose a genome and reserve it at once: (proposal, its RUNNING trial), or None when nothing is left.
+
+        Called by run() for the proposal to measure now and for the one compiled ahead. A genome another
+        worker reserved first is counted in ``taken`` and left out of the next proposal, made at once; after
+        RESERVE_TRIES of them GenomeTaken passes on, as does BudgetTaken.
+        """
+        seen = set(seen)
+        for n in range(RESERVE_TRIES):
+            prop = proposer.propose(attempts, seen)
+            if prop is None:
+                return None
+            try:
+                return prop, self.ledger.ask(fixed=prop.genome)
+            except GenomeTaken as e:
+                self.taken += 1
+                seen.add(e.genome_key)
+                if n == RESERVE_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _compile_ahead_reserved(self, prefetch: Any, proposer: Any, prop: Proposal,
+                                view: View) -> tuple[Proposal, Any] | None:
+        """Campaign._compile_ahead for run()'s step when it compiles ahead (worker.prefetch), with the next
+        proposal reserved before its compile is submitted: (proposal, trial), or None when none could be."""
+        prefetch.submit(prop.genome)
+        try:
+            pending = self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
+        except (GenomeTaken, BudgetTaken):  # none ahead this time: the next step proposes in-line
+            pending = None
+        if pending is not None:
+            prefetch.submit(pending[0].genome)
+        prefetch.wait(prop.genome)
+        return pending
+
     def run(self) -> RunSummary:
         self.setup()
         led, budget = self.ledger, self.cfg.budget
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
         t_start = time.monotonic()
+        self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
         proposer = self._proposer(len(led.attempts()))
         new = 0
         stopped = "budget"
@@ -143,58 +214,69 @@ class WorkerCampaign(Campaign):
         def wait() -> None:
             time.sleep(POLL_S)
 
+        def measure(prop: Proposal, trial: Any) -> None:
+            nonlocal new
+            try:
+                a = self.evaluate(prop, trial=trial)
+            except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)
+                self.out(f"worker {self.name}: an attempt was recovered by another worker before it was "
+                         f"recorded ({e}); its result is dropped and its genome may be proposed again")
+                return
+            new += 1
+            if self.on_attempt:
+                self.on_attempt(a, self)
+
         prefetch = self._prefetcher()
-        pending: Any = None  # proposed one step ahead and compiled while the GPU measured (worker.prefetch)
+        # (proposal, its reserved trial) proposed one step ahead and compiled while the GPU measured (worker.prefetch)
+        pending: tuple[Proposal, Any] | None = None
         try:
             while True:
                 self._cycle_t0 = time.perf_counter()
                 if time.monotonic() - last_check >= led.heartbeat_s:  # the periodic check for dead workers
                     self._recover()
                     last_check = time.monotonic()
-                attempts = led.attempts()
-                counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)
+                view = self._view = led.view()
+                counted, spent = self.budget_spent(view.attempts, self._elapsed())
                 if spent:
                     stopped = spent
+                    if pending is not None:  # compiled and reserved: measured, not left RUNNING
+                        prop, trial = pending
+                        pending = None
+                        if prefetch is not None:
+                            prefetch.wait(prop.genome)
+                        measure(prop, trial)
                     break
-                running = led.running()
-                if budget.attempts is not None and len(counted) + len(running) >= budget.attempts:
+                full = budget.attempts is not None and len(counted) + len(view.running) >= budget.attempts
+                if full and pending is None:  # (a pending trial of ours is running and within the budget)
                     wait()  # the rest of the budget is being measured; one may still be interrupted
                     continue
-                proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
-                seen = led.seen_keys()
-                # another worker may have taken the pending genome meanwhile: seen holds its RUNNING trials
-                prop = pending if pending is not None and pending.genome.key not in seen else None
-                prop = prop or proposer.propose(attempts, seen)
-                pending = None
-                if prop is None:
-                    if running:  # a running attempt may yet be interrupted and its genome freed
+                proposer.tabu = {k: set(v) for k, v in self.tabu(view.attempts).items()}
+                if pending is not None:
+                    (prop, trial), pending = pending, None
+                else:
+                    try:
+                        got = self._reserve(proposer, view.attempts, view.seen)
+                    except GenomeTaken:  # taken RESERVE_TRIES times in a row: read what the others hold
+                        continue
+                    except BudgetTaken:
                         wait()
                         continue
-                    stopped = "search space exhausted (every valid genome was tried)"
-                    break
+                    if got is None:
+                        if view.running:  # a running attempt may yet be interrupted and its genome freed
+                            wait()
+                            continue
+                        stopped = "search space exhausted (every valid genome was tried)"
+                        break
+                    prop, trial = got
                 if prefetch is not None:
-                    pending = self._compile_ahead(prefetch, proposer, prop, attempts, seen)
-                try:
-                    a = self.evaluate(prop)
-                except GenomeTaken:
-                    self.taken += 1
-                    continue
-                except BudgetTaken:
-                    wait()
-                    continue
-                except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)
-                    self.out(f"worker {self.name}: an attempt was recovered by another worker before it was "
-                             f"recorded ({e}); its result is dropped and its genome may be proposed again")
-                    continue
-                new += 1
-                led.set_meta("elapsed_s", max(float(led.meta("elapsed_s") or 0.0),
-                                              start_elapsed + time.monotonic() - t_start))
-                if self.on_attempt:
-                    self.on_attempt(a, self)
-        except KeyboardInterrupt:
+                    pending = self._compile_ahead_reserved(prefetch, proposer, prop, view)
+                measure(prop, trial)
+        except KeyboardInterrupt:  # reserved trials are left RUNNING: recover() records them as interrupted
             stopped = "interrupted by the user"
         finally:
             self._cycle_t0 = None
+            self._view = None
+            self._elapsed = None
             if prefetch is not None:
                 prefetch.close()
         self.champion = led.champion() or self.baseline

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -132,3 +134,40 @@ def test_recover_after_kill(tmp_path):
     # the next fixed ask gets its own genome, not the stale enqueued one
     t = led2.ask({**FAM.baseline(), "unroll": 2})
     assert t.params["unroll"] == 2 and t.params["block"] == FAM.baseline()["block"]
+
+
+def test_view_is_the_separate_reads_in_one(tmp_path):
+    led = _ledger(tmp_path)
+    base = _run(led, dict(FAM.baseline()), Verdict(status="baseline"), 1.0)
+    _run(led, {**FAM.baseline(), "block": 512}, Verdict.accepted("faster"), 1.1, base.id)
+    _run(led, {**FAM.baseline(), "unroll": 4}, Verdict.rejected("perf", "slower"), 0.9, base.id)
+    held = led.ask({**FAM.baseline(), "vec": 8})  # running: seen, no attempt yet
+    v = led.view()
+    assert v.attempts == led.attempts() and len(v.attempts) == 3
+    assert v.seen == led.seen_keys() and Genome({**FAM.baseline(), "vec": 8}).key in v.seen
+    assert [t.number for t in v.running] == [t.number for t in led.running()] == [held.number]
+    assert v.champion() == led.champion() and v.champion().id == 1
+
+
+def test_record_raises_numeric_meta_in_its_transaction_and_never_lowers_it(tmp_path):
+    led = _ledger(tmp_path)
+    t = led.ask(dict(FAM.baseline()))
+    led.record(t, _attempt(t, Verdict(status="baseline"), 1.0), meta_max={"elapsed_s": 12.5})
+    assert led.meta("elapsed_s") == 12.5
+    t = led.ask({**FAM.baseline(), "block": 512})
+    led.record(t, _attempt(t, Verdict.rejected("perf", "slower"), 0.9), meta={"x": 1}, meta_max={"elapsed_s": 3.0})
+    assert led.meta("elapsed_s") == 12.5 and led.meta("x") == 1  # another worker's larger value stays
+    t = led.ask({**FAM.baseline(), "unroll": 4})
+    led.record(t, _attempt(t, Verdict.rejected("perf", "slower"), 0.9), meta_max={"elapsed_s": 20.0})
+    assert led.meta("elapsed_s") == 20.0
+    assert [a.id for a in led.attempts()] == [0, 1, 2]
+
+
+def test_fixed_ask_still_refuses_a_knob_whose_values_changed(tmp_path):
+    led = _ledger(tmp_path)
+    _run(led, dict(FAM.baseline()), Verdict(status="baseline"), 1.0)
+    knobs = [k if k.name != "block" else dataclasses.replace(k, values=(*k.values, 2048)) for k in FAM.knobs]
+    other = Ledger(_url(tmp_path), "c1", knobs)
+    with pytest.raises(ValueError):  # Optuna's distribution check, made once per Ledger and knob
+        other.ask({**FAM.baseline(), "block": 2048})
+    assert len(other.study.get_trials()) == 1  # nothing written
