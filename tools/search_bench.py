@@ -45,6 +45,13 @@ Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
   reason, for a family whose campaign runs in tolerance mode. Where the simulation
   differs from a real Kernel Tuner run, and why: docs/search-efficiency.md.
 
+``--retries N`` sets the ``retries`` option of the Optuna proposers (asks per proposal before the random
+fallback; default: theirs, 100). It is a different configuration of those peers, not a faster way to run the
+same one: on a space where the sampler keeps proposing genomes ``family.check`` rules out or that were tried
+(mhc_prenorm_gemm: 56% of the knob product is invalid), nearly every ask of a proposal is spent that way, the
+study fills with FAIL trials and every strategy x seed costs about ``retries`` asks per evaluation. The table
+block of such a run is its own (``-retries-N`` in its markers) and its "Seeds:" line says the value.
+
 A run that never reaches the target is a failure and counts as the space size
 (the cap) in the statistics; the success column says how many runs got there.
 """
@@ -525,11 +532,20 @@ STRATEGIES = [
 ]
 
 
+def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
+    """The strategy's proposer options, with ``retries`` set when it is given and the proposer is an Optuna one."""
+    from evo.proposers import PROPOSERS, OptunaSampler
+
+    if retries is None or s.kind != "evo" or not issubclass(PROPOSERS[s.name], OptunaSampler):
+        return dict(s.options)
+    return {**s.options, "retries": retries}
+
+
 def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(STRATEGIES), tabu: bool = True,
           out: Callable[[str], None] = print, first_seed: int = 0,
-          static_key: bool = True) -> tuple[dict[str, list[Run]], dict[str, str]]:
+          static_key: bool = True, retries: int | None = None) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
-    reasons."""
+    reasons. ``retries``: the Optuna proposers' retries option (None: their default)."""
     runs: dict[str, list[Run]] = {}
     skipped: dict[str, str] = {}
     missing = kernel_tuner_missing()
@@ -552,7 +568,8 @@ def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(
             rs = []
             for seed in range(first_seed, first_seed + seeds):
                 if s.kind == "evo":
-                    rs.append(run_proposer(space, s.name, seed, s.options, tabu=tabu, static_key=static_key))
+                    rs.append(run_proposer(space, s.name, seed, optuna_options(s, retries), tabu=tabu,
+                                           static_key=static_key))
                 else:
                     rs.append(run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options))
                 rs[-1].strategy = s.label
@@ -643,8 +660,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-tabu", action="store_true", help="do not give evo's proposers the campaign's tabu")
     ap.add_argument("--no-static-key", action="store_true",
                     help="do not give the surrogate the sweep's SASS digests (what a CPU compile tells)")
+    ap.add_argument("--retries", type=int, default=None,
+                    help="asks per proposal of the Optuna proposers before their random fallback (default: theirs, "
+                         "100); another configuration of those peers, reported as such")
     ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
     args = ap.parse_args(argv)
+    if args.retries is not None and not 1 <= args.retries <= 10000:
+        ap.error("--retries: 1..10000")
 
     space = load_space(args.family, args.sweep, args.config)
     chosen = STRATEGIES
@@ -657,7 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
           f"target >= {space.target:.4f}x ({len(hits)} genome(s)); correctness mode {space.mode}")
     runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu, first_seed=args.first_seed,
-                          static_key=not args.no_static_key)
+                          static_key=not args.no_static_key, retries=args.retries)
     lines = table(runs, space.size)
     summary = verdict(runs, space.size) if runs else []
     print()
@@ -672,9 +694,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def doc_tag(family: str, no_tabu: bool = False, first_seed: int = 0) -> str:
-    """The name of a run's block in the markdown file: one per family, tabu setting and first seed."""
-    return f"search-bench-{family}" + ("-no-tabu" if no_tabu else "") + (f"-from-{first_seed}" if first_seed else "")
+def doc_tag(family: str, no_tabu: bool = False, first_seed: int = 0, retries: int | None = None) -> str:
+    """The name of a run's block in the markdown file: one per family, tabu setting, first seed and Optuna retries."""
+    return (f"search-bench-{family}" + ("-no-tabu" if no_tabu else "") + (f"-from-{first_seed}" if first_seed else "")
+            + (f"-retries-{retries}" if retries is not None else ""))
 
 
 def _markers(tag: str) -> tuple[str, str]:
@@ -686,8 +709,8 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
     """Put the table, the command, the date and the sweep between this run's markers in ``path`` (or append them).
 
     The markers are ``<!-- search-bench-<family>:begin/end -->``, with ``-no-tabu`` appended for a ``--no-tabu``
-    run and ``-from-<N>`` for ``--first-seed N`` (N > 0), so every family's tables can live in one document; text
-    outside the markers is left alone.
+    run, ``-from-<N>`` for ``--first-seed N`` (N > 0) and ``-retries-<N>`` for ``--retries N``, so every family's
+    tables can live in one document; text outside the markers is left alone.
     """
     cmd = "python tools/search_bench.py " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("search_bench.py") \
         else f"tools/search_bench.py main({shlex.join(sys.argv[1:])})"
@@ -699,7 +722,7 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
 
     kt = _dist_version("kernel_tuner")
     valid = sum(1 for g in space.genomes if space.objective(g) is not None)
-    tag = doc_tag(space.family.name, args.no_tabu, args.first_seed)
+    tag = doc_tag(space.family.name, args.no_tabu, args.first_seed, getattr(args, "retries", None))
     begin, end = _markers(tag)
     block = [begin, "",
              f"Command: `{cmd.strip()}`  ",
@@ -708,7 +731,8 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
              f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
              f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "
              f"{space.mode}; campaign tabu for evo's proposers: {'off' if args.no_tabu else 'on'}; SASS digests for "
-             f"the surrogate: {'off' if args.no_static_key else 'on'}; optuna {optuna.__version__}; "
+             f"the surrogate: {'off' if args.no_static_key else 'on'}; retries of the Optuna proposers: "
+             f"{_retries_text(getattr(args, 'retries', None))}; optuna {optuna.__version__}; "
              f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
              "", *lines, "", *[f"- {s}" for s in summary],
              *[f"- skipped {k}: {why}" for k, why in skipped.items()], "", end]
@@ -720,6 +744,13 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
         text = (text.rstrip() + "\n\n" if text else "") + "\n".join(block) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def _retries_text(retries: int | None) -> str:
+    from evo.proposers import OptunaSampler
+
+    return f"{OptunaSampler.RETRIES} (their default)" if retries is None else f"{retries} (--retries; default " \
+        f"{OptunaSampler.RETRIES})"
 
 
 def _dist_version(name: str) -> str | None:
