@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Session 4, call d, on nvidia-h200-x2 (2026-11-30): attempts per hour of one `evo worker` against two, with
+# proposals reserved in the ledger when proposed (evo/workers.py). Same config, fresh campaigns, 2 min each.
+# Call c measured 1.18x; this repeats it with one OpenBLAS thread per evo process (evo/cli.py), GPU 1 idle in
+# phase 1 this time.
+#  phase 1: one worker on GPU 0;
+#  phase 2: two workers, one per GPU, on one SQLite ledger.
+#   bash tools/h200/session4-d.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache-d PYTHONUNBUFFERED=1
+T0=$(date +%s)
+el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+R=$OUT/d; mkdir -p $R
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
+rm -rf logs/mhc_pre_1w logs/mhc_pre_2w
+for c in 1w 2w; do sed -e "s/^campaign: mhc_pre_big_fuse/campaign: mhc_pre_$c/" configs/mhc_pre_big_fuse.yaml > configs/mhc_pre_$c.yaml; done
+pack() { cp -r logs/mhc_pre_1w logs/mhc_pre_2w $R/ 2>/dev/null; tar czf $OUT/d.tgz -C $OUT d 2>/dev/null; }
+el "phase 1: one worker" | tee -a $R/timeline.txt
+( CUDA_VISIBLE_DEVICES=0 timeout 220 python3 -m evo worker configs/mhc_pre_1w.yaml --minutes 2 --attempts 5000 > $R/1w-worker.txt 2>&1; echo "rc=$?" >> $R/1w-worker.txt ) &
+P0=$!
+wait $P0; el "phase 1 done" | tee -a $R/timeline.txt; tail -n 3 $R/1w-worker.txt; pack
+el "phase 2: two workers" | tee -a $R/timeline.txt
+for i in 0 1; do
+  ( CUDA_VISIBLE_DEVICES=$i timeout 220 python3 -m evo worker configs/mhc_pre_2w.yaml --minutes 2 --attempts 5000 > $R/2w-worker$i.txt 2>&1; echo "rc=$?" >> $R/2w-worker$i.txt ) &
+  sleep 1
+done
+wait; el "phase 2 done" | tee -a $R/timeline.txt; tail -n 3 $R/2w-worker0.txt $R/2w-worker1.txt
+python3 -m evo log configs/mhc_pre_2w.yaml > /dev/null 2>&1; python3 -m evo log configs/mhc_pre_1w.yaml > /dev/null 2>&1
+python3 - > $R/throughput.txt 2>&1 <<'PY'
+# attempts per hour from the ledgers: first to last attempt of the measuring loop (baseline and set-up excluded)
+import json, sqlite3, statistics
+from datetime import datetime
+for name in ("mhc_pre_1w", "mhc_pre_2w"):
+    con = sqlite3.connect(f"logs/{name}/ledger.db")
+    rows = con.execute("select t.datetime_start, t.datetime_complete, a.value_json from trials t join trial_user_attributes a "
+                       "on a.trial_id = t.trial_id where a.key = 'attempt' order by t.number").fetchall()
+    atts = [(datetime.fromisoformat(s), datetime.fromisoformat(c), json.loads(json.loads(v))) for s, c, v in rows]
+    loop = [x for x in atts if x[2]["verdict"]["status"] != "baseline"]
+    span = (max(c for _, c, _ in loop) - min(s for s, _, _ in loop)).total_seconds()
+    workers = {x[2].get("device", {}).get("worker", "-") for x in loop}
+    cyc = [x[2]["cycle_s"] for x in loop if x[2].get("cycle_s")]
+    print(f"{name}: {len(loop)} attempts by {len(workers)} worker(s) in {span:.1f} s = {3600 * len(loop) / span:.0f} per hour; "
+          f"median cycle {statistics.median(cyc):.3f} s; interrupted {sum(x[2]['verdict'].get('kind') == 'interrupted' for x in loop)}")
+PY
+cat $R/throughput.txt; pack
