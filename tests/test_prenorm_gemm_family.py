@@ -375,13 +375,17 @@ def test_faulty_sources_compile():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("changes", [
-    {}, {"split_k": 32, "token_tile": 8}, {"split_k": 16, "token_tile": 1, "k_tile": 128, "stages": 2},
-    {"split_k": 8, "stages": 0, "tokens_per_thread": 4, "token_tile": 16, "threads": 128},
-    {"math": "mma"}, {"math": "mma", "split_k": 32, "token_tile": 16, "k_tile": 128, "stages": 2},
-    {"math": "mma", "split_k": 4, "token_tile": 64, "threads": 128, "stages": 0},
+@pytest.mark.parametrize("changes, within", [
+    ({}, True), ({"split_k": 32, "token_tile": 8}, True),
+    ({"split_k": 16, "token_tile": 1, "k_tile": 128, "stages": 2}, True),
+    ({"split_k": 8, "stages": 0, "tokens_per_thread": 4, "token_tile": 16, "threads": 128}, True),
+    # the bf16x3 mma path with few K splits: long fp32 chains in the tensor cores, more than twice the
+    # baseline's error against float64 (the recorded H200 sweep's tolerance gate rejects both); with 32 splits
+    # it passes (43.8x in the sweep)
+    ({"math": "mma"}, False), ({"math": "mma", "split_k": 32, "token_tile": 16, "k_tile": 128, "stages": 2}, True),
+    ({"math": "mma", "split_k": 4, "token_tile": 64, "threads": 128, "stages": 0}, False),
 ])
-def test_gpu_partials_match_reference(changes):
+def test_gpu_partials_match_reference(changes, within):
     import cupy
     import numpy as np
 
@@ -392,6 +396,7 @@ def test_gpu_partials_match_reference(changes):
     built = b.build(genome)
     base_built = b.build(FAM.baseline())
     poison = int.from_bytes(b"\xa5" * 4, "little", signed=True)
+    oks = {}
     for g in geos:
         errs = {}
         for which, bt, gen in (("base", base_built, FAM.baseline()), ("cand", built, genome)):
@@ -413,8 +418,12 @@ def test_gpu_partials_match_reference(changes):
             cmp = FAM.compare_view(outs, gen, g)
             errs[which] = {n: _rel(cmp[n], ref[n]) for n in ref}
             emu = FAM.emulate({k: v.cpu() for k, v in inputs.items()}, gen, g)
+            # the emulation models an mma's inner sum as a plain fp32 sum; the tensor cores' accumulation
+            # differs from it by 1.3e-5 at split_k 1 (logs/h200/2026-11-30-session4/e/pytest-gpu.txt)
+            agree = 1e-4 if gen["math"] == "mma" else 1e-5
             for n, w in FAM.written_view(outs, gen, g).items():
-                assert _rel(w.cpu(), emu[n]) < 1e-5, (which, n, g.name)
+                assert _rel(w.cpu(), emu[n]) < agree, (which, n, g.name, _rel(w.cpu(), emu[n]))
         for n in errs["cand"]:
             assert errs["base"][n] < FAM.error_bound(n)
-            assert errs["cand"][n] <= 2.0 * max(errs["base"][n], 1e-12), (n, g.name, errs)
+        oks[g.name] = (all(errs["cand"][n] <= 2.0 * max(errs["base"][n], 1e-12) for n in errs["cand"]), errs)
+    assert all(ok for ok, _ in oks.values()) == within, oks  # the gate judges every geometry
