@@ -303,3 +303,34 @@ def test_doc_blocks_per_family_tabu_and_first_seed(space, tmp_path):
                 "search-bench-mhc_pre_big_fuse-from-100"):
         assert text.count(f"<!-- {tag}:begin -->") == 1 and text.count(f"<!-- {tag}:end -->") == 1
     assert "Seeds: 1 (100..100)" in text and "correctness mode exact" in text
+
+
+def test_jobs_give_the_same_runs_sooner(space):
+    """--jobs runs the seeds of evo's (and Optuna's) strategies in forked processes: every run is seeded, so the
+    runs are the same as in one process, in seed order."""
+    chosen = [s for s in sb.STRATEGIES if s.label in ("evo surrogate", "evo random", "optuna NSGA-II")]
+    one, _ = sb.bench(space, 3, chosen, out=lambda _: None, first_seed=5)
+    two, _ = sb.bench(space, 3, chosen, out=lambda _: None, first_seed=5, jobs=2)
+    assert one.keys() == two.keys() and len(one) == 3
+    for label in one:
+        assert [(r.strategy, r.seed, r.evals, r.keys) for r in one[label]] == \
+            [(r.strategy, r.seed, r.evals, r.keys) for r in two[label]], label
+    assert sb._POOL_SPACE is None
+
+
+def test_bench_bound_median_lower_bound(space, capsys):
+    from tools import bench_bound as bb
+
+    # 20 runs: the median is the mean of the 10th and 11th; both exceed the cap when at most 9 reached it
+    assert bb.median_at_least(9, 20, 107) == 108 and bb.median_at_least(10, 20, 107) is None
+    assert bb.median_at_least(10, 21, 50) == 51 and bb.median_at_least(11, 21, 50) is None
+    assert bb.median_at_least(0, 1, 5) == 6
+    assert bb.exact_median([5, 7, 9], 4) == 8 and bb.exact_median([5, 7], 4) is None  # 4 runs: middle 2nd, 3rd
+    assert bb.exact_median([3, 1, 2], 5) == 3 and bb.exact_median([1, 2], 5) is None
+    bb.main(["--family", "mhc_pre_big_fuse", "--strategy", "random", "--cap", "3", "--seeds", "3"])
+    out = capsys.readouterr().out
+    assert out.count("seed ") == 3 and "evo random on mhc_pre_big_fuse: " in out
+    runs = [sb.run_proposer(space, "random", s, cap=3) for s in range(3)]
+    reached = sum(r.ok for r in runs)
+    assert f"{reached} of 3 runs reached the target within 3 evaluations" in out
+    assert all(len(r.keys) <= 3 for r in runs)

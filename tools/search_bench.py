@@ -541,11 +541,39 @@ def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
     return {**s.options, "retries": retries}
 
 
+_POOL_SPACE: Space | None = None  # the space of a --jobs pool's workers (inherited through fork)
+
+
+def _pool_run(args: tuple[str, int, dict[str, Any], bool, bool]) -> Run:
+    name, seed, options, tabu, static_key = args
+    assert _POOL_SPACE is not None
+    return run_proposer(_POOL_SPACE, name, seed, options, tabu=tabu, static_key=static_key)
+
+
+def _evo_runs(space: Space, name: str, seeds: range, options: dict[str, Any], tabu: bool, static_key: bool,
+              jobs: int) -> list[Run]:
+    """One evo strategy over the seeds, in ``jobs`` forked processes (every run is seeded: the same runs)."""
+    if jobs <= 1 or len(seeds) <= 1:
+        return [run_proposer(space, name, seed, options, tabu=tabu, static_key=static_key) for seed in seeds]
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    global _POOL_SPACE
+    _POOL_SPACE = space
+    try:
+        with cf.ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=mp.get_context("fork")) as ex:
+            return list(ex.map(_pool_run, [(name, seed, options, tabu, static_key) for seed in seeds]))
+    finally:
+        _POOL_SPACE = None
+
+
 def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(STRATEGIES), tabu: bool = True,
           out: Callable[[str], None] = print, first_seed: int = 0,
-          static_key: bool = True, retries: int | None = None) -> tuple[dict[str, list[Run]], dict[str, str]]:
+          static_key: bool = True, retries: int | None = None,
+          jobs: int = 1) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
-    reasons. ``retries``: the Optuna proposers' retries option (None: their default)."""
+    reasons. ``retries``: the Optuna proposers' retries option (None: their default). ``jobs``: processes for the
+    seeds of evo's proposers (Optuna's included); Kernel Tuner's runs stay in this one."""
     runs: dict[str, list[Run]] = {}
     skipped: dict[str, str] = {}
     missing = kernel_tuner_missing()
@@ -565,14 +593,14 @@ def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(
             if s.kind == "kt" and cache_file is None:
                 cache_file = write_kt_cache(space, Path(tmp) / f"{space.family.name}.json", problem_size)
             t0 = time.perf_counter()
-            rs = []
-            for seed in range(first_seed, first_seed + seeds):
-                if s.kind == "evo":
-                    rs.append(run_proposer(space, s.name, seed, optuna_options(s, retries), tabu=tabu,
-                                           static_key=static_key))
-                else:
-                    rs.append(run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options))
-                rs[-1].strategy = s.label
+            if s.kind == "evo":
+                rs = _evo_runs(space, s.name, range(first_seed, first_seed + seeds), optuna_options(s, retries),
+                               tabu, static_key, jobs)
+            else:
+                rs = [run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options)
+                      for seed in range(first_seed, first_seed + seeds)]
+            for r in rs:
+                r.strategy = s.label
             runs[s.label] = rs
             st = stats(rs, space.size)
             out(f"{s.label}: median {st['median']:g} evaluations, {st['success']}/{len(rs)} reached the target "
@@ -663,6 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--retries", type=int, default=None,
                     help="asks per proposal of the Optuna proposers before their random fallback (default: theirs, "
                          "100); another configuration of those peers, reported as such")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="processes for the seeds of evo's and Optuna's strategies (the same runs, sooner)")
     ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
     args = ap.parse_args(argv)
     if args.retries is not None and not 1 <= args.retries <= 10000:
@@ -678,8 +708,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f" ({space.created}); space: {space.size} genomes, "
           f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
           f"target >= {space.target:.4f}x ({len(hits)} genome(s)); correctness mode {space.mode}")
+    if not 1 <= args.jobs <= 256:
+        ap.error("--jobs: 1..256")
     runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu, first_seed=args.first_seed,
-                          static_key=not args.no_static_key, retries=args.retries)
+                          static_key=not args.no_static_key, retries=args.retries, jobs=args.jobs)
     lines = table(runs, space.size)
     summary = verdict(runs, space.size) if runs else []
     print()
