@@ -196,6 +196,7 @@ from evo.family import load_family
 from evo.ledger import Ledger
 fam = load_family("mhc_pre_big_fuse")
 led = Ledger(sys.argv[1], sys.argv[2], fam.knobs, shared=True)
+led.limit = int(sys.argv[3])  # as a worker does: a trial beyond the budget is refused, not taken
 t = led.ask({**fam.baseline(), "block": 512, "unroll": 4})
 print(t.number, flush=True)
 time.sleep(600)
@@ -211,7 +212,7 @@ def test_a_killed_worker_is_recovered_by_the_others(storage, tmp_path):
     end = time.monotonic() + 120
     while len(led.attempts()) < 3 and time.monotonic() < end and all(p.poll() is None for p in procs):
         time.sleep(0.1)
-    asker = subprocess.Popen([sys.executable, "-c", ASKER, url, campaign], cwd=tmp_path, env=_env(),
+    asker = subprocess.Popen([sys.executable, "-c", ASKER, url, campaign, str(BUDGET)], cwd=tmp_path, env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert asker.stdout is not None
     line = asker.stdout.readline()
