@@ -575,14 +575,15 @@ class Campaign:
         return Prefetcher(str(self.cfg.path), self.builder.arch, n)
 
     @staticmethod
-    def _compile_ahead(prefetch: Any, proposer: Any, prop: Proposal, attempts: list[Attempt],
-                       seen: set[str]) -> Proposal | None:
-        """Compile ``prop`` and the proposal after it in the prefetch processes; return that next one once
-        ``prop``'s build is in the cache. Like a second worker, the next proposal lags one result."""
+    def _compile_ahead(prefetch: Any, prop: Proposal, propose_next: Callable[[], Any],
+                       genome_of: Callable[[Any], Genome] = lambda p: p.genome) -> Any:
+        """Compile ``prop`` and the proposal after it (``propose_next()``, None for none) in the prefetch processes;
+        return that next one once ``prop``'s build is in the cache. Like a second worker, the next proposal lags
+        one result. ``genome_of``: the genome of what ``propose_next`` returns (evo worker: a reserved trial's)."""
         prefetch.submit(prop.genome)
-        pending = proposer.propose(attempts, seen | {prop.genome.key})
+        pending = propose_next()
         if pending is not None:
-            prefetch.submit(pending.genome)
+            prefetch.submit(genome_of(pending))
         prefetch.wait(prop.genome)
         return pending
 
@@ -651,7 +652,8 @@ class Campaign:
                     stopped = "search space exhausted (every valid genome was tried)"
                     break
                 if prefetch is not None:
-                    pending = self._compile_ahead(prefetch, proposer, prop, attempts, seen)
+                    pending = self._compile_ahead(
+                        prefetch, prop, lambda: proposer.propose(attempts, seen | {prop.genome.key}))
                 a = self.evaluate(prop)
                 new += 1
                 # Kept current so a killed session's time still counts against budget.minutes.

@@ -184,20 +184,6 @@ class WorkerCampaign(Campaign):
                     raise
         raise AssertionError("unreachable")
 
-    def _compile_ahead_reserved(self, prefetch: Any, proposer: Any, prop: Proposal,
-                                view: View) -> tuple[Proposal, Any] | None:
-        """Campaign._compile_ahead for run()'s step when it compiles ahead (worker.prefetch), with the next
-        proposal reserved before its compile is submitted: (proposal, trial), or None when none could be."""
-        prefetch.submit(prop.genome)
-        try:
-            pending = self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
-        except (GenomeTaken, BudgetTaken):  # none ahead this time: the next step proposes in-line
-            pending = None
-        if pending is not None:
-            prefetch.submit(pending[0].genome)
-        prefetch.wait(prop.genome)
-        return pending
-
     def run(self) -> RunSummary:
         self.setup()
         led, budget = self.ledger, self.cfg.budget
@@ -269,7 +255,14 @@ class WorkerCampaign(Campaign):
                         break
                     prop, trial = got
                 if prefetch is not None:
-                    pending = self._compile_ahead_reserved(prefetch, proposer, prop, view)
+                    # the next proposal reserved before its compile is submitted; none ahead when it cannot be
+                    def reserve_next(prop: Proposal = prop, view: View = view) -> tuple[Proposal, Any] | None:
+                        try:
+                            return self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
+                        except (GenomeTaken, BudgetTaken):  # the next step proposes in-line
+                            return None
+
+                    pending = self._compile_ahead(prefetch, prop, reserve_next, genome_of=lambda p: p[0].genome)
                 measure(prop, trial)
         except KeyboardInterrupt:  # reserved trials are left RUNNING: recover() records them as interrupted
             stopped = "interrupted by the user"

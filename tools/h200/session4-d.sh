@@ -27,20 +27,5 @@ for i in 0 1; do
 done
 wait; el "phase 2 done" | tee -a $R/timeline.txt; tail -n 3 $R/2w-worker0.txt $R/2w-worker1.txt
 python3 -m evo log configs/mhc_pre_2w.yaml > /dev/null 2>&1; python3 -m evo log configs/mhc_pre_1w.yaml > /dev/null 2>&1
-python3 - > $R/throughput.txt 2>&1 <<'PY'
-# attempts per hour from the ledgers: first to last attempt of the measuring loop (baseline and set-up excluded)
-import json, sqlite3, statistics
-from datetime import datetime
-for name in ("mhc_pre_1w", "mhc_pre_2w"):
-    con = sqlite3.connect(f"logs/{name}/ledger.db")
-    rows = con.execute("select t.datetime_start, t.datetime_complete, a.value_json from trials t join trial_user_attributes a "
-                       "on a.trial_id = t.trial_id where a.key = 'attempt' order by t.number").fetchall()
-    atts = [(datetime.fromisoformat(s), datetime.fromisoformat(c), json.loads(json.loads(v))) for s, c, v in rows]
-    loop = [x for x in atts if x[2]["verdict"]["status"] != "baseline"]
-    span = (max(c for _, c, _ in loop) - min(s for s, _, _ in loop)).total_seconds()
-    workers = {x[2].get("device", {}).get("worker", "-") for x in loop}
-    cyc = [x[2]["cycle_s"] for x in loop if x[2].get("cycle_s")]
-    print(f"{name}: {len(loop)} attempts by {len(workers)} worker(s) in {span:.1f} s = {3600 * len(loop) / span:.0f} per hour; "
-          f"median cycle {statistics.median(cyc):.3f} s; interrupted {sum(x[2]['verdict'].get('kind') == 'interrupted' for x in loop)}")
-PY
+python3 tools/h200/throughput.py mhc_pre_1w mhc_pre_2w > $R/throughput.txt 2>&1
 cat $R/throughput.txt; pack
