@@ -25,6 +25,7 @@ from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built, Builder
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
+STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
 GUARD, GUARD_BYTES = 0xCD, 4096  # bands around every output buffer catch writes past its ends
 
 
@@ -167,6 +168,8 @@ class GpuBackend:
         lc = self.family.launch(loaded.genome, g)
         args = self._args(inputs, outputs, g)
         torch = self.torch
+        if lc.shared_bytes > STATIC_SMEM_LIMIT:  # more than 48 KiB of dynamic shared memory needs the opt-in
+            fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
 
         def launch() -> None:
             # CuPy must launch on torch's current stream, or a torch graph capture records nothing.

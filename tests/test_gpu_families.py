@@ -86,10 +86,14 @@ def test_variants_keep_bits_or_tolerance(env):
 
 
 FP4_MMA = [  # expand = mma: tensor cores, K split 1/2/4, 1-4 tiles per warp, unroll 1/2/4 (every lead of the window)
-    dict(rows_per_block=16, warps=1, row_groups=1, unroll=4),
-    dict(rows_per_block=32, warps=4, row_groups=2, unroll=2),
-    dict(rows_per_block=64, warps=4, row_groups=4, unroll=1),
-    dict(rows_per_block=32, warps=1, row_groups=1, unroll=1),
+    dict(qload="words_funnel", rows_per_block=16, warps=1, row_groups=1, unroll=4),
+    dict(qload="words_funnel", rows_per_block=32, warps=4, row_groups=2, unroll=2),
+    dict(qload="words_funnel", rows_per_block=64, warps=4, row_groups=4, unroll=1),
+    dict(qload="words_funnel", rows_per_block=32, warps=1, row_groups=1, unroll=1),
+    # persistent blocks, the padded cp.async ring in dynamic shared memory (over 48 KiB: the launch opts in)
+    dict(qload="cp_async", rows_per_block=32, warps=8, row_groups=4, unroll=1),
+    dict(qload="cp_async", rows_per_block=16, warps=2, row_groups=2, unroll=4),
+    dict(qload="cp_async", rows_per_block=64, warps=4, row_groups=1, unroll=1),
 ]
 
 
@@ -98,11 +102,13 @@ def test_fp4_mma_is_sound_and_k_split_within_tolerance(env):
     """Every expand=mma genome writes every output once, finite, without races; with K split (row_groups 2, 4)
     its error stays within the gate's 2x of the baseline's. Without the split one lane sums 224 block
     products in a row: 2.1x at in7168_out7168_bf16 on the H200 (logs/h200/2026-11-30-session4/a), so the
-    gate rejects those genomes in tolerance mode; their right verdict, not a bug."""
+    gate rejects those genomes in tolerance mode; their right verdict, not a bug. qload = cp_async keeps 4
+    chains per lane (one per block position in a group of 4): within the gate at any split (<= 1.12x on the H200,
+    logs/h200/2026-12-01-session5/a)."""
     fam, geos, b, be, _ = env
     problems = []
     for ch in FP4_MMA:
-        g = fam.baseline().replace(expand="mma", qload="words_funnel", **ch)
+        g = fam.baseline().replace(expand="mma", **ch)
         assert fam.check(g, geos) is None, fam.check(g, geos)
         ev = be.correctness(be.load(b.build(g), g))
         v = correctness_gate(ev, be.baseline_hashes, "tolerance", None, be.baseline_errors, 2.0)
@@ -111,6 +117,6 @@ def test_fp4_mma_is_sound_and_k_split_within_tolerance(env):
         print(f"mma {ch}: error / baseline's error {errs}")
         if any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks):
             problems.append((ch, "broken output"))
-        if ch["row_groups"] > 1 and not v.ok:
+        if (ch["row_groups"] > 1 or ch["qload"] == "cp_async") and not v.ok:
             problems.append((ch, v.reason))
     assert not problems, problems

@@ -93,10 +93,11 @@ def test_knob_space_size_and_exactness(name):
     geos = REAL[name]
     space = [Genome(dict(zip([k.name for k in fam.knobs], v))) for v in itertools.product(*(k.values for k in fam.knobs))]
     valid = [g for g in space if fam.check(g, geos) is None]
-    # moe_q2_matvec: 5184 genomes (codebook registers_pairs / split, 4 rows per warp), 3024 valid here
-    limit = {"moe_q2_matvec": 3500}.get(name, 1500)
+    # moe_q2_matvec: 6048 genomes (codebooks registers_pairs / split / shared_replicated_prmt, 4 rows per warp),
+    # 3528 valid here; fp4_matvec: 1586 valid (qload = cp_async up to 227 KiB of dynamic shared memory)
+    limit = {"moe_q2_matvec": 3600}.get(name, 1700)
     assert 100 < len(valid) <= limit, len(valid)
-    assert name != "moe_q2_matvec" or len(space) <= 6000, len(space)
+    assert name != "moe_q2_matvec" or len(space) <= 6100, len(space)
     # every knob value is reachable in some valid genome
     for k in fam.knobs:
         assert {g[k.name] for g in valid} == set(k.values), k.name

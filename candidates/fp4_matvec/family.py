@@ -28,12 +28,13 @@ BLOCK = 32
 BLOCK_BYTES = 17
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 PAD_BYTE = 0xFF
-SMEM_LIMIT = 48 * 1024  # static shared memory per block (no opt-in attribute is set at launch)
+SMEM_LIMIT = 48 * 1024  # static shared memory per block (the paths without dynamic shared memory)
 SMEM_PER_SM = 228 * 1024  # H100 / H200: shared memory per SM (1 KiB of it reserved per resident block)
+SMEM_OPTIN = 227 * 1024  # H100 / H200: most dynamic shared memory one block may ask for (the launch opts in)
 THREADS_PER_SM = 2048
 # qload = cp_async asks ptxas for as many resident blocks as leave each thread this many registers (what the
 # expansions need at most without spilling, from the ptxas reports of the whole space: f16 95, prmt 96, tables 255)
-MIN_REGS = {"f16": 96, "prmt": 96}
+MIN_REGS = {"f16": 80, "prmt": 96, "mma": 128}
 MIN_REGS_TABLES = 128
 DEFAULT_SMS = 132  # H200; the launch asks the device when torch sees one
 
@@ -48,11 +49,17 @@ def virtual_lanes(row_groups: int) -> int:
     return 128 if row_groups == 4 else 64
 
 
-def cp_async_smem(genome: Mapping[str, Any], n_in: int) -> int:
-    """Static shared memory of qload = cp_async (kernel.cu): x as fp32, the ring, the row-group partials, the table."""
+def cp_async_dynamic_smem(genome: Mapping[str, Any], n_in: int) -> int:
+    """Dynamic shared memory of qload = cp_async (kernel.cu): x as fp32 and the ring of unroll + 1 stages."""
     R, G, U = genome["rows_per_block"], genome["row_groups"], genome["unroll"]
-    ring = (U + 1) * R * BLOCK_BYTES * virtual_lanes(G)
-    return n_in * 4 + ring + (R * G * 4 if G > 1 else 0) + (64 if genome["expand"] == "lut_shared" else 0)
+    return n_in * 4 + (U + 1) * R * BLOCK_BYTES * virtual_lanes(G)
+
+
+def cp_async_smem(genome: Mapping[str, Any], n_in: int) -> int:
+    """All shared memory of qload = cp_async: the dynamic part, the row-group partials and the table (static)."""
+    R, G = genome["rows_per_block"], genome["row_groups"]
+    static = (R * G * 4 if G > 1 else 0) + (64 if genome["expand"] == "lut_shared" else 0)
+    return cp_async_dynamic_smem(genome, n_in) + static
 
 
 def cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
@@ -62,6 +69,27 @@ def cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
     by_smem = SMEM_PER_SM // (cp_async_smem(genome, n_in) + 1024)
     regs = MIN_REGS.get(genome["expand"], MIN_REGS_TABLES)
     return max(1, min(by_smem, THREADS_PER_SM // threads, 32, 65536 // (threads * regs)))
+
+
+# expand = mma with qload = cp_async (kernel.cu): slices of 64 blocks, each ring row at a pitch of 1088 + 16 bytes
+MMA_STEP_BLOCKS = 64
+MMA_PITCH = 17 * MMA_STEP_BLOCKS + 16
+
+
+def mma_cp_async_smem(genome: Mapping[str, Any], n_in: int) -> int:
+    """Dynamic shared memory of expand = mma with qload = cp_async: x as three f16 parts (192 B a block) and
+    the blocks' factors (4 B), the ring of unroll + 1 stages, the row-group partials."""
+    R, G, U = genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+    nblk = n_in // BLOCK
+    return nblk * (192 + 4) + (U + 1) * R * MMA_PITCH + (G * R * 4 if G > 1 else 0)
+
+
+def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
+    """Resident blocks per SM of expand = mma with qload = cp_async (launch bounds minimum and the persistent
+    grid): what shared memory, the thread limit and MIN_REGS registers a thread allow."""
+    threads = 32 * genome["warps"]
+    by_smem = SMEM_PER_SM // (mma_cp_async_smem(genome, n_in) + 1024)
+    return max(1, min(by_smem, THREADS_PER_SM // threads, 32, 65536 // (threads * MIN_REGS["mma"])))
 
 
 def sm_count() -> int:
@@ -158,9 +186,9 @@ class Fp4Matvec(Family):
                         "step, over 8 (register budget)")
             for g in geometries:
                 smem = cp_async_smem(genome, g["in"])
-                if smem > SMEM_LIMIT:
+                if smem > SMEM_OPTIN:
                     return (f"qload=cp_async at {g.name}: x ({g['in'] * 4} B) + {U + 1} ring stages x {R} rows x "
-                            f"{BLOCK_BYTES * virtual_lanes(G)} B = {smem} B of shared memory, over {SMEM_LIMIT}")
+                            f"{BLOCK_BYTES * virtual_lanes(G)} B = {smem} B of shared memory, over {SMEM_OPTIN}")
         else:
             inflight = (R // wpg) * chains * U
             if inflight > 8:
@@ -174,12 +202,27 @@ class Fp4Matvec(Family):
     def _check_mma(self, genome: Mapping[str, Any], geometries) -> str | None:
         W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
         wpg = W // G
-        if genome["qload"] != "words_funnel":
-            return "expand=mma reads each lane's 4 code bytes as one funnel-shifted window (qload=words_funnel)"
+        if genome["qload"] not in ("words_funnel", "cp_async"):
+            return ("expand=mma reads each lane's 4 code bytes as one funnel-shifted window, from global memory "
+                    "(qload=words_funnel) or from a cp.async ring (qload=cp_async)")
         if R % (16 * wpg):
             return (f"expand=mma: rows_per_block={R} is not a multiple of 16 rows x the {wpg} warps of a row group "
                     "(one mma tile is 16 rows)")
         tiles = R // (16 * wpg)
+        if genome["qload"] == "cp_async":
+            # U is the ring's depth here; registers hold 4 chains x tiles accumulators
+            if tiles > 2:
+                return f"expand=mma, qload=cp_async: {tiles} tiles per warp, over 2 (4 chains x 4 fp32 each)"
+            for g in geometries:
+                if g["in"] % 128:
+                    return f"expand=mma, qload=cp_async at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
+                smem = mma_cp_async_smem(genome, g["in"])
+                if smem > SMEM_OPTIN:
+                    return (f"expand=mma, qload=cp_async at {g.name}: x parts ({g['in'] // BLOCK * 196} B) + {U + 1} "
+                            f"ring stages x {R} rows x {MMA_PITCH} B = {smem} B of shared memory, over {SMEM_OPTIN}")
+                if g["out"] % R:
+                    return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
+            return None
         if tiles * U > 4:
             return f"expand=mma: {tiles} tiles x unroll {U} = {tiles * U} windows in flight per row pair, over 4"
         for g in geometries:
@@ -203,7 +246,8 @@ class Fp4Matvec(Family):
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
         out = super().defines(genome, spec)
         if genome["qload"] == "cp_async":  # only there: the other genomes' sources stay as they were
-            out["EVO_MINB"] = cp_async_blocks_per_sm(genome, spec["in"])
+            out["EVO_MINB"] = (mma_cp_async_blocks_per_sm(genome, spec["in"]) if genome["expand"] == "mma"
+                               else cp_async_blocks_per_sm(genome, spec["in"]))
         return out
 
     def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
@@ -234,9 +278,16 @@ class Fp4Matvec(Family):
     # --- launching --------------------------------------------------------
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
         tiles = geometry["out"] // genome["rows_per_block"]
+        block = (32 * genome["warps"], 1, 1)
+        if genome["qload"] == "cp_async" and genome["expand"] == "mma":  # persistent, dynamic shared memory
+            n_in = geometry["in"]
+            grid = min(tiles, sm_count() * mma_cp_async_blocks_per_sm(genome, n_in))
+            return Launch((grid, 1, 1), block, mma_cp_async_smem(genome, n_in))
         if genome["qload"] == "cp_async":  # persistent: every SM's resident blocks, tiles round-robin
-            tiles = min(tiles, sm_count() * cp_async_blocks_per_sm(genome, geometry["in"]))
-        return Launch((tiles, 1, 1), (32 * genome["warps"], 1, 1), 0)
+            n_in = geometry["in"]
+            tiles = min(tiles, sm_count() * cp_async_blocks_per_sm(genome, n_in))
+            return Launch((tiles, 1, 1), block, cp_async_dynamic_smem(genome, n_in))
+        return Launch((tiles, 1, 1), block, 0)
 
     def arg_types(self) -> str:
         return "pppi"
@@ -263,12 +314,14 @@ FAMILY = Fp4Matvec(
                  "with byte permutes (__byte_perm builds the fp32 bits), or f16: shifts and masks build "
                  "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114), "
                  "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
-                 "f16 parts per block of 32 (not bit-preserving: tolerance mode)"),
+                 "f16 parts per block of 32 (not bit-preserving: tolerance mode; with qload=words_funnel or "
+                 "cp_async)"),
         Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async"), "bytes",
              doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
                  "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
                  "(tile, step) slices streamed by 16-byte cp.async through a ring of unroll + 1 stages, "
-                 "words read from shared memory"),
+                 "words read from shared memory (expand=mma: 64-block slices, rows padded to 1104 B, dynamic shared "
+                 "memory up to 227 KiB, unroll + 1 stages)"),
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
                  "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),

@@ -243,6 +243,44 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // identical in every lane (a + b == b + a)
 }
 
+#if EVO_QLOAD == EVO_QLOAD_CP_ASYNC
+#ifndef EVO_MINB
+#define EVO_MINB 1
+#endif
+#define NT (32 * NWARPS)
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const u32 sa = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The R rows of one slice, nch 16-byte chunks each (row r's chunk c: src + r * ROW_STRIDE + 16c to
+// dst + r * PITCH + 16c). A thread's chunk and row within a pass are fixed (threads >= CH chunks: NT / CH rows
+// per pass), so a copy costs an address add and the cp.async, not a division per chunk.
+template <int CH, int PITCH>
+__device__ __forceinline__ void copy_rows(u8* dst, const u8* __restrict__ src, int nch) {
+  if (NT >= CH) {
+    constexpr int RPP = NT >= CH ? NT / CH : 1;  // rows per pass
+    const int rip = (int)threadIdx.x / CH, c = (int)threadIdx.x - rip * CH;
+    if (rip < RPP && c < nch) {
+#pragma unroll
+      for (int p = 0; p < (R + RPP - 1) / RPP; ++p) {
+        const int r = p * RPP + rip;
+        if ((R % RPP) == 0 || r < R) cp_async16(dst + r * PITCH + 16 * c, src + (size_t)r * ROW_STRIDE + 16 * c);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      for (int c = (int)threadIdx.x; c < nch; c += NT) cp_async16(dst + r * PITCH + 16 * c, src + (size_t)r * ROW_STRIDE + 16 * c);
+  }
+}
+#endif
+
 #if EVO_EXPAND == EVO_EXPAND_MMA
 // ---- expand = mma: tensor cores (mma.sync m16n8k16, f16 in, fp32 accumulate); NOT the fold above ----
 // A warp owns MT tiles of 16 rows and, with row_groups = G, every G-th chunk of U consecutive blocks of K
@@ -253,15 +291,23 @@ __device__ __forceinline__ float warp_sum(float v) {
 // product, so the lane's weights 4t, 4t+2 | 4t+1, 4t+3 (and + 16) fill its k slots 2t, 2t+1 | 2t+8, 2t+9 and
 // B holds x in the same order. x is staged once per thread block as three f16 parts (hi + mid + lo = x * 2^k
 // exactly, with k per block of 32 chosen so that max |x * 2^k| lies in [2^14, 2^15)): B's columns 0, 1, 2 are
-// the parts, columns 3..7 zero, so one mma gives the three partial dot products. y adds, per block,
+// the parts (columns 3..7 repeat part 2 and are dropped), so one mma gives the three partial dot products. y adds, per block,
 // D * 2^(14 - k) * scale in fp32. Products are exact; the sums are the tensor cores' fp32 and the order
 // differs from the fold: tolerance mode (family.inexact_knobs).
+// With qload = cp_async the blocks are persistent (grid = SMs x resident blocks, tiles of R rows round-robin),
+// x's parts are staged once per block and every (tile, step of 64 blocks) slice of the quant bytes streams
+// through a ring of U + 1 stages in dynamic shared memory (16-byte cp.async), each row at a pitch of
+// 1088 + 16 bytes so that the 8 rows of a fragment fall on 8 different bank quads (conflict-free window loads).
+// Warp (kg, wi) takes the 4-block groups kg, kg + G, ... of every step: block 4j + u has lead (u + 1) & 3, a
+// constant, and u keeps its own accumulators (4 shorter fp32 chains, independent work for the scheduler).
 #define MT (R / (16 * WPG))  // 16-row tiles per warp
 #if MT < 1 || (R % (16 * WPG)) != 0
 #error "expand = mma: rows_per_block must be a multiple of 16 x warps per row group"
 #endif
+#if EVO_QLOAD != EVO_QLOAD_CP_ASYNC
 __shared__ __align__(16) uint4 s_xb[NBLK * 12];  // block b, lane t, part p: the 8 halves of lane (p, t)'s B
 __shared__ float s_xf[NBLK];                      // 2^(14 - k_b): back to x's scale, and the weights' 2^-14
+#endif
 
 __device__ __forceinline__ u32 f16_bits(float f) {
   u16 h;
@@ -274,22 +320,15 @@ __device__ __forceinline__ float f16_value(u32 h) {
   return f;
 }
 __device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                "{%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-extern "C" __global__ void __launch_bounds__(32 * NWARPS)
-fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
-           const void* __restrict__ x,  // [in] fp32 or bf16
-           float* __restrict__ y,       // [out]
-           int out) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int kg = warp / WPG, wi = warp % WPG;  // K group, warp within it
-  const int gq = lane >> 2, t = lane & 3;
-
-  // Stage x: one warp per block of 32, lane j holds x_j.
+// Stage x as three f16 parts per block of 32 (one warp per block, lane j holds x_j) and the blocks' 2^(14 - k).
+__device__ __forceinline__ void stage_x_parts(const void* __restrict__ x, uint4* s_xb, float* s_xf, int warp,
+                                              int lane) {
   for (int b = warp; b < NBLK; b += NWARPS) {
 #if EVO_X_BF16
     const float xv = __uint_as_float((u32)reinterpret_cast<const u16*>(x)[32 * b + lane] << 16);
@@ -314,6 +353,187 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     dst[16 + pos] = (u16)lo;
     if (lane == 0) s_xf[b] = __uint_as_float((u32)(14 - k + 127) << 23);  // 14 - k in [-113, 128]
   }
+}
+
+// One block of one 16-row tile: q[r], sb[r] are the lane's code window and scale byte of rows g (r = 0) and
+// g + 8 (r = 1); xb its B registers of the block, fx the block's 2^(14 - k). acc[c] += D[c] * scale * fx.
+__device__ __forceinline__ void mma_block(const u32* q, const u32* sb, uint4 xb, float fx, float* acc) {
+  u32 alo[4], ahi[4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const u32 qq = q[r];
+    const u32 lo = ((qq << 4) & 0x80808080u) | ((qq << 1) & 0x0E0E0E0Eu);  // f16 high bytes, low nibbles
+    const u32 hi = (qq & 0x80808080u) | ((qq >> 3) & 0x0E0E0E0Eu);        // high nibbles
+    alo[r] = __byte_perm(lo, 0u, 0x2404u);  // weights 4t, 4t+2: k slots 2t, 2t+1
+    alo[2 + r] = lo & 0xFF00FF00u;          // weights 4t+1, 4t+3: k slots 2t+8, 2t+9
+    ahi[r] = __byte_perm(hi, 0u, 0x2404u);
+    ahi[2 + r] = hi & 0xFF00FF00u;
+  }
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma16816(d, alo, xb.x, xb.y);
+  mma16816(d, ahi, xb.z, xb.w);
+  // 2^(sb - 127) * fx, exact (powers of two). e8m0's selects, not a branch: a branch here would end the basic
+  // block after every block of every tile, and ptxas schedules within basic blocks only (no overlap of one
+  // block's loads with another's mma).
+  const float f0 = e8m0(sb[0]) * fx, f1 = e8m0(sb[1]) * fx;
+  acc[0] = __fmaf_rn(d[0], f0, acc[0]);
+  acc[1] = __fmaf_rn(d[1], f0, acc[1]);
+  acc[2] = __fmaf_rn(d[2], f1, acc[2]);
+  acc[3] = __fmaf_rn(d[3], f1, acc[3]);
+}
+
+#if EVO_QLOAD == EVO_QLOAD_CP_ASYNC
+#define MSTEP 64                        // blocks of K per ring slice
+#define MSLICE (17 * MSTEP)             // bytes of one row in one slice (1088, a multiple of 16)
+#define MPITCH (MSLICE + 16)            // a row's pitch in the ring (276 words: 20 mod 32 banks)
+#define MCHUNKS (MSLICE / 16)
+#define MNSTEP ((NBLK + MSTEP - 1) / MSTEP)
+#define MNSTAGE (U + 1)
+#if (NBLK % 4) != 0
+#error "expand = mma with qload = cp_async: in must be a multiple of 128 (whole 4-block groups)"
+#endif
+// Dynamic shared memory (family.py: mma_cp_async_smem): x parts [NBLK * 12] uint4 | ring [MNSTAGE][R][MPITCH]
+// bytes | s_xf [NBLK] float | s_red [G][R] float.
+extern __shared__ __align__(16) uint4 dsm[];
+
+// Copy (tile, step) item `item` of this block into ring stage item % MNSTAGE; always commits a group (empty past
+// the last item) so that group i is item i.
+__device__ __forceinline__ void issue_slice_mma(const u8* __restrict__ w, u8* ring, int item, int nitems) {
+  if (item < nitems) {
+    const int tile = (int)blockIdx.x + (item / MNSTEP) * (int)gridDim.x, s = item % MNSTEP;
+    const u8* src = w + (size_t)tile * R * ROW_STRIDE + (size_t)s * MSLICE;
+    u8* dst = ring + (item % MNSTAGE) * (R * MPITCH);
+    const int rem = (ROW_STRIDE - s * MSLICE) / 16;  // 16-byte chunks left in the (padded) row
+    copy_rows<MCHUNKS, MPITCH>(dst, src, rem < MCHUNKS ? rem : MCHUNKS);
+  }
+  cp_async_commit();
+}
+
+__device__ __forceinline__ void zero_chains(float (&acc)[4][MT][4]) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[u][i][c] = 0.0f;
+}
+
+extern "C" __global__ void __launch_bounds__(NT, EVO_MINB)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  uint4* s_xb = dsm;
+  u8* ring = reinterpret_cast<u8*>(dsm + NBLK * 12);
+  float* s_xf = reinterpret_cast<float*>(ring + MNSTAGE * R * MPITCH);
+  float* s_red = s_xf + NBLK;  // [G][R]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kg = warp / WPG, wi = warp % WPG;  // K group, warp within it
+  const int gq = lane >> 2, t = lane & 3;
+  // B columns 3..7 (lanes gq >= 3) repeat part 2: no predicated load, no zeros; the D columns they make are
+  // dropped below (lane t = 1's column 3; lanes t = 2, 3 are never read).
+  const int gp = gq < 3 ? gq : 2;
+  const int ntiles = out / R;
+  const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  const int nitems = my_tiles * MNSTEP;
+
+  // The first slices go out before x is staged.
+#pragma unroll
+  for (int i = 0; i < MNSTAGE - 1; ++i) issue_slice_mma(w, ring, i, nitems);
+  stage_x_parts(x, s_xb, s_xf, warp, lane);
+  (void)s_red;
+  // (the first __syncthreads of the loop publishes them)
+
+  float acc[4][MT][4];
+  zero_chains(acc);
+
+  for (int item = 0; item < nitems; ++item) {
+    cp_async_wait<MNSTAGE - 2>();  // this thread's copies of `item` have landed
+    __syncthreads();               // everyone's have; and everyone is done with stage (item - 1) % MNSTAGE
+    issue_slice_mma(w, ring, item + MNSTAGE - 1, nitems);
+
+    const int s = item % MNSTEP;
+    const u8* slot = ring + (item % MNSTAGE) * (R * MPITCH) + (wi * 16 * MT + gq) * MPITCH;
+    const int ng = (NBLK - s * MSTEP < MSTEP ? NBLK - s * MSTEP : MSTEP) / 4;  // 4-block groups in this step
+#pragma unroll
+    for (int jj = 0; jj < MSTEP / (4 * G); ++jj) {
+      const int jg = kg + G * jj;
+      if ((NBLK % MSTEP) == 0 || jg < ng) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int bl = 4 * jg + u, b = MSTEP * s + bl;
+          const int lead = (u + 1) & 3;              // (17 bl + 1) & 3 with bl & 3 == u
+          const int wofs = 17 * bl + 1 - lead + 4 * t;  // a multiple of 4
+          const uint4 xb = s_xb[(b * 4 + t) * 3 + gp];
+          const float fx = s_xf[b];
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            u32 q[2], sb[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const u8* rowp = slot + (16 * i + 8 * r) * MPITCH;
+              const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
+              q[r] = lead ? __funnelshift_r(p[0], p[1], 8u * lead) : p[0];
+              sb[r] = rowp[17 * bl];
+            }
+            mma_block(q, sb, xb, fx, acc[u][i]);
+          }
+        }
+      }
+    }
+
+    if (s == MNSTEP - 1) {  // the tile's last step (the same for the whole block)
+      const int tile0 = ((int)blockIdx.x + (item / MNSTEP) * (int)gridDim.x) * R;
+      if (t != 0) {  // column 3 of lane t = 1 (and 5, 7 of t = 2, 3) is a repeat of part 2
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int i = 0; i < MT; ++i) acc[u][i][1] = acc[u][i][3] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // Lane t = 0 holds columns 0, 1 (hi, mid), lane t = 1 columns 2, 3 (lo, 0 after the drop above).
+          const float v = ((acc[0][i][2 * r] + acc[0][i][2 * r + 1]) + (acc[1][i][2 * r] + acc[1][i][2 * r + 1])) +
+                          ((acc[2][i][2 * r] + acc[2][i][2 * r + 1]) + (acc[3][i][2 * r] + acc[3][i][2 * r + 1]));
+          const float sum = v + __shfl_down_sync(0xffffffffu, v, 1);
+          const int row = wi * 16 * MT + 16 * i + gq + 8 * r;
+#if G == 1
+          if (t == 0) y[tile0 + row] = sum;
+#else
+          if (t == 0) s_red[kg * R + row] = sum;
+#endif
+        }
+#if G > 1
+      __syncthreads();  // (the next write to s_red is a whole step later, past another __syncthreads)
+      for (int r = threadIdx.x; r < R; r += NT) {
+        float v = s_red[r];
+#pragma unroll
+        for (int gg = 1; gg < G; ++gg) v += s_red[gg * R + r];
+        y[tile0 + r] = v;
+      }
+#endif
+      zero_chains(acc);
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the block
+}
+
+#else  // expand = mma straight from global memory (qload = words_funnel)
+extern "C" __global__ void __launch_bounds__(32 * NWARPS)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kg = warp / WPG, wi = warp % WPG;  // K group, warp within it
+  const int gq = lane >> 2, t = lane & 3;
+  // B columns 3..7 (lanes gq >= 3) repeat part 2: no predicated load, no zeros; the D columns they make are
+  // dropped below (lane t = 1's column 3; lanes t = 2, 3 are never read).
+  const int gp = gq < 3 ? gq : 2;
+
+  stage_x_parts(x, s_xb, s_xf, warp, lane);
   __syncthreads();
 
   const int row0 = (int)blockIdx.x * R + wi * 16 * MT;
@@ -356,40 +576,19 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     for (int u = 0; u < U; ++u) {
       const int b = b0 + u;
       if (NBLK % U == 0 || b < NBLK) {
-        const uint4 xb = gq < 3 ? s_xb[(b * 4 + t) * 3 + gq] : make_uint4(0u, 0u, 0u, 0u);
+        const uint4 xb = s_xb[(b * 4 + t) * 3 + gp];
         const float fx = s_xf[b];
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          u32 alo[4], ahi[4];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const u32 qq = q[u][i][r];
-            const u32 lo = ((qq << 4) & 0x80808080u) | ((qq << 1) & 0x0E0E0E0Eu);  // f16 high bytes, low nibbles
-            const u32 hi = (qq & 0x80808080u) | ((qq >> 3) & 0x0E0E0E0Eu);        // high nibbles
-            alo[r] = __byte_perm(lo, 0u, 0x2404u);  // weights 4t, 4t+2: k slots 2t, 2t+1
-            alo[2 + r] = lo & 0xFF00FF00u;          // weights 4t+1, 4t+3: k slots 2t+8, 2t+9
-            ahi[r] = __byte_perm(hi, 0u, 0x2404u);
-            ahi[2 + r] = hi & 0xFF00FF00u;
-          }
-          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          mma16816(d, alo, xb.x, xb.y);
-          mma16816(d, ahi, xb.z, xb.w);
-          // 2^(sb - 127) * fx, exact (powers of two); scale bytes 0 (2^-127) and 255 (NaN) take e8m0()
-          float f0 = __uint_as_float(sb[u][i][0] << 23) * fx, f1 = __uint_as_float(sb[u][i][1] << 23) * fx;
-          if (__builtin_expect(sb[u][i][0] - 1u > 253u || sb[u][i][1] - 1u > 253u, 0)) {
-            f0 = e8m0(sb[u][i][0]) * fx;
-            f1 = e8m0(sb[u][i][1]) * fx;
-          }
-          acc[i][0] = __fmaf_rn(d[0], f0, acc[i][0]);
-          acc[i][1] = __fmaf_rn(d[1], f0, acc[i][1]);
-          acc[i][2] = __fmaf_rn(d[2], f1, acc[i][2]);
-          acc[i][3] = __fmaf_rn(d[3], f1, acc[i][3]);
-        }
+        for (int i = 0; i < MT; ++i) mma_block(q[u][i], sb[u][i], xb, fx, acc[i]);
       }
     }
   }
 
-  // Lane t = 0 holds columns 0, 1 (hi, mid), lane t = 1 columns 2, 3 (lo, 0): y = (hi + mid) + lo.
+  // Lane t = 0 holds columns 0, 1 (hi, mid), lane t = 1 columns 2, 3 (lo, a repeat: dropped): y = (hi + mid) + lo.
+  if (t != 0) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) acc[i][1] = acc[i][3] = 0.0f;
+  }
   float s[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -424,29 +623,20 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   }
 #endif
 }
+#endif  // EVO_QLOAD (expand = mma)
 
 #elif EVO_QLOAD == EVO_QLOAD_CP_ASYNC
 // ---- qload = cp_async: persistent blocks, x in shared memory, quant slices through a cp.async ring ----
-#ifndef EVO_MINB
-#define EVO_MINB 1
-#endif
-#define NT (32 * NWARPS)
 #define NSTAGE (U + 1)        // ring stages: U slices in flight while one is folded
 #define SLICE (17 * VL)       // bytes of one row in one step (1088 or 2176: a multiple of 16)
 #define CHUNKS (SLICE / 16)   // 16-byte chunks of a row's slice
 
-__shared__ __align__(16) float4 s_x4[EVO_IN / 4];              // x: block b's chunk k at 8b + (k ^ (b & 7))
-__shared__ __align__(16) uint4 s_w4[NSTAGE * R * CHUNKS];      // the ring: stage, row, chunk
+// Dynamic shared memory (family.py: cp_async_dynamic_smem; the launch opts in above 48 KiB):
+//   x [EVO_IN / 4] float4, block b's chunk k at 8b + (k ^ (b & 7)) | the ring [NSTAGE][R][CHUNKS] uint4
+extern __shared__ __align__(16) uint4 dsm[];
+#define s_x4 reinterpret_cast<float4*>(dsm)
+#define s_w4 (dsm + EVO_IN / 4)
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const u32 sa = (u32)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // x block b (32 values) from shared memory: 8 swizzled 16-byte reads.
 __device__ __forceinline__ void load_xs(int b, float* xv) {
@@ -466,13 +656,10 @@ __device__ __forceinline__ void issue_slice(const u8* __restrict__ w, int item, 
   if (item < nitems) {
     const int tile = (int)blockIdx.x + (item / NSTEP) * (int)gridDim.x, s = item % NSTEP;
     const u8* src = w + (size_t)tile * R * ROW_STRIDE + (size_t)s * SLICE;
-    uint4* dst = s_w4 + (item % NSTAGE) * (R * CHUNKS);
+    u8* dst = reinterpret_cast<u8*>(s_w4 + (item % NSTAGE) * (R * CHUNKS));
     // chunks of this step inside the (16-byte padded) row: CHUNKS except in a short last step
     const int nch = (ROW_STRIDE - s * SLICE) / 16 < CHUNKS ? (ROW_STRIDE - s * SLICE) / 16 : CHUNKS;
-    for (int i = threadIdx.x; i < R * CHUNKS; i += NT) {
-      const int r = i / CHUNKS, c = i - r * CHUNKS;
-      if (c < nch) cp_async16(dst + i, src + (size_t)r * ROW_STRIDE + 16 * c);
-    }
+    copy_rows<CHUNKS, SLICE>(dst, src, nch);
   }
   cp_async_commit();
 }

@@ -229,11 +229,14 @@ FAMILY = MoeQ2Matvec(
         Knob("loads_first", (False, True), False,
              doc="issue the block loads of every fold of the warp before any FMA (with codebook registers_pairs "
                  "or split: one iteration ahead, the first ones before the activations are staged)"),
-        Knob("codebook", ("global", "shared", "shared_replicated", "registers", "registers_pairs", "split"),
+        Knob("codebook", ("global", "shared", "shared_replicated", "shared_replicated_prmt", "registers",
+                          "registers_pairs", "split"),
              "global",
              doc="level lookup: global table per weight, 4 floats in shared memory, a nibble-keyed pair table "
                  "in shared memory (the levels replicated into 16 float2 entries: one 64-bit load per two "
-                 "weights, each entry on its own 2 banks), 4 registers selected with byte permutes (3 per "
+                 "weights, each entry on its own 2 banks), shared_replicated_prmt: that table with its offsets from two "
+                 "masked copies of the code word and one byte permute per pair (12 integer operations per 16 codes "
+                 "instead of 16), 4 registers selected with byte permutes (3 per "
                  "weight), registers_pairs: the levels' 16-bit halves in 4 registers, two weights' levels from "
                  "4 byte permutes whose selectors come from one multiply-add per 4 codes (no shared-memory "
                  "reads), or split: weights 0..15 of each block from the pair table and 16..31 from the "

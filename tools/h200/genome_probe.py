@@ -1,0 +1,85 @@
+"""Probe: judge and time a few genomes side by side with a reference genome (on the GPU).
+
+    python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml GENOMES.json [rounds]
+
+GENOMES.json: {"ref": {knob changes against the baseline}, "genomes": [{...}, ...]}, optionally "ref_source": a
+kernel.cu to build the reference from (e.g. `git show HEAD:candidates/<family>/kernel.cu`), to time a genome
+before and after a source change side by side. For each genome: build
+(ptxas registers / spills), the correctness checks of the campaign's GPU backend (3 seeds x 2 runs, poisoned
+outputs) judged by the config's correctness gate (mode and tolerance factor), then interleaved timing against
+the reference (the harness's CUDA-graph batches, `rounds` pairs) at every geometry of the config. One line per
+(genome, geometry): medians, the ratio with its quartiles, % of the measured copy ceiling. A probe, not a
+campaign: nothing is recorded in a ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from evo.config import load_config  # noqa: E402
+from gates.correctness import correctness_gate  # noqa: E402
+from harness.build import Builder  # noqa: E402
+from harness.gpu import GpuBackend  # noqa: E402
+
+
+def main() -> int:
+    cfg = load_config(sys.argv[1])
+    spec = json.loads(Path(sys.argv[2]).read_text())
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+    fam, geos = cfg.family, cfg.geometries
+    cg = cfg.gates.correctness
+    builder = Builder(fam, geos, cfg.arch)
+    be = GpuBackend(fam, geos, builder, seeds=cg.seeds, runs=cg.runs, batch_ms=10.0)
+    base = fam.baseline()
+    be.correctness(be.load(builder.build(base), base), freeze=True)
+    ceiling = be.copy_ceiling()
+    print(f"copy ceiling {ceiling}", flush=True)
+    ref_g = base.replace(**spec["ref"])
+    ref_src = Path(spec["ref_source"]).read_text() if spec.get("ref_source") else None
+    ref = be.load(builder.build(ref_g, base_source=ref_src), ref_g)
+    launches = {geo.name: be.launches_for(ref, geo) for geo in geos}
+    for ch in spec["genomes"]:
+        g = base.replace(**ch)
+        tag = json.dumps(ch, sort_keys=True)
+        err = fam.check(g, geos)
+        if err:
+            print(f"{tag}: invalid: {err}", flush=True)
+            continue
+        try:
+            built = builder.build(g)
+            v = be.load(built, g)
+        except Exception as e:  # noqa: BLE001 - a probe: report and go on
+            print(f"{tag}: build failed: {str(e).splitlines()[0][:200]}", flush=True)
+            continue
+        res = {k.split(",")[0]: (m.resources.registers, m.resources.spills) for k, m in built.modules.items()}
+        try:
+            ev = be.correctness(v, freeze=False)
+        except Exception as e:  # noqa: BLE001
+            print(f"{tag}: crashed: {str(e).splitlines()[0][:200]}", flush=True)
+            return 1  # the context is gone
+        verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors,
+                                   cg.tolerance_factor)
+        ratio = {c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
+                 for c in ev.checks if c.rel_err is not None}
+        print(f"{tag}: regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} ({verdict.reason}); "
+              f"error / baseline's {ratio}", flush=True)
+        if not verdict.ok:
+            continue
+        for geo in geos:
+            s = be.measure([("v", v), ("ref", ref)], geo, rounds, launches[geo.name])
+            tv, tr = statistics.median(s.times_us["v"]), statistics.median(s.times_us["ref"])
+            ratios = sorted(r / x for r, x in zip(s.times_us["ref"], s.times_us["v"]))
+            pct = fam.bytes_moved(geo) / (tv * 1e-6) / (ceiling["ceiling_tbps"] * 1e12) * 100
+            print(f"  {geo.name:22s} ref {tr:8.2f} us  genome {tv:8.2f} us  ref/genome {tr / tv:.3f}x "
+                  f"(quartiles {ratios[len(ratios) // 4]:.3f}..{ratios[3 * len(ratios) // 4]:.3f})  "
+                  f"{pct:.1f}% of ceiling  discarded {s.discarded}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
