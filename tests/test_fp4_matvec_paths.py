@@ -523,12 +523,8 @@ def mma_emulated(a_regs, b_regs, c):
     return d
 
 
-def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> list[float]:
-    nblk, stride = n_in // 32, MOD.row_stride(n_in)
-    W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
-    wpg = W // G
-    mt = R // (16 * wpg)
-    # x staged: s_xb as halves [entry][8], s_xf per block
+def stage_x_parts(xs: list[float], nblk: int) -> tuple[list[list[int]], list[float]]:
+    """kernel.cu stage_x_parts(): s_xb as halves [entry][8] (three f16 parts), s_xf = 2^(14 - k) per block."""
     s_xb = [[0] * 8 for _ in range(nblk * 12)]
     s_xf = [0.0] * nblk
     for b in range(nblk):
@@ -547,6 +543,40 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
             for p, part in enumerate((h, mid, lo)):
                 s_xb[(b * 4 + (jj >> 2)) * 3 + p][pos] = part
         s_xf[b] = bits_to_f32((14 - k + 127) << 23)
+    return s_xb, s_xf
+
+
+def a_fragment(q: int) -> tuple[list[int], list[int]]:
+    """mma_block()'s decode of one lane's code window q: (A registers of k-chunk 0 for one row, of k-chunk 1)."""
+    lo = (((q << 4) & 0x80808080) | ((q << 1) & 0x0E0E0E0E)) & M32
+    hi = ((q & 0x80808080) | ((q >> 3) & 0x0E0E0E0E)) & M32
+    return [byte_perm(lo, 0, 0x2404), lo & 0xFF00FF00], [byte_perm(hi, 0, 0x2404), hi & 0xFF00FF00]
+
+
+def mma_block_lanes(qs, sbs, s_xb, s_xf, b):
+    """mma_block() of one block and 16-row tile for the 32 lanes: qs[lane][r], sbs[lane][r] for rows g and g + 8.
+    Returns each lane's (D, f) with f = e8m0(scale) * 2^(14 - k): the kernel adds D[c] * f[c >> 1] to its chain."""
+    a_lo, a_hi, bregs = [], [], []
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        (l0, l1), (h0, h1) = a_fragment(qs[lane][0])
+        (m0, m1), (k0, k1) = a_fragment(qs[lane][1])
+        a_lo.append([l0, m0, l1, m1])
+        a_hi.append([h0, k0, h1, k1])
+        e = s_xb[(b * 4 + t) * 3 + min(g, 2)]  # columns 3..7 repeat part 2
+        bregs.append([e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16])
+    zero = [[0.0] * 4 for _ in range(32)]
+    d = mma_emulated(a_lo, [r[:2] for r in bregs], zero)
+    d = mma_emulated(a_hi, [r[2:] for r in bregs], d)
+    return [(d[lane], [fmul32(e8m0(sbs[lane][r]), s_xf[b]) for r in range(2)]) for lane in range(32)]
+
+
+def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> list[float]:
+    nblk, stride = n_in // 32, MOD.row_stride(n_in)
+    W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+    wpg = W // G
+    mt = R // (16 * wpg)
+    s_xb, s_xf = stage_x_parts(xs, nblk)
     y = [None] * n_out
 
     def word(off: int) -> int:
@@ -567,34 +597,17 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
                         continue
                     lead = (b + 1) & 3
                     for i in range(mt):
-                        a_lo, a_hi, bregs, sbs = [], [], [], []
+                        qs, sbs = [], []
                         for lane in range(32):
                             g, t = lane >> 2, lane & 3
                             wofs = 17 * b + 1 - lead + 4 * t
-                            al, ah, sb2 = [0] * 4, [0] * 4, []
-                            for r in range(2):
-                                base = (row0 + 16 * i + g + 8 * r) * stride
-                                w0 = word(base + wofs)
-                                w1 = word(base + wofs + 4) if lead else 0
-                                q = funnel_rc(w0, w1, 8 * lead)
-                                lo = (((q << 4) & 0x80808080) | ((q << 1) & 0x0E0E0E0E)) & M32
-                                hi = ((q & 0x80808080) | ((q >> 3) & 0x0E0E0E0E)) & M32
-                                al[r], al[2 + r] = byte_perm(lo, 0, 0x2404), lo & 0xFF00FF00
-                                ah[r], ah[2 + r] = byte_perm(hi, 0, 0x2404), hi & 0xFF00FF00
-                                sb2.append(w[base + 17 * b])
-                            a_lo.append(al)
-                            a_hi.append(ah)
-                            sbs.append(sb2)
-                            e = s_xb[(b * 4 + t) * 3 + min(g, 2)]  # columns 3..7 repeat part 2
-                            regs = [e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16]
-                            bregs.append(regs)
-                        zero = [[0.0] * 4 for _ in range(32)]
-                        d = mma_emulated(a_lo, [r[:2] for r in bregs], zero)
-                        d = mma_emulated(a_hi, [r[2:] for r in bregs], d)
-                        for lane in range(32):
-                            f = [fmul32(e8m0(sbs[lane][r]), s_xf[b]) for r in range(2)]
+                            bases = [(row0 + 16 * i + g + 8 * r) * stride for r in range(2)]
+                            qs.append([funnel_rc(word(bs + wofs), word(bs + wofs + 4) if lead else 0, 8 * lead)
+                                       for bs in bases])
+                            sbs.append([w[bs + 17 * b] for bs in bases])
+                        for lane, (d, f) in enumerate(mma_block_lanes(qs, sbs, s_xb, s_xf, b)):
                             for c in range(4):
-                                acc[lane][i][c] = fma32(d[lane][c], f[c >> 1], acc[lane][i][c])
+                                acc[lane][i][c] = fma32(d[c], f[c >> 1], acc[lane][i][c])
                 b0 += G * U
             for lane in range(32):
                 if lane & 3:  # the kernel drops column 3 (a repeat of part 2) of lane t = 1, and t = 2, 3's
@@ -619,6 +632,93 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
     return y
 
 
+def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int) -> list[float]:
+    """expand = mma with qload = cp_async, lane by lane: persistent blocks, each (tile, step of 64 blocks) slice
+    copied into a ring of unroll + 1 stages at the kernel's row pitch (stale bytes stay in the ring: a read of
+    a chunk not copied for this item fails), windows read from the slot, 4 chains per lane (block position u in
+    its 4-block group), and the tile's end: odd columns of lanes t != 0 dropped, chains summed, shfl_down 1,
+    row groups through shared memory."""
+    nblk, stride = n_in // 32, MOD.row_stride(n_in)
+    W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
+    wpg, step, pitch = W // G, MOD.MMA_STEP_BLOCKS, MOD.MMA_PITCH
+    mt, nstep, nstage, slice_ = R // (16 * wpg), (nblk + step - 1) // step, U + 1, 17 * step
+    s_xb, s_xf = stage_x_parts(xs, nblk)
+    y = [None] * n_out
+    ntiles = n_out // R
+    for blk in range(grid):
+        ring = bytearray([0xEE]) * (nstage * R * pitch)
+        fresh = [set() for _ in range(nstage)]  # byte offsets copied for the stage's current item
+        my_tiles = (ntiles - 1 - blk) // grid + 1 if blk < ntiles else 0
+        acc = {(warp, lane): [[[0.0] * 4 for _ in range(mt)] for _ in range(4)] for warp in range(W) for lane in range(32)}
+        for item in range(my_tiles * nstep):
+            tile, s = blk + (item // nstep) * grid, item % nstep
+            st = item % nstage
+            nch = min((stride - s * slice_) // 16, slice_ // 16)
+            fresh[st] = set()
+            for r in range(R):  # copy_rows(): nch 16-byte chunks of each row
+                src = (tile * R + r) * stride + s * slice_
+                dst = st * R * pitch + r * pitch
+                ring[dst:dst + 16 * nch] = w[src:src + 16 * nch]
+                fresh[st].update(range(dst, dst + 16 * nch))
+
+            def word(off: int) -> int:
+                assert all(o in fresh[st] for o in range(off, off + 4)), "read a byte not copied for this item"
+                return int.from_bytes(ring[off:off + 4], "little")
+
+            ng = min(nblk - s * step, step) // 4
+            for warp in range(W):
+                kg, wi = warp // wpg, warp % wpg
+                for jj in range(step // (4 * G)):
+                    jg = kg + G * jj
+                    if jg >= ng:
+                        continue
+                    for u in range(4):
+                        bl = 4 * jg + u
+                        b, lead = step * s + bl, (u + 1) & 3
+                        for i in range(mt):
+                            qs, sbs = [], []
+                            for lane in range(32):
+                                g, t = lane >> 2, lane & 3
+                                wofs = 17 * bl + 1 - lead + 4 * t
+                                assert wofs % 4 == 0
+                                rows = [st * R * pitch + (wi * 16 * mt + g + 16 * i + 8 * r) * pitch for r in range(2)]
+                                qs.append([funnel_rc(word(rp + wofs), word(rp + wofs + 4) if lead else 0, 8 * lead)
+                                           for rp in rows])
+                                sbs.append([ring[rp + 17 * bl] for rp in rows])
+                                assert all(rp + 17 * bl in fresh[st] for rp in rows)
+                            for lane, (d, f) in enumerate(mma_block_lanes(qs, sbs, s_xb, s_xf, b)):
+                                a = acc[(warp, lane)][u][i]
+                                for c in range(4):
+                                    a[c] = fma32(d[c], f[c >> 1], a[c])
+            if s == nstep - 1:  # the tile's end
+                red = [[None] * R for _ in range(G)]
+                for warp in range(W):
+                    kg, wi = warp // wpg, warp % wpg
+                    for lane in range(32):
+                        if lane & 3:
+                            for u in range(4):
+                                for i in range(mt):
+                                    acc[(warp, lane)][u][i][1] = acc[(warp, lane)][u][i][3] = 0.0
+                    for i in range(mt):
+                        for r in range(2):
+                            def chain(lane, u):
+                                a = acc[(warp, lane)][u][i]
+                                return fadd32(a[2 * r], a[2 * r + 1])
+                            v = [fadd32(fadd32(chain(ln, 0), chain(ln, 1)), fadd32(chain(ln, 2), chain(ln, 3)))
+                                 for ln in range(32)]
+                            for lane in range(0, 32, 4):
+                                row = wi * 16 * mt + 16 * i + (lane >> 2) + 8 * r
+                                red[kg][row] = fadd32(v[lane], v[lane + 1])
+                for row in range(R):
+                    v = red[0][row]
+                    for gg in range(1, G):
+                        v = fadd32(v, red[gg][row])
+                    y[tile * R + row] = v
+                for key in acc:
+                    acc[key] = [[[0.0] * 4 for _ in range(mt)] for _ in range(4)]
+    return y
+
+
 MMA_CASES = [
     # (genome changes, in, out, x_dtype): every lead (b + 1) & 3, K split in 2 and 4, 2 tiles per warp, bf16 x
     (dict(rows_per_block=16, warps=1, row_groups=1, unroll=1), 256, 16, "float32"),
@@ -639,6 +739,40 @@ def test_mma_emulation_is_within_the_tolerance_of_the_reference(changes, n_in, n
     err = lambda y: math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
     # the gate's rule (config tolerance_factor 2): within 2x the baseline's error against float64
     assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
+
+
+RING_CASES = [
+    # (genome changes, in, out, x_dtype, grid): a short last step (96 blocks: 64 + 32), every block two tiles
+    # (the ring reused across tiles), K split in 4 / 1, 2 tiles a warp, a deeper ring, bf16 x
+    (dict(rows_per_block=16, warps=4, row_groups=4, unroll=1), 3072, 32, "float32", 1),
+    (dict(rows_per_block=32, warps=1, row_groups=1, unroll=2), 4096, 32, "bfloat16", 1),
+]
+
+
+@pytest.mark.parametrize("changes,n_in,n_out,x_dtype,grid", RING_CASES)
+def test_mma_ring_emulation_is_within_the_tolerance_of_the_reference(changes, n_in, n_out, x_dtype, grid):
+    g, w, xs, ref = inputs(n_in, n_out, x_dtype, seed=4)
+    gen = base_genome(expand="mma", qload="cp_async", **changes)
+    assert FAM.check(gen, [g]) is None, FAM.check(gen, [g])
+    assert FAM.inexact_knobs(gen, g) == ["expand"]
+    got = emulate_mma_ring(gen, w, xs, n_in, n_out, grid)
+    base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
+    err = lambda y: math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
+    assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
+
+
+def test_mma_ring_pitch_makes_a_fragments_window_loads_conflict_free():
+    """Why the ring's rows are 1088 + 16 bytes apart: the 32 lanes of a window load (rows g = 0..7 of a fragment,
+    words t = 0..3) hit 32 different banks for every block of a slice, both words of the window; at the unpadded
+    pitch 1088 (272 words, 16 mod 32) rows g and g + 2 share banks."""
+    def banks(pitch: int, bl: int, second: int) -> set[int]:
+        lead = ((bl & 3) + 1) & 3
+        return {((g * pitch + 17 * bl + 1 - lead + 4 * t) // 4 + second) % 32 for g in range(8) for t in range(4)}
+    assert MOD.MMA_PITCH == 17 * MOD.MMA_STEP_BLOCKS + 16 and "#define MPITCH (MSLICE + 16)" in FAM.source()
+    for bl in range(MOD.MMA_STEP_BLOCKS):
+        for second in (0, 1):
+            assert len(banks(MOD.MMA_PITCH, bl, second)) == 32, bl
+    assert all(len(banks(17 * MOD.MMA_STEP_BLOCKS, bl, 0)) < 32 for bl in range(MOD.MMA_STEP_BLOCKS))
 
 
 def test_mma_emulation_catches_a_wrong_k_slot():

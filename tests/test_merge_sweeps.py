@@ -354,3 +354,47 @@ def test_sweep_shard_with_compile_only_and_limit(fake_gpu, monkeypatch, tmp_path
     part = ms.merge(files, allow_partial=True)
     assert len(part["merged"]["missing"]) == 1151 - 288 - (n3 - 1)
     assert part["stopped"].startswith(f"partial merge: {1151 - 288 - (n3 - 1)} of 1152 valid genomes not recorded")
+
+
+def test_sweep_resume_completes_a_time_limited_sweep(fake_gpu, monkeypatch, tmp_path, order, real, cfg):
+    """--resume: a sweep stopped by its time limit, continued on a slower GPU, is the whole sweep: the new part's
+    genomes only (and the baseline again, for the scale), its times scaled to the first run's baseline, code the
+    first run measured linked as same_as, and harness/recorded.py and search_bench read it as the unsharded one."""
+    keys = order[1]
+    whole = tmp_path / "all.json.gz"
+    fake_gpu.twins = {keys[700]: keys[3]}  # in the second part, the same code as a genome of the first
+    assert run_sweep(monkeypatch, "--out", str(whole)) == 0
+    fake_gpu.tick = 1.0  # one second per clock reading: the first run stops early
+    first = tmp_path / "first.json.gz"
+    assert run_sweep(monkeypatch, "--limit-s", "40", "--out", str(first)) == 0
+    f = ms.load(first)
+    n1 = len(f["genomes"])
+    assert f["stopped"] == f"time limit after {n1} of 1152 genomes" and 1 < n1 < 700
+    fake_gpu.tick, fake_gpu.slow = 0.0, 1.03
+    _Pool.compiled = []
+    out = tmp_path / "resumed.json.gz"
+    assert run_sweep(monkeypatch, "--resume", str(first), "--out", str(out)) == 0
+    assert _Pool.compiled == [keys[0]] + keys[n1:]  # the baseline again, then only what the first run lacks
+    r = ms.load(out)
+    w = ms.load(whole)
+    assert r["stopped"] == "complete" and list(r["genomes"]) == list(w["genomes"]) and r["merged"]["missing"] == []
+    assert [s["stopped"] for s in r["merged"]["shards"]] == [f["stopped"], "complete"]
+    assert r["merged"]["shards"][1]["scale"]["T4096_H4096"] == pytest.approx(1 / 1.03)
+    assert r["genomes"][keys[700]] == {"same_as": keys[3], "sass": w["genomes"][keys[3]]["sass"]}
+    for k, e in w["genomes"].items():
+        if k == keys[700]:
+            continue
+        m = r["genomes"][k]
+        assert m.get("same_as") == e.get("same_as") and m.get("checks") == e.get("checks"), k
+        for n, xs in e.get("t", {}).items():
+            assert m["t"][n] == pytest.approx(xs, rel=1e-4, abs=1e-3), k
+    a, b = sb.load_space(FAMILY, out).scores, sb.load_space(FAMILY, whole).scores
+    assert all(a[k] == pytest.approx(b[k], rel=1e-4) for k in b if b[k] is not None and k != keys[700])
+    # another sweep's file, or a continuation that measured what the first held: refused with the reason
+    other = copy.deepcopy(f)
+    other["created"] = "2000-01-01T00:00:00+00:00"
+    with pytest.raises(ms.MergeError, match="does not continue"):
+        ms.resume(("other", other), ("cont", {**f, "resumes": f["created"], "shard": {"index": 1, "count": 1}}))
+    dup = {**copy.deepcopy(f), "resumes": f["created"]}
+    with pytest.raises(ms.MergeError, match="holds already"):
+        ms.resume((str(first), f), ("cont", dup))

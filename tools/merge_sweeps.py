@@ -104,9 +104,35 @@ def _check_same(files: Sequence[tuple[str, dict[str, Any]]]) -> None:
                              f"{len(d0.get('baseline_hashes', {}))} hashes): their '=' checks mean different things")
 
 
+def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], allow_partial: bool = True,
+           command: str = "") -> dict[str, Any]:
+    """A sweep stopped by its time limit (``prev``, unsharded) and its continuation (``tools/sweep.py --resume``:
+    the baseline and the genomes ``prev`` lacks) as one sweep: the merge of two parts, ``prev`` the reference,
+    the continuation's times scaled by its own baseline as a shard's are."""
+    (pname, p), (cname, c) = prev, cont
+    if _shard(p, pname) != (1, 1):
+        raise MergeError(f"{pname} is a shard: resume the merge of its shards instead")
+    held = set(p["genomes"])
+    if c.get("resumes") != p.get("created"):
+        raise MergeError(f"{cname} does not continue {pname} (it continues the sweep created {c.get('resumes')}, "
+                         f"{pname} was created {p.get('created')})")
+    extra = [k for k in c["genomes"] if k in held and k != p["baseline_key"]]
+    if extra:
+        raise MergeError(f"{cname} measured {len(extra)} genome(s) {pname} holds already, e.g. {extra[0]}")
+    p2 = {**p, "shard": {**p["shard"], "index": 1, "count": 2}, "stopped": "complete"}  # its stop: why c exists
+    c2 = {**c, "shard": {**c["shard"], "index": 2, "count": 2}}
+    out = merge([(pname, p2), (cname, c2)], allow_partial, command,
+                owns=lambda key, part: key == p["baseline_key"] or (key in held) == (part == 1))
+    out["merged"]["rule"] = ("a time-limited sweep (part 1, the reference) and its continuation (part 2: the "
+                             "baseline again and the genomes part 1 lacks); " + out["merged"]["rule"].split("; ", 1)[1])
+    out["merged"]["shards"][0]["stopped"] = p.get("stopped")
+    return out
+
+
 def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = False,
-          command: str = "") -> dict[str, Any]:
-    """Merge (name, sweep data) shards into one sweep's data; see the module docstring for the rules."""
+          command: str = "", owns: Any = None) -> dict[str, Any]:
+    """Merge (name, sweep data) shards into one sweep's data; see the module docstring for the rules.
+    ``owns(key, index)``: which part holds a genome (default: the seeded order's shard partition)."""
     if not files:
         raise MergeError("no shard files given")
     parts = [(_shard(d, name), name, d) for name, d in files]
@@ -148,7 +174,7 @@ def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = Fal
         for key, e in d["genomes"].items():
             if key not in pos:
                 raise MergeError(f"{name}: genome {key} is not in the sweep's valid genomes")
-            if not in_shard(pos[key], i, count):
+            if not (owns(key, i) if owns else in_shard(pos[key], i, count)):
                 raise MergeError(f"{name}: genome {key} belongs to another shard than {i}/{count}")
             for n, v in e.get("b", {}).items():
                 paired.setdefault(n, []).extend(v)

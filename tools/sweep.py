@@ -27,6 +27,11 @@ time-limited shard stops after a uniform sample of its part. It applies to
 ``shard: {index, count}``; ``tools/merge_sweeps.py`` joins the shards into one
 file of this format. ``--peer off`` on all shards but one saves the torch.compile
 timing there (the merge keeps the first shard's).
+
+``--resume PREV`` continues a sweep that its time limit stopped (PREV: that file, unsharded, same config and
+settings): it measures the baseline again and only the genomes PREV lacks, then writes PREV and the new part as
+one file (``tools/merge_sweeps.py``'s ``resume``: PREV is the reference, the new part's times are scaled by its
+own baseline as a shard's are, ``merged`` records both runs).
 """
 
 from __future__ import annotations
@@ -106,6 +111,9 @@ def main() -> int:
     ap.add_argument("--peer", default="default", help="torch.compile mode for the peer timing, or off")
     ap.add_argument("--compile-only", action="store_true",
                     help="fill the cubin cache (EVO_CACHE_DIR) and stop: a later sweep then measures at once")
+    ap.add_argument("--resume", default=None,
+                    help="a sweep file of this config stopped by its time limit: sweep the genomes it lacks and "
+                         "write both as one file")
     ap.add_argument("--shard", default="1/1",
                     help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: "
                          "tools/merge_sweeps.py)")
@@ -124,6 +132,18 @@ def main() -> int:
     base = fam.baseline()
     n_product, full = valid_order(fam, geos, args.seed)
     order = [g for j, g in enumerate(full) if in_shard(j, shard_i, shard_n)]
+    prev = None
+    if args.resume:
+        from tools.merge_sweeps import load as load_sweep
+
+        if shard_n > 1:
+            ap.error("--resume continues an unsharded sweep")
+        prev = load_sweep(args.resume)
+        if prev.get("space", {}).get("order") != [g.key for g in full]:
+            ap.error(f"{args.resume} is not a sweep of this config's knob space and seed (the seeded order differs)")
+        order = [g for g in order if g == base or g.key not in prev["genomes"]]  # the baseline: the new scale
+        print(f"sweep: resuming {args.resume} ({len(prev['genomes'])} genomes recorded, {prev.get('stopped')})",
+              flush=True)
     part = f"shard {shard_i}/{shard_n}: {len(order)} of " if shard_n > 1 else ""
     print(f"sweep: {part}{len(full)} valid genomes of {n_product}; compiling with {args.jobs} processes", flush=True)
 
@@ -159,6 +179,10 @@ def main() -> int:
 
     genomes: dict[str, dict] = {}
     by_sass: dict[str, str] = {}
+    if prev is not None:  # code the earlier run measured is not measured again: same_as its genome there
+        for k, e in prev["genomes"].items():
+            if "status" in e and e.get("sass"):
+                by_sass.setdefault(e["sass"], k)
     measured = 0
     stopped = "complete"
     for i, g in enumerate(order):
@@ -169,7 +193,7 @@ def main() -> int:
         if key in errors:
             genomes[key] = {"status": "compile_error", "reason": errors[key]}
             continue
-        if sass[key] in by_sass:
+        if sass[key] in by_sass and g != base:
             genomes[key] = {"same_as": by_sass[sass[key]], "sass": sass[key]}
             continue
         by_sass[sass[key]] = key
@@ -219,6 +243,16 @@ def main() -> int:
                   "valid": len(full), "order": [g.key for g in full]},
         "genomes": genomes,
     }
+    if prev is not None:
+        from tools.merge_sweeps import MergeError, resume
+
+        out["resumes"] = prev.get("created")
+        try:
+            out = resume((args.resume, prev), ("this run", out), True, "python " + " ".join(sys.argv))
+        except MergeError as e:
+            print(f"sweep: error: cannot join {args.resume} and this run: {e}", file=sys.stderr)
+            return 2
+        genomes, stopped = out["genomes"], out["stopped"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(args.out, "wt") as f:
         json.dump(out, f, separators=(",", ":"))
