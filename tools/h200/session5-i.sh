@@ -3,7 +3,7 @@
 # what was left of the session's device time: fp4_matvec first, then moe_q2_matvec.
 #   bash tools/h200/session5-i.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# (no wheels: tools/sweep.py needs no Optuna, and the tree with .whl is over the device's 64 MiB copy limit)
 export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/i; mkdir -p $R
