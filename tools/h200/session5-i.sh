@@ -3,7 +3,9 @@
 # what was left of the session's device time: fp4_matvec first, then moe_q2_matvec.
 #   bash tools/h200/session5-i.sh
 set -u
-# (no wheels: tools/sweep.py needs no Optuna, and the tree with .whl is over the device's 64 MiB copy limit)
+# Only optuna and colorlog (carry .whl-min): the tree with all of .whl is over the device's 64 MiB copy limit,
+# and the sweep imports optuna without using its storage (no sqlalchemy).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl-min/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/i; mkdir -p $R
