@@ -554,13 +554,17 @@ class Ledger:
                 meta: Mapping[str, Any] | None = None, meta_max: Mapping[str, float] | None = None) -> None:
         """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta.
 
-        The final state is set only where the trial is still unfinished in this transaction (a conditional
-        UPDATE; on SQLite the FOR UPDATE read is not a lock), else nothing is written and
-        ``UpdateFinishedTrialError`` is raised: of two workers finishing one trial, one wins.
+        The final state is set only where the trial is still unfinished in this transaction (the trial row is
+        written first, so the transaction holds it, or on SQLite the database, from its start), else nothing is
+        written and ``UpdateFinishedTrialError`` is raised: of two workers finishing one trial, one wins.
         """
         rdb = self._rdb()
         t = models.TrialModel
         with self._session() as session:
+            # A no-op UPDATE first: on SQLite it takes the database write lock before anything is read (the FOR
+            # UPDATE below is no lock there), so of two workers recovering one dead trial the second reads it
+            # finished, instead of inserting its attrs after the first's commit (UNIQUE constraint failed).
+            session.query(t).filter(t.trial_id == trial_id).update({t.state: t.state}, synchronize_session=False)
             row = t.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, row.state)
             self._put_attrs(session, trial_id, self._attr_items(attempt))

@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -286,6 +287,45 @@ def test_only_stale_trials_of_other_hosts_are_recovered(storage):
     gone = next(a for a in other.attempts() if a.id == dead.number)
     assert gone.verdict.label() == "error: interrupted"
     assert rdb.get_trial(live._trial_id).system_attrs[GENOME_KEY_ATTR] == Genome({**FAM.baseline(), "block": 128}).key
+
+
+def test_two_workers_recovering_one_dead_trial_at_once(storage, monkeypatch):
+    """Of two workers finishing one dead trial at the same moment, one records it and the other skips it, with no
+    error (the CI flake of test_a_killed_worker_is_recovered_by_the_others[sqlite]: the second worker inserted its
+    attrs after the first's commit, UNIQUE constraint failed, and exited). The first's transaction is held open
+    after its attrs are written; the second recovers meanwhile."""
+    owner = _ledger(storage)
+    owner.set_meta_many({"config": {"campaign": storage[1], "family": FAM.name}, "backend": "recorded"})
+    dead = owner.ask({**FAM.baseline(), "block": 512})
+    owner._release(dead._trial_id)  # its Ledger no longer holds it: dead
+    a, b = _ledger(storage), _ledger(storage)
+    real = Ledger._put_attrs
+    written = threading.Event()
+
+    def slow_put(self, session, trial_id, items):
+        real(self, session, trial_id, items)
+        if self is a:
+            written.set()
+            time.sleep(1.0)
+
+    monkeypatch.setattr(Ledger, "_put_attrs", slow_put)
+    got: dict[str, object] = {}
+
+    def run(name: str, led: Ledger) -> None:
+        try:
+            got[name] = led.recover()
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            got[name] = e
+
+    th = threading.Thread(target=run, args=("a", a))
+    th.start()
+    assert written.wait(30)
+    run("b", b)
+    th.join(60)
+    assert isinstance(got["a"], list) and isinstance(got["b"], list), got
+    assert sorted(got["a"] + got["b"]) == [dead.number], got
+    (att,) = [x for x in b.attempts() if x.id == dead.number]
+    assert att.verdict.label() == "error: interrupted"
 
 
 def test_workers_compile_ahead(tmp_path, monkeypatch):
