@@ -134,3 +134,21 @@ def test_split_partials_use_written_and_compare_views():
     ev2 = be.correctness(two)
     v = correctness_gate(ev2, be.baseline_hashes, "tolerance", None, be.baseline_errors, 2.0)
     assert v.ok, v.reason  # other bits (other shape), same sums
+
+
+def test_launcher_opts_in_to_dynamic_shared_memory_over_48_kib():
+    """A launch asking for more than 48 KiB of dynamic shared memory sets the function's
+    max_dynamic_shared_size_bytes first (CUDA refuses the launch otherwise); a smaller one leaves it alone."""
+    fam = load_family("fp4_matvec")
+    g = Geometry("g", {"in": 7168, "out": 18432, "x_dtype": "float32"})
+    be = object.__new__(GpuBackend)
+    be.family, be.torch, be.cupy = fam, torch, SimpleNamespace()
+    be.builder = SimpleNamespace(spec_of=lambda geo: "spec")
+    inputs, outs = {"w": torch.zeros(4, dtype=torch.uint8), "x": torch.zeros(4)}, {"y": torch.zeros(4)}
+    big = fam.baseline().replace(expand="f16", qload="cp_async", rows_per_block=16, warps=4, unroll=1)
+    small = big.replace(rows_per_block=8)
+    for genome, want in ((big, 63488), (small, None)):
+        fn = SimpleNamespace()
+        be._launcher(Loaded(None, genome, {"spec": fn}), g, inputs, outs)
+        assert fam.launch(genome, g).shared_bytes == (want or 46080)
+        assert getattr(fn, "max_dynamic_shared_size_bytes", None) == want

@@ -39,7 +39,7 @@ import gzip
 import json
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], a
 
 
 def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = False,
-          command: str = "", owns: Any = None) -> dict[str, Any]:
+          command: str = "", owns: Callable[[str, int], bool] | None = None) -> dict[str, Any]:
     """Merge (name, sweep data) shards into one sweep's data; see the module docstring for the rules.
     ``owns(key, index)``: which part holds a genome (default: the seeded order's shard partition)."""
     if not files:
