@@ -26,7 +26,8 @@
 // XOR-swizzled so that 8 consecutive lanes read 8 different bank groups) and stream every (tile, step)
 // slice of the quant bytes (rows_per_block rows x 17 * VL bytes, 16-byte aligned) through a ring of
 // unroll + 1 stages filled with 16-byte cp.async, unroll slices in flight while one is folded; lanes then
-// read their block from shared memory as aligned words (funnel shifts), as qload = words_funnel does.
+// read their block from shared memory as aligned words (funnel shifts), as qload = words_funnel does. x and
+// the ring are dynamic shared memory (up to 227 KiB a block: the harness opts in above 48 KiB).
 //
 // Knobs arrive as macros EVO_<KNOB> (see family.py). No headers: NVRTC compiles it without a toolkit.
 
@@ -291,8 +292,8 @@ __device__ __forceinline__ void copy_rows(u8* dst, const u8* __restrict__ src, i
 // product, so the lane's weights 4t, 4t+2 | 4t+1, 4t+3 (and + 16) fill its k slots 2t, 2t+1 | 2t+8, 2t+9 and
 // B holds x in the same order. x is staged once per thread block as three f16 parts (hi + mid + lo = x * 2^k
 // exactly, with k per block of 32 chosen so that max |x * 2^k| lies in [2^14, 2^15)): B's columns 0, 1, 2 are
-// the parts (columns 3..7 repeat part 2 and are dropped), so one mma gives the three partial dot products. y adds, per block,
-// D * 2^(14 - k) * scale in fp32. Products are exact; the sums are the tensor cores' fp32 and the order
+// the parts (columns 3..7 repeat part 2 and are dropped), so one mma gives the three partial dot products.
+// y adds, per block, D * 2^(14 - k) * scale in fp32. Products are exact; the sums are the tensor cores' fp32 and the order
 // differs from the fold: tolerance mode (family.inexact_knobs).
 // With qload = cp_async the blocks are persistent (grid = SMs x resident blocks, tiles of R rows round-robin),
 // x's parts are staged once per block and every (tile, step of 64 blocks) slice of the quant bytes streams
