@@ -176,6 +176,9 @@ class Fp4Matvec(Family):
         wpg = W // G
         if R % wpg:
             return f"rows_per_block={R} is not a multiple of the {wpg} warps of a row group"
+        for g in geometries:
+            if g["out"] % R:
+                return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
         if genome["expand"] == "mma":
             return self._check_mma(genome, geometries)
         chains = 2 if G == 1 else 1
@@ -194,9 +197,6 @@ class Fp4Matvec(Family):
             if inflight > 8:
                 return (f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
                         "lane, over 8 (register budget)")
-        for g in geometries:
-            if g["out"] % R:
-                return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
         return None
 
     def _check_mma(self, genome: Mapping[str, Any], geometries) -> str | None:
@@ -220,8 +220,6 @@ class Fp4Matvec(Family):
                 if smem > SMEM_OPTIN:
                     return (f"expand=mma, qload=cp_async at {g.name}: x parts ({g['in'] // BLOCK * 196} B) + {U + 1} "
                             f"ring stages x {R} rows x {MMA_PITCH} B = {smem} B of shared memory, over {SMEM_OPTIN}")
-                if g["out"] % R:
-                    return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
             return None
         if tiles * U > 4:
             return f"expand=mma: {tiles} tiles x unroll {U} = {tiles * U} windows in flight per row pair, over 4"
@@ -230,8 +228,6 @@ class Fp4Matvec(Family):
             if smem > SMEM_LIMIT:
                 return (f"expand=mma at {g.name}: x staged as 3 f16 parts ({g['in'] // BLOCK * 196} B) and the row-group "
                         f"partials take {smem} B of shared memory, over {SMEM_LIMIT}")
-            if g["out"] % R:
-                return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
         return None
 
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
