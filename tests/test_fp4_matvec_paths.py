@@ -343,6 +343,11 @@ def inputs(n_in: int, n_out: int, x_dtype: str, seed: int = 0):
     return g, bytes(inp["w"].flatten().tolist()), x_fp32(inp["x"]), ref
 
 
+def rel_err(y, ref) -> float:
+    """Relative error norm against the float64 reference (the tolerance gate's measure)."""
+    return math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
+
+
 def base_genome(**kw):
     return FAM.baseline().replace(**kw)
 
@@ -455,6 +460,9 @@ COMPILE = [
     dict(expand="f16", qload="cp_async", row_groups=2, rows_per_block=32, warps=8, unroll=4),
     dict(expand="mma", qload="cp_async", row_groups=4, rows_per_block=32, warps=8, unroll=1),
     dict(expand="mma", qload="cp_async", row_groups=1, rows_per_block=16, warps=1, unroll=4),
+    dict(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=8, unroll=1),
+    dict(expand="mma", qload="tma", row_groups=1, rows_per_block=32, warps=8, unroll=2),
+    dict(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=4, unroll=4),
 ]
 
 
@@ -468,7 +476,10 @@ def test_new_paths_compile_without_spills(changes):
         r = m.resources
         assert 0 < r.registers <= 255 and r.spills == 0 and r.stack_frame == 0, (key, r)
         n_in = 7168 if "in=7168" in key else 4096
-        if gen["qload"] == "cp_async" and gen["expand"] == "mma":  # all of it dynamic
+        if gen["qload"] == "tma":  # all of it dynamic, one block a SM
+            assert r.shared_static == 0 and MOD.tma_layout(gen, n_in)[2] <= MOD.SMEM_OPTIN, (key, r)
+            assert r.registers * (32 * gen["warps"] * gen["rows_per_block"] // 16 + 32) <= 65536, (key, r)
+        elif gen["qload"] == "cp_async" and gen["expand"] == "mma":  # all of it dynamic
             assert r.shared_static == 0, (key, r)
             nb = MOD.mma_cp_async_blocks_per_sm(gen, n_in)
             assert r.registers * 32 * gen["warps"] * nb <= 65536, (key, r, nb)
@@ -523,12 +534,13 @@ def mma_emulated(a_regs, b_regs, c):
     return d
 
 
-def stage_x_parts(xs: list[float], nblk: int) -> tuple[list[list[int]], list[float]]:
-    """kernel.cu stage_x_parts(): s_xb as halves [entry][8] (three f16 parts), s_xf = 2^(14 - k) per block."""
+def stage_x_parts(xs: list[float], nblk: int, whole: bool = False) -> tuple[list[list[int]], list[float]]:
+    """kernel.cu stage_x_parts(): s_xb as halves [entry][8] (three f16 parts), s_xf = 2^(14 - k) per block; with
+    whole (qload = tma) one k for the vector, from max |x| over all of it."""
     s_xb = [[0] * 8 for _ in range(nblk * 12)]
     s_xf = [0.0] * nblk
     for b in range(nblk):
-        m = max(abs(v) for v in xs[32 * b:32 * b + 32])
+        m = max(abs(v) for v in (xs if whole else xs[32 * b:32 * b + 32]))
         em = (f32_bits(m) >> 23) & 255
         k = min(141 - em, 127)
         for lane in range(32):
@@ -736,7 +748,7 @@ def test_mma_emulation_is_within_the_tolerance_of_the_reference(changes, n_in, n
     assert FAM.inexact_knobs(gen, g) == ["expand"]
     got = emulate_mma(gen, w, xs, n_in, n_out)
     base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
-    err = lambda y: math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
+    err = lambda y: rel_err(y, ref)  # noqa: E731
     # the gate's rule (config tolerance_factor 2): within 2x the baseline's error against float64
     assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
 
@@ -757,7 +769,7 @@ def test_mma_ring_emulation_is_within_the_tolerance_of_the_reference(changes, n_
     assert FAM.inexact_knobs(gen, g) == ["expand"]
     got = emulate_mma_ring(gen, w, xs, n_in, n_out, grid)
     base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
-    err = lambda y: math.sqrt(sum((a - b) ** 2 for a, b in zip(y, ref))) / math.sqrt(sum(b * b for b in ref))
+    err = lambda y: rel_err(y, ref)  # noqa: E731
     assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
 
 
@@ -786,8 +798,7 @@ def test_mma_emulation_catches_a_wrong_k_slot():
         bad = emulate_mma(gen, w, xs, n_in, n_out)
     finally:
         globals()["byte_perm"] = real
-    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(bad, ref)))
-    assert num / math.sqrt(sum(b * b for b in ref)) > 1e-3
+    assert rel_err(bad, ref) > 1e-3
 
 
 def test_mma_constraints():
@@ -798,3 +809,166 @@ def test_mma_constraints():
     assert "in flight" in FAM.check(gen.replace(rows_per_block=32), REAL)  # 2 tiles x unroll 4
     big = [Geometry("big", {"in": 8192, "out": 4096, "x_dtype": "float32"})]
     assert "shared memory" in FAM.check(gen, big)
+
+
+# --- expand = mma, qload = tma: the bulk-copy ring, emulated lane by lane ---------------------------
+
+
+def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
+                    rotate: bool = True) -> list[float]:
+    """kernel.cu's qload = tma: persistent blocks, (tile, step) items copied row by row into ring stage
+    item % (unroll + 1) at the family's pitch (bytes not copied for the item read as a failure), warps consumer
+    warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, 4 chains a lane,
+    the scale from the E8M0 table, and the tile's rows summed across warps in warp order, times
+    2^(14 - k) with one k for the whole x."""
+    nblk, stride = n_in // 32, MOD.row_stride(n_in)
+    W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
+    kb, pitch, _ = MOD.tma_layout(genome, n_in)
+    nstep, nstage, mt = (nblk + kb - 1) // kb, U + 1, R // 16
+    s_xb, s_xf = stage_x_parts(xs, nblk, whole=True)
+    fx = s_xf[0]
+    ones = [1.0] * nblk
+    y = [None] * n_out
+    ntiles = n_out // R
+    for blk in range(grid):
+        ring = bytearray([0xEE]) * (nstage * R * pitch)
+        fresh = [set() for _ in range(nstage)]
+        my_tiles = (ntiles - 1 - blk) // grid + 1 if blk < ntiles else 0
+        acc = {(warp, lane): [[0.0] * 4 for _ in range(4)] for warp in range(W * mt) for lane in range(32)}
+        for item in range(my_tiles * nstep):
+            tile, s = blk + (item // nstep) * grid, item % nstep
+            st = item % nstage
+            nbytes = min(stride - s * kb * 17, stride if kb == nblk else kb * 17)
+            assert nbytes % 16 == 0 and (s * kb * 17) % 16 == 0 and pitch % 16 == 0  # cp.async.bulk's alignment
+            fresh[st] = set()
+            for r in range(R):
+                src = (tile * R + r) * stride + s * kb * 17
+                dst = (st * R + r) * pitch
+                ring[dst:dst + nbytes] = w[src:src + nbytes]
+                fresh[st].update(range(dst, dst + nbytes))
+
+            def word(off: int) -> int:
+                assert all(o in fresh[st] for o in range(off, off + 4)), "read a byte not copied for this item"
+                return int.from_bytes(ring[off:off + 4], "little")
+
+            ng = min(nblk - s * kb, kb) // 4
+            for warp in range(W * mt):
+                ti, wp = warp // W, warp % W
+                jg = (wp + item) % W if rotate else wp
+                while jg < ng:
+                    for u in range(4):
+                        b, lead = s * kb + 4 * jg + u, (u + 1) & 3
+                        wofs = 68 * jg + 17 * u + 1 - lead
+                        qs, sbs = [], []
+                        for lane in range(32):
+                            g, t = lane >> 2, lane & 3
+                            rows = [(st * R + 16 * ti + g + 8 * r) * pitch for r in range(2)]
+                            off = [rp + wofs + 4 * t for rp in rows]
+                            qs.append([funnel_rc(word(o), word(o + 4) if lead else 0, 8 * lead) for o in off])
+                            sbs.append([ring[rp + 68 * jg + 17 * u] for rp in rows])
+                            assert all(rp + 68 * jg + 17 * u in fresh[st] for rp in rows)
+                        for lane, (d, _) in enumerate(mma_block_lanes(qs, sbs, s_xb, ones, b)):
+                            f = [e8m0(sb) for sb in sbs[lane]]
+                            a = acc[(warp, lane)][u]
+                            for c in range(4):
+                                a[c] = fma32(d[c], f[c >> 1], a[c])
+                    jg += W
+            if s == nstep - 1:
+                red = [[None] * R for _ in range(W)]
+                for warp in range(W * mt):
+                    ti, wp = warp // W, warp % W
+                    for lane in range(32):
+                        if lane & 3:
+                            for u in range(4):
+                                acc[(warp, lane)][u][1] = acc[(warp, lane)][u][3] = 0.0
+                    for r in range(2):
+                        def chain(lane, u):
+                            a = acc[(warp, lane)][u]
+                            return fadd32(a[2 * r], a[2 * r + 1])
+                        v = [fadd32(fadd32(chain(ln, 0), chain(ln, 1)), fadd32(chain(ln, 2), chain(ln, 3)))
+                             for ln in range(32)]
+                        for lane in range(0, 32, 4):
+                            red[wp][16 * ti + 8 * r + (lane >> 2)] = fadd32(v[lane], v[lane + 1])
+                for row in range(R):
+                    v = red[0][row]
+                    for ww in range(1, W):
+                        v = fadd32(v, red[ww][row])
+                    y[tile * R + row] = fmul32(v, fx)
+                for key in acc:
+                    acc[key] = [[0.0] * 4 for _ in range(4)]
+    return y
+
+
+TMA_CASES = [
+    # (genome changes, in, out, x_dtype, grid): whole rows a step, the ring reused across 3 tiles of a block, bf16 x;
+    # 16 consumer warps (2 tiles an item) and K in 2 steps (112 + 16 blocks); 5 stages of 128 blocks, 4 warps
+    (dict(rows_per_block=16, warps=2, unroll=1), 256, 48, "bfloat16", 1),
+    (dict(rows_per_block=32, warps=8, unroll=2), 4096, 32, "float32", 1),
+    (dict(rows_per_block=16, warps=4, unroll=4), 4608, 32, "float32", 2),
+]
+
+
+@pytest.mark.parametrize("changes,n_in,n_out,x_dtype,grid", TMA_CASES)
+def test_mma_tma_emulation_is_within_the_tolerance_of_the_reference(changes, n_in, n_out, x_dtype, grid):
+    g, w, xs, ref = inputs(n_in, n_out, x_dtype, seed=5)
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, **changes)
+    assert FAM.check(gen, [g]) is None, FAM.check(gen, [g])
+    assert FAM.inexact_knobs(gen, g) == ["expand"]
+    kb = MOD.tma_layout(gen, n_in)[0]
+    assert (n_in, kb) != (4096, 4096 // 32) or changes["rows_per_block"] == 16  # the 32-row case splits K
+    got = emulate_mma_tma(gen, w, xs, n_in, n_out, grid)
+    base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
+    err = lambda y: rel_err(y, ref)  # noqa: E731
+    assert err(got) <= 2 * max(err(base), 1e-9), (err(got), err(base))
+
+
+def test_tma_layout_steps_pitch_and_launch():
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=8, unroll=2)
+    # whole rows fit at 3 stages: 16 rows x (3808 + 16) B, the pitch 4 mod 8 words
+    assert MOD.tma_layout(gen, 7168)[:2] == (224, 3824) and (3824 // 4) % 8 == 4
+    kb, pitch, smem = MOD.tma_layout(gen.replace(rows_per_block=32), 7168)
+    assert (kb, pitch) == (112, 1904) and (1904 // 4) % 8 == 4 and smem <= MOD.SMEM_OPTIN
+    assert MOD.tma_layout(gen.replace(unroll=4), 7168)[0] == 128  # 5 stages: 2 steps, 128 + 96 blocks
+    for g in REAL:
+        kb, pitch, smem = MOD.tma_layout(gen, g["in"])
+        assert kb % 16 == 0 or kb == g["in"] // 32
+        assert smem == 3 * 16 * pitch + g["in"] // 32 * 192 + 16 * 3 + 2 * 8 * 16 * 4 + 4 * 8 + 1024 <= MOD.SMEM_OPTIN
+        la = FAM.launch(gen, g)
+        assert la.block == (32 * 8 + 32, 1, 1) and la.shared_bytes == smem and la.grid[0] <= MOD.DEFAULT_SMS
+    la = FAM.launch(gen.replace(rows_per_block=32), REAL[0])
+    assert la.block == (32 * 16 + 32, 1, 1)  # warps consumer warps per 16-row tile, and the producer
+
+
+def test_tma_banks_of_a_fragments_window_loads():
+    """The 8 rows g of a fragment read words at the same offset: the pitch spreads them over 8 bank quads."""
+    for n_in, rows, unroll in ((7168, 16, 2), (7168, 32, 2), (4096, 16, 1), (7168, 16, 4)):
+        gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=rows, warps=8, unroll=unroll)
+        kb, pitch, _ = MOD.tma_layout(gen, n_in)
+        for jg in range(kb // 4):
+            for u in range(4):
+                lead = (u + 1) & 3
+                banks = {((g * pitch + 68 * jg + 17 * u + 1 - lead + 4 * t) // 4) % 32 for g in range(8) for t in range(4)}
+                assert len(banks) == 32, (n_in, rows, jg, u)
+
+
+def test_tma_emulation_catches_overlapping_ring_rows(monkeypatch):
+    """The emulator is not a restatement of the family's layout: a pitch 16 bytes short of a step's bytes makes
+    each ring row's copy overwrite the previous row's tail, and y shows it."""
+    n_in, n_out = 4096, 32
+    g, w, xs, ref = inputs(n_in, n_out, "float32", seed=6)
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=32, warps=8, unroll=2)
+    real = MOD.tma_layout
+    monkeypatch.setattr(MOD, "tma_layout", lambda gn, n: (real(gn, n)[0], real(gn, n)[1] - 16, real(gn, n)[2]))
+    assert rel_err(emulate_mma_tma(gen, w, xs, n_in, n_out, 1), ref) > 1e-3
+
+
+def test_tma_constraints():
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=8, unroll=2)
+    assert FAM.check(gen, REAL) is None
+    assert "expand=mma only" in FAM.check(gen.replace(expand="f16"), REAL)
+    assert "row_groups must be 1" in FAM.check(gen.replace(row_groups=2), REAL)
+    assert "not 16 or 32" in FAM.check(gen.replace(rows_per_block=64), REAL)
+    odd = [Geometry("odd", {"in": 4160, "out": 4096, "x_dtype": "float32"})]
+    assert "multiple of 128" in FAM.check(gen, odd)
+    huge = [Geometry("huge", {"in": 65536, "out": 4096, "x_dtype": "float32"})]
+    assert "do not fit" in FAM.check(gen, huge)

@@ -398,3 +398,27 @@ def test_sweep_resume_completes_a_time_limited_sweep(fake_gpu, monkeypatch, tmp_
     dup = {**copy.deepcopy(f), "resumes": f["created"]}
     with pytest.raises(ms.MergeError, match="holds already"):
         ms.resume((str(first), f), ("cont", dup))
+
+
+def test_sweep_resume_redo_measures_the_matching_genomes_again(fake_gpu, monkeypatch, tmp_path, order):
+    """--resume PREV --redo KNOB=VALUE: a complete sweep whose genomes with that value changed code is measured
+    again for exactly those (and the baseline, for the scale); the rest of PREV is kept as it was."""
+    keys = order[1]
+    whole = tmp_path / "all.json.gz"
+    assert run_sweep(monkeypatch, "--out", str(whole)) == 0
+    w = ms.load(whole)
+    match = [k for k in keys[1:] if Genome.from_key(k)["meta"] == "slice" and Genome.from_key(k)["vec"] == 16]
+    assert 0 < len(match) < len(keys) - 1
+    fake_gpu.slow = 1.5  # their new code: 1.5x slower on this GPU, and the baseline is measured again at 1.5x
+    _Pool.compiled = []
+    out = tmp_path / "redone.json.gz"
+    assert run_sweep(monkeypatch, "--resume", str(whole), "--redo", "meta=slice,vec=16", "--out", str(out)) == 0
+    assert _Pool.compiled == [keys[0]] + match
+    r = ms.load(out)
+    assert r["stopped"] == "complete" and set(r["genomes"]) == set(w["genomes"]) and r["merged"]["missing"] == []
+    for k in keys:
+        assert ("same_as" in r["genomes"][k]) == ("same_as" in w["genomes"][k]), k
+    with pytest.raises(SystemExit):
+        run_sweep(monkeypatch, "--resume", str(whole), "--redo", "nope=1", "--out", str(out))
+    with pytest.raises(SystemExit):
+        run_sweep(monkeypatch, "--redo", "meta=slice", "--out", str(out))

@@ -31,7 +31,9 @@ timing there (the merge keeps the first shard's).
 ``--resume PREV`` continues a sweep that its time limit stopped (PREV: that file, unsharded, same config and
 settings): it measures the baseline again and only the genomes PREV lacks, then writes PREV and the new part as
 one file (``tools/merge_sweeps.py``'s ``resume``: PREV is the reference, the new part's times are scaled by its
-own baseline as a shard's are, ``merged`` records both runs).
+own baseline as a shard's are, ``merged`` records both runs). With ``--redo KNOB=VALUE[,KNOB=VALUE...]`` it also
+measures again the genomes of PREV that match (every pair), dropping their old entries: for a source change
+that only those genomes' code sees (check their SASS first: the rest of PREV must still be what the tree builds).
 """
 
 from __future__ import annotations
@@ -114,12 +116,16 @@ def main() -> int:
     ap.add_argument("--resume", default=None,
                     help="a sweep file of this config stopped by its time limit: sweep the genomes it lacks and "
                          "write both as one file")
+    ap.add_argument("--redo", default=None,
+                    help="with --resume: KNOB=VALUE[,KNOB=VALUE...]: measure PREV's matching genomes again")
     ap.add_argument("--shard", default="1/1",
                     help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: "
                          "tools/merge_sweeps.py)")
     args = ap.parse_args()
     if not args.out and not args.compile_only:
         ap.error("--out is required")
+    if args.redo and not args.resume:
+        ap.error("--redo goes with --resume PREV")
     try:
         shard_i, shard_n = parse_shard(args.shard)
     except ValueError as e:
@@ -141,6 +147,23 @@ def main() -> int:
         prev = load_sweep(args.resume)
         if prev.get("space", {}).get("order") != [g.key for g in full]:
             ap.error(f"{args.resume} is not a sweep of this config's knob space and seed (the seeded order differs)")
+        if args.redo:
+            try:
+                want = dict(kv.split("=", 1) for kv in args.redo.split(","))
+            except ValueError:
+                ap.error(f"--redo {args.redo!r}: give KNOB=VALUE pairs separated by commas")
+            unknown = sorted(set(want) - {k.name for k in fam.knobs})
+            if unknown:
+                ap.error(f"--redo: no knob {unknown[0]!r} in {fam.name}")
+            redo = [k for k in prev["genomes"] if k != prev["baseline_key"]
+                    and all(str(Genome.from_key(k)[n]) == v for n, v in want.items())]
+            gone = set(redo)
+            gone |= {k for k, e in prev["genomes"].items() if e.get("same_as") in gone}  # no link to a dropped one
+            redo = [k for k in prev["genomes"] if k in gone]
+            for k in redo:
+                del prev["genomes"][k]
+            prev["stopped"] = f"{len(redo)} genome(s) dropped to be measured again (--redo {args.redo})"
+            print(f"sweep: --redo {args.redo}: {len(redo)} genome(s) of {args.resume} measured again", flush=True)
         order = [g for g in order if g == base or g.key not in prev["genomes"]]  # the baseline: the new scale
         print(f"sweep: resuming {args.resume} ({len(prev['genomes'])} genomes recorded, {prev.get('stopped')})",
               flush=True)

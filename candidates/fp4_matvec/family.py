@@ -92,6 +92,48 @@ def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
     return max(1, min(by_smem, THREADS_PER_SM // threads, 32, 65536 // (threads * MIN_REGS["mma"])))
 
 
+# expand = mma with qload = tma (kernel.cu): one block a SM, warps consumers + 1 producer warp; the ring's items
+# are (tile of rows_per_block rows, step of TKB blocks), TKB a multiple of 16 blocks (17 * TKB bytes: whole 16-byte
+# copies) and as large as unroll + 1 stages allow (the whole row when it fits)
+
+
+TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: tools/h200/tma_blocks_probe.py)
+
+
+def tma_pitch(row_bytes: int) -> int:
+    """A ring row's pitch: 4 mod 8 words, so the 8 rows of a fragment fall on 8 different bank quads."""
+    return row_bytes + (16 if (row_bytes // 4) % 8 == 0 else 0)
+
+
+def tma_fixed_smem(genome: Mapping[str, Any], n_in: int) -> int:
+    """qload = tma's shared memory besides the ring: x parts (192 B a block), 2 mbarriers a stage, two buffers of
+    per-warp partials, the warp maxima, the E8M0 table (256 floats)."""
+    W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
+    return n_in // BLOCK * 192 + 16 * (U + 1) + 2 * W * R * 4 + 4 * W * (R // 16) + 1024
+
+
+def tma_step_blocks(genome: Mapping[str, Any], n_in: int) -> int:
+    """Blocks of K per ring item (0: not even 16 fit)."""
+    nblk, R, S = n_in // BLOCK, genome["rows_per_block"], genome["unroll"] + 1
+    budget = min(SMEM_OPTIN, SMEM_PER_SM // TMA_SM_BLOCKS - 1024)
+    per_row = (budget - tma_fixed_smem(genome, n_in)) // (S * R)
+    if tma_pitch(row_stride(n_in)) <= per_row:
+        return nblk
+    kb = 0
+    while kb + 16 < nblk and tma_pitch(17 * (kb + 16)) <= per_row:
+        kb += 16
+    return kb
+
+
+def tma_layout(genome: Mapping[str, Any], n_in: int) -> tuple[int, int, int]:
+    """(blocks of K per item, ring row pitch, dynamic shared memory) of qload = tma."""
+    kb = tma_step_blocks(genome, n_in)
+    row_bytes = row_stride(n_in) if kb == n_in // BLOCK else 17 * kb
+    pitch = tma_pitch(row_bytes)
+    R, S = genome["rows_per_block"], genome["unroll"] + 1
+    return kb, pitch, S * R * pitch + tma_fixed_smem(genome, n_in)
+
+
 def sm_count() -> int:
     """SMs of the current CUDA device (torch), else DEFAULT_SMS."""
     try:
@@ -181,6 +223,8 @@ class Fp4Matvec(Family):
                 return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
         if genome["expand"] == "mma":
             return self._check_mma(genome, geometries)
+        if genome["qload"] == "tma":
+            return "qload=tma feeds the tensor-core fragments: expand=mma only"
         chains = 2 if G == 1 else 1
         if genome["qload"] == "cp_async":
             # The ring lives in shared memory: registers hold one step (rows per warp x chains blocks).
@@ -202,9 +246,11 @@ class Fp4Matvec(Family):
     def _check_mma(self, genome: Mapping[str, Any], geometries) -> str | None:
         W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
         wpg = W // G
-        if genome["qload"] not in ("words_funnel", "cp_async"):
+        if genome["qload"] not in ("words_funnel", "cp_async", "tma"):
             return ("expand=mma reads each lane's 4 code bytes as one funnel-shifted window, from global memory "
-                    "(qload=words_funnel) or from a cp.async ring (qload=cp_async)")
+                    "(qload=words_funnel), a cp.async ring (qload=cp_async) or a bulk-copy ring (qload=tma)")
+        if genome["qload"] == "tma":
+            return self._check_tma(genome, geometries)
         if R % (16 * wpg):
             return (f"expand=mma: rows_per_block={R} is not a multiple of 16 rows x the {wpg} warps of a row group "
                     "(one mma tile is 16 rows)")
@@ -230,6 +276,21 @@ class Fp4Matvec(Family):
                         f"partials take {smem} B of shared memory, over {SMEM_LIMIT}")
         return None
 
+    def _check_tma(self, genome: Mapping[str, Any], geometries) -> str | None:
+        R, G = genome["rows_per_block"], genome["row_groups"]
+        if G != 1:
+            return "qload=tma: row_groups must be 1 (the consumer warps split each step's K between them)"
+        if R not in (16, 32):
+            return (f"qload=tma: rows_per_block={R}, not 16 or 32 (warps consumer warps per 16-row tile, at most 1024 "
+                    "threads a block)")
+        for g in geometries:
+            if g["in"] % 128:
+                return f"qload=tma at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
+            if tma_step_blocks(genome, g["in"]) == 0:
+                return (f"qload=tma at {g.name}: {genome['unroll'] + 1} ring stages of {R} rows do not fit 16 blocks "
+                        f"of K each beside x's parts ({tma_fixed_smem(genome, g['in'])} B) in {SMEM_OPTIN} B")
+        return None
+
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
         # row_groups 2 splits the baseline's two 32-lane chains between two warp groups: the same fold.
         # expand = f16 (weights * 2^-14 against x * 2^14: the same products) and qload = cp_async (the same
@@ -241,6 +302,10 @@ class Fp4Matvec(Family):
 
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
         out = super().defines(genome, spec)
+        if genome["qload"] == "tma":
+            out["EVO_TMA_KB"], out["EVO_TMA_PITCH"], _ = tma_layout(genome, spec["in"])
+            if TMA_SM_BLOCKS != 1:  # (the default leaves the source as the recorded sweep built it)
+                out["EVO_TMA_MINB"] = TMA_SM_BLOCKS
         if genome["qload"] == "cp_async":  # only there: the other genomes' sources stay as they were
             out["EVO_MINB"] = (mma_cp_async_blocks_per_sm(genome, spec["in"]) if genome["expand"] == "mma"
                                else cp_async_blocks_per_sm(genome, spec["in"]))
@@ -275,6 +340,10 @@ class Fp4Matvec(Family):
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
         tiles = geometry["out"] // genome["rows_per_block"]
         block = (32 * genome["warps"], 1, 1)
+        if genome["qload"] == "tma":  # persistent, one block a SM, a producer warp
+            smem = tma_layout(genome, geometry["in"])[2]
+            return Launch((min(tiles, sm_count() * TMA_SM_BLOCKS), 1, 1),
+                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem)
         if genome["qload"] == "cp_async" and genome["expand"] == "mma":  # persistent, dynamic shared memory
             n_in = geometry["in"]
             grid = min(tiles, sm_count() * mma_cp_async_blocks_per_sm(genome, n_in))
@@ -312,12 +381,14 @@ FAMILY = Fp4Matvec(
                  "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
                  "f16 parts per block of 32 (not bit-preserving: tolerance mode; with qload=words_funnel or "
                  "cp_async)"),
-        Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async"), "bytes",
+        Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async", "tma"), "bytes",
              doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
                  "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
                  "(tile, step) slices streamed by 16-byte cp.async through a ring of unroll + 1 stages, "
                  "words read from shared memory (expand=mma: 64-block slices, rows padded to 1104 B, dynamic shared "
-                 "memory up to 227 KiB, unroll + 1 stages)"),
+                 "memory up to 227 KiB, unroll + 1 stages), or tma (expand=mma only): one block a SM whose "
+                 "producer warp streams (tile, step) items by bulk copies (cp.async.bulk, one a row) into an "
+                 "mbarrier ring of unroll + 1 stages as deep in K as fits, warps consumer warps"),
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
                  "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),

@@ -87,7 +87,7 @@ __device__ __forceinline__ fblk load_block(const u8* __restrict__ row, int b) {
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     r.q[k] = (u32)p[1 + 4 * k] | ((u32)p[2 + 4 * k] << 8) | ((u32)p[3 + 4 * k] << 16) | ((u32)p[4 + 4 * k] << 24);
-#elif EVO_QLOAD == EVO_QLOAD_WORDS_FUNNEL || EVO_QLOAD == EVO_QLOAD_CP_ASYNC  // cp_async: from shared memory
+#elif EVO_QLOAD == EVO_QLOAD_WORDS_FUNNEL || EVO_QLOAD == EVO_QLOAD_CP_ASYNC || EVO_QLOAD == EVO_QLOAD_TMA  // (tma: unused)
   // Five aligned 32-bit words cover the 17 bytes at offset 0..3; with 16-byte padded rows they never
   // leave the row's padded extent (the last block sits at offset 3 when NBLK % 4 == 0).
   const u32* p = reinterpret_cast<const u32*>(row + (a & ~3));
@@ -302,10 +302,10 @@ __device__ __forceinline__ void copy_rows(u8* dst, const u8* __restrict__ src, i
 // Warp (kg, wi) takes the 4-block groups kg, kg + G, ... of every step: block 4j + u has lead (u + 1) & 3, a
 // constant, and u keeps its own accumulators (4 shorter fp32 chains, independent work for the scheduler).
 #define MT (R / (16 * WPG))  // 16-row tiles per warp
-#if MT < 1 || (R % (16 * WPG)) != 0
+#if EVO_QLOAD != EVO_QLOAD_TMA && (MT < 1 || (R % (16 * WPG)) != 0)  // (tma: every warp takes every tile)
 #error "expand = mma: rows_per_block must be a multiple of 16 x warps per row group"
 #endif
-#if EVO_QLOAD != EVO_QLOAD_CP_ASYNC
+#if EVO_QLOAD != EVO_QLOAD_CP_ASYNC && EVO_QLOAD != EVO_QLOAD_TMA
 __shared__ __align__(16) uint4 s_xb[NBLK * 12];  // block b, lane t, part p: the 8 halves of lane (p, t)'s B
 __shared__ float s_xf[NBLK];                      // 2^(14 - k_b): back to x's scale, and the weights' 2^-14
 #endif
@@ -358,7 +358,9 @@ __device__ __forceinline__ void stage_x_parts(const void* __restrict__ x, uint4*
 
 // One block of one 16-row tile: q[r], sb[r] are the lane's code window and scale byte of rows g (r = 0) and
 // g + 8 (r = 1); xb its B registers of the block, fx the block's 2^(14 - k). acc[c] += D[c] * scale * fx.
-__device__ __forceinline__ void mma_block(const u32* q, const u32* sb, uint4 xb, float fx, float* acc) {
+// D = the block's two mma (k-chunk 0: low nibbles, 1: high nibbles) of the lane's windows q[r] (rows g, g + 8)
+// against its B registers xb.
+__device__ __forceinline__ void mma_pair(const u32* q, uint4 xb, float* d) {
   u32 alo[4], ahi[4];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -370,9 +372,16 @@ __device__ __forceinline__ void mma_block(const u32* q, const u32* sb, uint4 xb,
     ahi[r] = __byte_perm(hi, 0u, 0x2404u);
     ahi[2 + r] = hi & 0xFF00FF00u;
   }
-  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  d[0] = d[1] = d[2] = d[3] = 0.0f;
   mma16816(d, alo, xb.x, xb.y);
   mma16816(d, ahi, xb.z, xb.w);
+}
+
+// One block of one 16-row tile: q[r], sb[r] are the lane's code window and scale byte of rows g (r = 0) and
+// g + 8 (r = 1); xb its B registers of the block, fx the block's 2^(14 - k). acc[c] += D[c] * scale * fx.
+__device__ __forceinline__ void mma_block(const u32* q, const u32* sb, uint4 xb, float fx, float* acc) {
+  float d[4];
+  mma_pair(q, xb, d);
   // 2^(sb - 127) * fx, exact (powers of two). e8m0's selects, not a branch: a branch here would end the basic
   // block after every block of every tile, and ptxas schedules within basic blocks only (no overlap of one
   // block's loads with another's mma).
@@ -519,6 +528,235 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     }
   }
   cp_async_wait<0>();  // no copy outlives the block
+}
+
+#elif EVO_QLOAD == EVO_QLOAD_TMA
+// ---- expand = mma, qload = tma: bulk copies (the Hopper copy engine) into an mbarrier ring ----
+// One persistent thread block a SM: warps consumer warps per 16-row tile (so warps x rows_per_block / 16) and a
+// producer warp. An item is (tile of R rows, step of TKB blocks of K, the whole padded row when it fits); the
+// producer copies item i into stage i % S (S = unroll + 1) with one
+// cp.async.bulk per row (the row's TKB * 17 bytes to a ring row of TPITCH bytes, a pitch of 4 mod 8 words so
+// that the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer
+// warp has released the stage's previous item on empty[stage]. The warps of a 16-row tile take the 4-block groups
+// of a step round-robin, starting at warp (item mod warps) so that no warp always gets the step's odd groups; a group's
+// windows are 7 aligned words a row (three funnel shifts), B comes from x's parts in shared memory, and each
+// block position u in its group keeps its own chains (4 shorter fp32 chains); the group loop is unrolled by 2
+// (one group's loads overlap the other's math: 1.09x with the table below, session 6 call f; by 4 is slower). A
+// tile's rows are summed across the warps through shared memory in warp order (deterministic).
+// x: one exponent k for the whole vector (max |x| * 2^k in [2^14, 2^15)), split into three f16 parts; y is the
+// sum times 2^(14 - k) (exact). A part below 2^-24 of that (2^-38 of max |x|) is lost: under fp32's own
+// rounding of the sum. The scale factor comes from a 256-entry table of e8m0() (0: 2^-127, 255: NaN).
+#define TKB EVO_TMA_KB            // blocks of K per item (a multiple of 16: 17 * TKB bytes, a multiple of 16)
+#define TPITCH EVO_TMA_PITCH      // bytes per ring row
+#define TNSTEP ((NBLK + TKB - 1) / TKB)
+#define TNSTAGE (U + 1)
+#define TMT (R / 16)              // 16-row tiles of an item
+#define TNCW (NWARPS * TMT)       // consumer warps
+#define TNC (32 * TNCW)           // consumer threads
+#if G != 1 || (R % 16) != 0 || (NBLK % 4) != 0
+#error "qload = tma: row_groups 1, rows_per_block a multiple of 16, in a multiple of 128"
+#endif
+typedef unsigned long long u64;
+// Dynamic shared memory (family.py: tma_smem): ring [TNSTAGE][R][TPITCH] | x parts [NBLK * 12] uint4 |
+// full [TNSTAGE], empty [TNSTAGE] mbarriers | partials [2][NWARPS][R] float | warp maxima [TNCW] float |
+// the E8M0 table [256] float.
+extern __shared__ __align__(16) uint4 dsm[];
+
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(TNC) : "memory"); }
+
+#ifndef EVO_TMA_MINB
+#define EVO_TMA_MINB 1
+#endif
+extern "C" __global__ void __launch_bounds__(TNC + 32, EVO_TMA_MINB)
+fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
+           const void* __restrict__ x,  // [in] fp32 or bf16
+           float* __restrict__ y,       // [out]
+           int out) {
+  u8* ring = reinterpret_cast<u8*>(dsm);
+  uint4* s_xb = reinterpret_cast<uint4*>(ring + TNSTAGE * R * TPITCH);
+  u64* full = reinterpret_cast<u64*>(s_xb + NBLK * 12);
+  u64* empty = full + TNSTAGE;
+  float* s_red = reinterpret_cast<float*>(empty + TNSTAGE);  // [2][NWARPS][R]
+  float* s_max = s_red + 2 * NWARPS * R;                      // [TNCW]
+  float* s_e8m0 = s_max + TNCW;                               // [256]: 2^(e - 127), e8m0() of every byte
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int ntiles = out / R;
+  const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  const int nitems = my_tiles * TNSTEP;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < TNSTAGE; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, TNCW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+  }
+  __syncthreads();
+
+  if (warp == TNCW) {  // the producer
+    for (int item = 0; item < nitems; ++item) {
+      const int st = item % TNSTAGE;
+      if (item >= TNSTAGE) mbar_wait(empty + st, (u32)((item / TNSTAGE - 1) & 1));
+      const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x, s = item % TNSTEP;
+      // a step's bytes: 17 * TKB (a multiple of 16), or the whole padded row; less in a short last step
+      constexpr int STEP_BYTES = TKB == NBLK ? ROW_STRIDE : TKB * 17;
+      const int left = ROW_STRIDE - s * TKB * 17;  // the (16-byte padded) row's bytes from this step on
+      const u32 bytes = (u32)(left < STEP_BYTES ? left : STEP_BYTES);
+      if (lane == 0) mbar_expect_tx(full + st, bytes * R);
+      __syncwarp();
+      for (int r = lane; r < R; r += 32)
+        bulk_copy(ring + (st * R + r) * TPITCH, w + (size_t)(tile * R + r) * ROW_STRIDE + (size_t)s * TKB * 17, bytes,
+                  full + st);
+    }
+    return;
+  }
+
+  // x's exponent: max |x| over the vector (consumer warps only; the producer is already copying). One pass over
+  // x: each thread keeps its chunks of 4 in registers for the split below.
+  constexpr int XCH = (EVO_IN / 4 + TNC - 1) / TNC;  // chunks of 4 a thread
+  float4 xv[XCH];
+  float m = 0.0f;
+#pragma unroll
+  for (int c = 0; c < XCH; ++c) {
+    const int i = (int)threadIdx.x + c * TNC;
+    if ((EVO_IN / 4) % TNC == 0 || i < EVO_IN / 4) {
+#if EVO_X_BF16
+      const uint2 v = reinterpret_cast<const uint2*>(x)[i];
+      xv[c] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                          __uint_as_float(v.y & 0xFFFF0000u));
+#else
+      xv[c] = reinterpret_cast<const float4*>(x)[i];
+#endif
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(xv[c].x), fabsf(xv[c].y)), fmaxf(fabsf(xv[c].z), fabsf(xv[c].w))));
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (lane == 0) s_max[warp] = m;
+  for (int i = threadIdx.x; i < 256; i += TNC) s_e8m0[i] = e8m0((u32)i);  // (published by the syncs below)
+  consumers_sync();
+  m = s_max[0];
+#pragma unroll
+  for (int i = 1; i < TNCW; ++i) m = fmaxf(m, s_max[i]);
+  const int em = (int)((__float_as_uint(m) >> 23) & 255u);
+  const int k = min(141 - em, 127);  // 2^k exact, k >= -114
+  const float xscale = __uint_as_float((u32)(k + 127) << 23);
+  const float fx = __uint_as_float((u32)(14 - k + 127) << 23);
+#pragma unroll
+  for (int c = 0; c < XCH; ++c) {  // the three f16 parts, in B's order (stage_x_parts)
+    const int i = (int)threadIdx.x + c * TNC;
+    if ((EVO_IN / 4) % TNC == 0 || i < EVO_IN / 4) {
+      const float v4[4] = {xv[c].x, xv[c].y, xv[c].z, xv[c].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float xs = v4[e] * xscale;
+        const u32 h = f16_bits(xs);
+        const float r1 = xs - f16_value(h);
+        const u32 mid = f16_bits(r1);
+        const u32 lo = f16_bits(r1 - f16_value(mid));
+        const int j = (4 * i + e) & 31, jj = j & 15, rr = jj & 3;
+        const int pos = (j >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1));
+        u16* dst = reinterpret_cast<u16*>(s_xb + (((4 * i) >> 5) * 4 + (jj >> 2)) * 3);
+        dst[pos] = (u16)h;
+        dst[8 + pos] = (u16)mid;
+        dst[16 + pos] = (u16)lo;
+      }
+    }
+  }
+  consumers_sync();
+
+  const int gq = lane >> 2, t = lane & 3;
+  const int gp = gq < 3 ? gq : 2;  // B columns 3..7 repeat part 2 (dropped at the end)
+  const int ti = warp / NWARPS, wp = warp % NWARPS;  // the warp's 16-row tile in the item, its place among its peers
+  float acc[4][4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+
+  for (int item = 0; item < nitems; ++item) {
+    const int st = item % TNSTAGE, s = item % TNSTEP;
+    mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));
+    const u8* slot = ring + (st * R + 16 * ti + gq) * TPITCH;
+    const int ng = (NBLK - s * TKB < TKB ? NBLK - s * TKB : TKB) / 4;  // 4-block groups in this step
+#pragma unroll 2
+    for (int jg = (wp + item) % NWARPS; jg < ng; jg += NWARPS) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int b = s * TKB + 4 * jg + u;
+        const uint4 xb = s_xb[(b * 4 + t) * 3 + gp];
+        const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
+        const int wofs = 68 * jg + 17 * u + 1 - lead + 4 * t;  // a multiple of 4
+        u32 q[2];
+        float f[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const u8* rowp = slot + 8 * r * TPITCH;
+          const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
+          q[r] = lead ? __funnelshift_r(p[0], p[1], 8u * lead) : p[0];
+          const u32 sb = rowp[68 * jg + 17 * u];
+          f[r] = s_e8m0[sb];  // a load, not shift-compare-select: the integer pipe is the busy one
+        }
+        float d[4];
+        mma_pair(q, xb, d);
+        acc[u][0] = __fmaf_rn(d[0], f[0], acc[u][0]);
+        acc[u][1] = __fmaf_rn(d[1], f[0], acc[u][1]);
+        acc[u][2] = __fmaf_rn(d[2], f[1], acc[u][2]);
+        acc[u][3] = __fmaf_rn(d[3], f[1], acc[u][3]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + st);  // (release: this warp's reads of the stage come before)
+
+    if (s == TNSTEP - 1) {  // the tile's last step
+      const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x;
+      float* red = s_red + ((item / TNSTEP) & 1) * NWARPS * R;  // two buffers: a fast warp may be a tile ahead
+      if (t != 0) {  // column 3 of lane t = 1 (and 5, 7 of t = 2, 3) is a repeat of part 2
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc[u][1] = acc[u][3] = 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float v = ((acc[0][2 * r] + acc[0][2 * r + 1]) + (acc[1][2 * r] + acc[1][2 * r + 1])) +
+                        ((acc[2][2 * r] + acc[2][2 * r + 1]) + (acc[3][2 * r] + acc[3][2 * r + 1]));
+        const float sum = v + __shfl_down_sync(0xffffffffu, v, 1);
+        if (t == 0) red[wp * R + 16 * ti + 8 * r + gq] = sum;
+      }
+      consumers_sync();
+      for (int row = threadIdx.x; row < R; row += TNC) {
+        float v = red[row];
+#pragma unroll
+        for (int ww = 1; ww < NWARPS; ++ww) v += red[ww * R + row];
+        y[tile * R + row] = v * fx;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+    }
+  }
 }
 
 #else  // expand = mma straight from global memory (qload = words_funnel)
