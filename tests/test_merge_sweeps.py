@@ -418,6 +418,16 @@ def test_sweep_resume_redo_measures_the_matching_genomes_again(fake_gpu, monkeyp
     assert r["stopped"] == "complete" and set(r["genomes"]) == set(w["genomes"]) and r["merged"]["missing"] == []
     for k in keys:
         assert ("same_as" in r["genomes"][k]) == ("same_as" in w["genomes"][k]), k
+    # the re-done file is a merge; doing it again (another change to the same genomes) joins onto it as it stands
+    _Pool.compiled = []
+    again = tmp_path / "again.json.gz"
+    assert run_sweep(monkeypatch, "--resume", str(out), "--redo", "meta=slice,vec=16", "--out", str(again)) == 0
+    assert _Pool.compiled == [keys[0]] + match
+    a = ms.load(again)
+    assert a["stopped"] == "complete" and set(a["genomes"]) == set(w["genomes"]) and a["merged"]["missing"] == []
+    assert a["merged"]["shards"][0]["earlier_merge"]["shards"][1]["stopped"] == "complete"
+    kept = next(k for k in keys[1:] if k not in match and "t" in w["genomes"][k])
+    assert a["genomes"][kept]["t"] == r["genomes"][kept]["t"]  # untouched genomes keep their times
     with pytest.raises(SystemExit):
         run_sweep(monkeypatch, "--resume", str(whole), "--redo", "nope=1", "--out", str(out))
     with pytest.raises(SystemExit):

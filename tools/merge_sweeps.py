@@ -108,8 +108,12 @@ def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], a
            command: str = "") -> dict[str, Any]:
     """A sweep stopped by its time limit (``prev``, unsharded) and its continuation (``tools/sweep.py --resume``:
     the baseline and the genomes ``prev`` lacks) as one sweep: the merge of two parts, ``prev`` the reference,
-    the continuation's times scaled by its own baseline as a shard's are."""
+    the continuation's times scaled by its own baseline as a shard's are. ``prev`` may itself be such a merge (a
+    sweep resumed or re-done before): it is taken as it stands, its own merge record kept as ``earlier_merge``."""
     (pname, p), (cname, c) = prev, cont
+    earlier = p.get("merged")
+    if earlier is not None:  # a merge already (a resumed or re-done sweep): its times are on its reference's scale
+        p = {**{k: v for k, v in p.items() if k != "merged"}, "shard": {"index": 1, "count": 1}}
     if _shard(p, pname) != (1, 1):
         raise MergeError(f"{pname} is a shard: resume the merge of its shards instead")
     held = set(p["genomes"])
@@ -126,6 +130,8 @@ def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], a
     out["merged"]["rule"] = ("a time-limited sweep (part 1, the reference) and its continuation (part 2: the "
                              "baseline again and the genomes part 1 lacks); " + out["merged"]["rule"].split("; ", 1)[1])
     out["merged"]["shards"][0]["stopped"] = p.get("stopped")
+    if earlier is not None:
+        out["merged"]["shards"][0]["earlier_merge"] = earlier  # how part 1 itself was put together
     return out
 
 
