@@ -644,6 +644,18 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
     return y
 
 
+def tile_row_sums(chains):
+    """The end of a 16-row tile in kernel.cu's mma paths: chains[lane] = its 4 chains of 4 D-sums. Lanes t != 0
+    drop columns 1 and 3 (repeats of part 2), each lane adds (c0 + c1) over the chains in pairs, and lane t = 0
+    adds lane t + 1's (shfl_down 1). Returns (row in the tile, sum) for rows g and g + 8."""
+    def lane_sum(lane, r):
+        a = [[0.0 if (lane & 3) and c & 1 else ch[c] for c in range(4)] for ch in chains[lane]]
+        s = [fadd32(ch[2 * r], ch[2 * r + 1]) for ch in a]
+        return fadd32(fadd32(s[0], s[1]), fadd32(s[2], s[3]))
+    return [((lane >> 2) + 8 * r, fadd32(lane_sum(lane, r), lane_sum(lane + 1, r)))
+            for r in range(2) for lane in range(0, 32, 4)]
+
+
 def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int) -> list[float]:
     """expand = mma with qload = cp_async, lane by lane: persistent blocks, each (tile, step of 64 blocks) slice
     copied into a ring of unroll + 1 stages at the kernel's row pitch (stale bytes stay in the ring: a read of
@@ -706,21 +718,9 @@ def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
                 red = [[None] * R for _ in range(G)]
                 for warp in range(W):
                     kg, wi = warp // wpg, warp % wpg
-                    for lane in range(32):
-                        if lane & 3:
-                            for u in range(4):
-                                for i in range(mt):
-                                    acc[(warp, lane)][u][i][1] = acc[(warp, lane)][u][i][3] = 0.0
                     for i in range(mt):
-                        for r in range(2):
-                            def chain(lane, u):
-                                a = acc[(warp, lane)][u][i]
-                                return fadd32(a[2 * r], a[2 * r + 1])
-                            v = [fadd32(fadd32(chain(ln, 0), chain(ln, 1)), fadd32(chain(ln, 2), chain(ln, 3)))
-                                 for ln in range(32)]
-                            for lane in range(0, 32, 4):
-                                row = wi * 16 * mt + 16 * i + (lane >> 2) + 8 * r
-                                red[kg][row] = fadd32(v[lane], v[lane + 1])
+                        for row, v in tile_row_sums([[acc[(warp, ln)][u][i] for u in range(4)] for ln in range(32)]):
+                            red[kg][wi * 16 * mt + 16 * i + row] = v
                 for row in range(R):
                     v = red[0][row]
                     for gg in range(1, G):
@@ -877,18 +877,8 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
                 red = [[None] * R for _ in range(W)]
                 for warp in range(W * mt):
                     ti, wp = warp // W, warp % W
-                    for lane in range(32):
-                        if lane & 3:
-                            for u in range(4):
-                                acc[(warp, lane)][u][1] = acc[(warp, lane)][u][3] = 0.0
-                    for r in range(2):
-                        def chain(lane, u):
-                            a = acc[(warp, lane)][u]
-                            return fadd32(a[2 * r], a[2 * r + 1])
-                        v = [fadd32(fadd32(chain(ln, 0), chain(ln, 1)), fadd32(chain(ln, 2), chain(ln, 3)))
-                             for ln in range(32)]
-                        for lane in range(0, 32, 4):
-                            red[wp][16 * ti + 8 * r + (lane >> 2)] = fadd32(v[lane], v[lane + 1])
+                    for row, v in tile_row_sums([acc[(warp, ln)] for ln in range(32)]):
+                        red[wp][16 * ti + row] = v
                 for row in range(R):
                     v = red[0][row]
                     for ww in range(1, W):

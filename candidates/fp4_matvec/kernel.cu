@@ -327,6 +327,21 @@ __device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// x_j of block b, already times 2^k, as three f16 parts (hi + mid + lo = xs exactly) at B's places in s_xb:
+// x_{4t+0,2,1,3} (+16) are halves 0..3 (4..7) of lane t's entry, one entry per part.
+__device__ __forceinline__ void put_x_parts(uint4* s_xb, int b, int j, float xs) {
+  const u32 h = f16_bits(xs);
+  const float r1 = xs - f16_value(h);  // exact (a float minus its rounding to fewer bits)
+  const u32 mid = f16_bits(r1);
+  const u32 lo = f16_bits(r1 - f16_value(mid));
+  const int jj = j & 15, rr = jj & 3;
+  const int pos = (j >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1));
+  u16* dst = reinterpret_cast<u16*>(s_xb + (b * 4 + (jj >> 2)) * 3);
+  dst[pos] = (u16)h;
+  dst[8 + pos] = (u16)mid;
+  dst[16 + pos] = (u16)lo;
+}
+
 // Stage x as three f16 parts per block of 32 (one warp per block, lane j holds x_j) and the blocks' 2^(14 - k).
 __device__ __forceinline__ void stage_x_parts(const void* __restrict__ x, uint4* s_xb, float* s_xf, int warp,
                                               int lane) {
@@ -341,17 +356,7 @@ __device__ __forceinline__ void stage_x_parts(const void* __restrict__ x, uint4*
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     const int em = (int)((__float_as_uint(m) >> 23) & 255u);  // max |x| in [2^(em-127), 2^(em-126))
     const int k = min(141 - em, 127);                         // 2^k: exact scaling, no overflow of 2^k itself
-    const float xs = xv * __uint_as_float((u32)(k + 127) << 23);
-    const u32 h = f16_bits(xs);
-    const float r1 = xs - f16_value(h);  // exact (a float minus its rounding to fewer bits)
-    const u32 mid = f16_bits(r1);
-    const u32 lo = f16_bits(r1 - f16_value(mid));
-    const int jj = lane & 15, rr = jj & 3;
-    const int pos = (lane >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1));  // x_{4t+0,2,1,3} (+16): halves 0..3 (4..7)
-    u16* dst = reinterpret_cast<u16*>(s_xb + (b * 4 + (jj >> 2)) * 3);
-    dst[pos] = (u16)h;
-    dst[8 + pos] = (u16)mid;
-    dst[16 + pos] = (u16)lo;
+    put_x_parts(s_xb, b, lane, xv * __uint_as_float((u32)(k + 127) << 23));
     if (lane == 0) s_xf[b] = __uint_as_float((u32)(14 - k + 127) << 23);  // 14 - k in [-113, 128]
   }
 }
@@ -671,17 +676,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
       const float v4[4] = {xv[c].x, xv[c].y, xv[c].z, xv[c].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float xs = v4[e] * xscale;
-        const u32 h = f16_bits(xs);
-        const float r1 = xs - f16_value(h);
-        const u32 mid = f16_bits(r1);
-        const u32 lo = f16_bits(r1 - f16_value(mid));
-        const int j = (4 * i + e) & 31, jj = j & 15, rr = jj & 3;
-        const int pos = (j >> 4) * 4 + (((rr & 1) << 1) | (rr >> 1));
-        u16* dst = reinterpret_cast<u16*>(s_xb + (((4 * i) >> 5) * 4 + (jj >> 2)) * 3);
-        dst[pos] = (u16)h;
-        dst[8 + pos] = (u16)mid;
-        dst[16 + pos] = (u16)lo;
+        put_x_parts(s_xb, (4 * i) >> 5, (4 * i + e) & 31, v4[e] * xscale);
       }
     }
   }
