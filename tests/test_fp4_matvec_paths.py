@@ -814,20 +814,133 @@ def test_mma_constraints():
 # --- expand = mma, qload = tma: the bulk-copy ring, emulated lane by lane ---------------------------
 
 
+def prmt(lo: int, hi: int, sel: int) -> int:
+    """PTX prmt.b32 in its generic mode: byte n is byte (sel >> 4n) & 7 of {hi, lo}, or that byte's sign bit
+    replicated when bit 3 of the nibble is set (what __byte_perm, and byte_perm above, leave out)."""
+    src = (lo & M32) | ((hi & M32) << 32)
+    out = 0
+    for n in range(4):
+        nib = (sel >> (4 * n)) & 15
+        byte = (src >> (8 * (nib & 7))) & 255
+        if nib & 8:
+            byte = 255 if byte & 128 else 0
+        out |= byte << (8 * n)
+    return out
+
+
+def s8(reg: int, i: int) -> int:
+    v = (reg >> (8 * i)) & 255
+    return v - 256 if v & 128 else v
+
+
+def imma_emulated(a_regs, b_regs, c: int):
+    """mma.m16n8k32 s8 x s8 -> s32 for one warp, every accumulator starting at c (PTX layout): A reg j of lane
+    (g, t) holds row g (+ 8 for odd j), k = 4t..4t+3 (+ 16 for j >= 2); B reg j holds k = 4t..4t+3 (+ 16 for
+    j = 1), column g; D element ci is row g (+ 8 for ci >= 2), column 2t + (ci & 1). Exact integers."""
+    A = [[None] * 32 for _ in range(16)]
+    B = [[None] * 8 for _ in range(32)]
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for j in range(4):
+            for e in range(4):
+                A[g + 8 * (j & 1)][4 * t + e + 16 * (j >> 1)] = s8(a_regs[lane][j], e)
+        for j in range(2):
+            for e in range(4):
+                B[4 * t + e + 16 * j][g] = s8(b_regs[lane][j], e)
+    return [[sum(A[(lane >> 2) + 8 * (ci >> 1)][k] * B[k][2 * (lane & 3) + (ci & 1)] for k in range(32)) + c
+             for ci in range(4)] for lane in range(32)]
+
+
+E2M1X2 = (0x03020100, 0x0C080604)  # 2 x E2M1 of the magnitudes 0..7, as int8
+IMMA_BIAS = 0x4B400000  # 1.5 x 2^23 as fp32 bits
+
+
+def stage_x_digits(xs: list[float], nblk: int):
+    """qload = tma's x: X = rint(x * 2^k) with one k for the vector (max |X| in [2^26, 2^27)), in four signed
+    base-128 digits from the top (put_x_digits: each a rint by adding 1.5 x 2^23, the remainders exact fp32).
+    Returns (s_xd[(b * 4 + t) * 4 + column] = (b0, b1) int8x4 words, 2^(-k-1))."""
+    mb = max(f32_bits(abs(v)) for v in xs)
+    em = mb >> 23
+    k = min(153 - em, 127)
+    M = 12582912.0
+    s_xd = [None] * (nblk * 16)
+    for b in range(nblk):
+        for t in range(4):
+            # k slots 4t..4t+3: weights 4t, 4t+16, 4t+1, 4t+17; slots 16+4t..: 4t+2, 4t+18, 4t+3, 4t+19
+            order = [4 * t, 4 * t + 16, 4 * t + 1, 4 * t + 17, 4 * t + 2, 4 * t + 18, 4 * t + 3, 4 * t + 19]
+            cols = [[], [], [], []]
+            for j in order:
+                r = fmul32(xs[32 * b + j], math.ldexp(1.0, k))
+                assert abs(r) < 2 ** 27
+                for c, sh in enumerate((21, 14, 7)):
+                    tc = fma32(r, 2.0 ** -sh, M)
+                    r = fma32(-fadd32(tc, -M), 2.0 ** sh, r)
+                    cols[c].append(tc)
+                cols[3].append(fadd32(r, M))
+            X = 0
+            for c in range(4):
+                digits = [fadd32(v, -M) for v in cols[c]]
+                assert all(-64 <= d <= 64 and d == int(d) for d in digits)
+                col = [f32_bits(v) & 255 for v in cols[c]]
+                assert [((v ^ 128) - 128) for v in col] == [int(d) for d in digits]  # the bits' low byte is the digit
+                s_xd[(b * 4 + t) * 4 + c] = (col[0] | col[1] << 8 | col[2] << 16 | col[3] << 24,
+                                             col[4] | col[5] << 8 | col[6] << 16 | col[7] << 24)
+            for e, j in enumerate(order):  # the digits are rint(x * 2^k), exactly
+                X = sum(int(fadd32(cols[c][e], -M)) * 128 ** (3 - c) for c in range(4))
+                v = fmul32(xs[32 * b + j], math.ldexp(1.0, k))
+                assert X == round(v), (X, v)
+    fx = float("nan") if em == 255 else math.ldexp(1.0, -k - 1)
+    return s_xd, fx
+
+
+def imma_block_lanes(qs, s_xd, b):
+    """One block of one 16-row tile for the 32 lanes (qs[lane][r]: code windows of rows g, g + 8): the positive
+    weights P and the negative ones' magnitudes N by table permutes, two mma from the bias, and each lane's
+    P - N as fp32 (exact)."""
+    a_p, a_n, bregs = [], [], []
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        P, N = [0] * 4, [0] * 4
+        for r in range(2):
+            q = qs[lane][r]
+            qn = q ^ 0x88888888
+            P[r], P[2 + r] = prmt(*E2M1X2, q), prmt(*E2M1X2, q >> 16)
+            N[r], N[2 + r] = prmt(*E2M1X2, qn), prmt(*E2M1X2, qn >> 16)
+        a_p.append(P)
+        a_n.append(N)
+        bregs.append(s_xd[(b * 4 + t) * 4 + min(g, 3)])  # columns 4..7 repeat column 3
+    dp, dn = imma_emulated(a_p, bregs, IMMA_BIAS), imma_emulated(a_n, bregs, IMMA_BIAS)
+    for lane in range(32):
+        assert all(abs(v - IMMA_BIAS) < 2 ** 22 for v in dp[lane] + dn[lane])  # the fp32 reading stays exact
+    return [[fadd32(bits_to_f32(p), -bits_to_f32(n)) for p, n in zip(dp[lane], dn[lane])] for lane in range(32)]
+
+
+def tma_tile_row_sums(chains):
+    """The end of a 16-row tile in qload = tma: per row, the two columns a lane holds summed over its 4 chains in
+    pairs, weighted by their digits' 128^i (lane t = 0: columns 0, 1, weights 2^21, 2^14; t = 1: 2^7, 1) in one
+    fma, and lane t = 0 adds lane t + 1's (shfl_down 1). Returns (row in the tile, sum) for rows g and g + 8."""
+    def lane_sum(lane, r):
+        ch = chains[lane]
+        c0 = fadd32(fadd32(ch[0][2 * r], ch[1][2 * r]), fadd32(ch[2][2 * r], ch[3][2 * r]))
+        c1 = fadd32(fadd32(ch[0][2 * r + 1], ch[1][2 * r + 1]), fadd32(ch[2][2 * r + 1], ch[3][2 * r + 1]))
+        w0, w1 = (2.0 ** 21, 2.0 ** 14) if lane & 3 == 0 else (2.0 ** 7, 1.0)
+        return fma32(c0, w0, fmul32(c1, w1))
+    return [((lane >> 2) + 8 * r, fadd32(lane_sum(lane, r), lane_sum(lane + 1, r)))
+            for r in range(2) for lane in range(0, 32, 4)]
+
+
 def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
                     rotate: bool = True) -> list[float]:
     """kernel.cu's qload = tma: persistent blocks, (tile, step) items copied row by row into ring stage
     item % (unroll + 1) at the family's pitch (bytes not copied for the item read as a failure), warps consumer
-    warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, 4 chains a lane,
-    the scale from the E8M0 table, and the tile's rows summed across warps in warp order, times
-    2^(14 - k) with one k for the whole x."""
+    warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, 4 chains a lane
+    of int8 mma sums (P - N) times the scale from the E8M0 table, and the tile's rows summed across warps in warp
+    order, times 2^(-k-1) with one k for the whole x."""
     nblk, stride = n_in // 32, MOD.row_stride(n_in)
     W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
     kb, pitch, _ = MOD.tma_layout(genome, n_in)
     nstep, nstage, mt = (nblk + kb - 1) // kb, U + 1, R // 16
-    s_xb, s_xf = stage_x_parts(xs, nblk, whole=True)
-    fx = s_xf[0]
-    ones = [1.0] * nblk
+    s_xd, fx = stage_x_digits(xs, nblk)
     y = [None] * n_out
     ntiles = n_out // R
     for blk in range(grid):
@@ -867,7 +980,7 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
                             qs.append([funnel_rc(word(o), word(o + 4) if lead else 0, 8 * lead) for o in off])
                             sbs.append([ring[rp + 68 * jg + 17 * u] for rp in rows])
                             assert all(rp + 68 * jg + 17 * u in fresh[st] for rp in rows)
-                        for lane, (d, _) in enumerate(mma_block_lanes(qs, sbs, s_xb, ones, b)):
+                        for lane, d in enumerate(imma_block_lanes(qs, s_xd, b)):
                             f = [e8m0(sb) for sb in sbs[lane]]
                             a = acc[(warp, lane)][u]
                             for c in range(4):
@@ -877,7 +990,7 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
                 red = [[None] * R for _ in range(W)]
                 for warp in range(W * mt):
                     ti, wp = warp // W, warp % W
-                    for row, v in tile_row_sums([acc[(warp, ln)] for ln in range(32)]):
+                    for row, v in tma_tile_row_sums([acc[(warp, ln)] for ln in range(32)]):
                         red[wp][16 * ti + row] = v
                 for row in range(R):
                     v = red[0][row]
@@ -889,12 +1002,36 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
     return y
 
 
+def test_tma_int8_weights_are_twice_e2m1_for_every_code_at_every_place():
+    """P - N byte by byte is 2 x E2M1 of the code in selector order, for every code in every nibble."""
+    for code in range(16):
+        for pos in range(8):
+            q = (code << (4 * pos)) | (0x1 << (4 * ((pos + 3) % 8)))  # another nibble set too: no cross-talk
+            got = {}
+            for half in range(2):
+                p = prmt(*E2M1X2, q >> (16 * half))
+                n = prmt(*E2M1X2, (q ^ 0x88888888) >> (16 * half))
+                for e in range(4):
+                    got[4 * half + e] = s8(p, e) - s8(n, e)
+            assert got[pos] == 2 * spec_e2m1(code), (code, pos, got)
+
+
+def test_tma_emulation_needs_prmts_sign_mode(monkeypatch):
+    """With __byte_perm's selectors (bit 3 ignored) a negative code would count in P too: y shows it."""
+    n_in, n_out = 256, 16
+    g, w, xs, ref = inputs(n_in, n_out, "float32", seed=7)
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=2, unroll=1)
+    assert rel_err(emulate_mma_tma(gen, w, xs, n_in, n_out, 1), ref) < 1e-6
+    monkeypatch.setattr(sys.modules[__name__], "prmt", byte_perm)
+    assert rel_err(emulate_mma_tma(gen, w, xs, n_in, n_out, 1), ref) > 1e-2
+
+
 TMA_CASES = [
     # (genome changes, in, out, x_dtype, grid): whole rows a step, the ring reused across 3 tiles of a block, bf16 x;
-    # 16 consumer warps (2 tiles an item) and K in 2 steps (112 + 16 blocks); 5 stages of 128 blocks, 4 warps
+    # 16 consumer warps (2 tiles an item) and K in 2 steps (128 + 16 blocks); 5 stages of 144 blocks (144 + 16), 4 warps
     (dict(rows_per_block=16, warps=2, unroll=1), 256, 48, "bfloat16", 1),
-    (dict(rows_per_block=32, warps=8, unroll=2), 4096, 32, "float32", 1),
-    (dict(rows_per_block=16, warps=4, unroll=4), 4608, 32, "float32", 2),
+    (dict(rows_per_block=32, warps=8, unroll=2), 4608, 32, "float32", 1),
+    (dict(rows_per_block=16, warps=4, unroll=4), 5120, 32, "float32", 2),
 ]
 
 
@@ -905,7 +1042,7 @@ def test_mma_tma_emulation_is_within_the_tolerance_of_the_reference(changes, n_i
     assert FAM.check(gen, [g]) is None, FAM.check(gen, [g])
     assert FAM.inexact_knobs(gen, g) == ["expand"]
     kb = MOD.tma_layout(gen, n_in)[0]
-    assert (n_in, kb) != (4096, 4096 // 32) or changes["rows_per_block"] == 16  # the 32-row case splits K
+    assert kb < n_in // 32 or n_in == 256  # K in 2 steps, a short one last
     got = emulate_mma_tma(gen, w, xs, n_in, n_out, grid)
     base = emulate_direct(FAM.baseline().replace(rows_per_block=16, warps=1), w, xs, n_in, n_out)
     err = lambda y: rel_err(y, ref)  # noqa: E731
@@ -918,11 +1055,11 @@ def test_tma_layout_steps_pitch_and_launch():
     assert MOD.tma_layout(gen, 7168)[:2] == (224, 3824) and (3824 // 4) % 8 == 4
     kb, pitch, smem = MOD.tma_layout(gen.replace(rows_per_block=32), 7168)
     assert (kb, pitch) == (112, 1904) and (1904 // 4) % 8 == 4 and smem <= MOD.SMEM_OPTIN
-    assert MOD.tma_layout(gen.replace(unroll=4), 7168)[0] == 128  # 5 stages: 2 steps, 128 + 96 blocks
+    assert MOD.tma_layout(gen.replace(unroll=4), 7168)[0] == 144  # 5 stages: 2 steps, 144 + 80 blocks
     for g in REAL:
         kb, pitch, smem = MOD.tma_layout(gen, g["in"])
         assert kb % 16 == 0 or kb == g["in"] // 32
-        assert smem == 3 * 16 * pitch + g["in"] // 32 * 192 + 16 * 3 + 2 * 8 * 16 * 4 + 4 * 8 + 1024 <= MOD.SMEM_OPTIN
+        assert smem == 3 * 16 * pitch + g["in"] // 32 * 128 + 16 * 3 + 2 * 8 * 16 * 4 + 4 * 8 + 1024 + 16 <= MOD.SMEM_OPTIN
         la = FAM.launch(gen, g)
         assert la.block == (32 * 8 + 32, 1, 1) and la.shared_bytes == smem and la.grid[0] <= MOD.DEFAULT_SMS
     la = FAM.launch(gen.replace(rows_per_block=32), REAL[0])
@@ -944,7 +1081,7 @@ def test_tma_banks_of_a_fragments_window_loads():
 def test_tma_emulation_catches_overlapping_ring_rows(monkeypatch):
     """The emulator is not a restatement of the family's layout: a pitch 16 bytes short of a step's bytes makes
     each ring row's copy overwrite the previous row's tail, and y shows it."""
-    n_in, n_out = 4096, 32
+    n_in, n_out = 5120, 32  # 112 + 48 blocks, the pitch 1904 = 17 x 112 (no bank padding)
     g, w, xs, ref = inputs(n_in, n_out, "float32", seed=6)
     gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=32, warps=8, unroll=2)
     real = MOD.tma_layout

@@ -98,6 +98,7 @@ FP4_MMA = [  # expand = mma: tensor cores, K split 1/2/4, 1-4 tiles per warp, un
     dict(qload="tma", rows_per_block=16, warps=8, row_groups=1, unroll=2),
     dict(qload="tma", rows_per_block=32, warps=8, row_groups=1, unroll=2),
     dict(qload="tma", rows_per_block=16, warps=4, row_groups=1, unroll=4),
+    dict(qload="tma", rows_per_block=16, warps=1, row_groups=1, unroll=1),  # one consumer warp: x read twice
 ]
 
 

@@ -106,10 +106,11 @@ def tma_pitch(row_bytes: int) -> int:
 
 
 def tma_fixed_smem(genome: Mapping[str, Any], n_in: int) -> int:
-    """qload = tma's shared memory besides the ring: x parts (192 B a block), 2 mbarriers a stage, two buffers of
-    per-warp partials, the warp maxima, the E8M0 table (256 floats)."""
+    """qload = tma's shared memory besides the ring: x's int8 digits (128 B a block: 4 lanes x 4 columns x 8),
+    2 mbarriers a stage, two buffers of per-warp partials, the warp maxima, the E8M0 table (256 floats) and a
+    word of the E2M1 table (16 bytes)."""
     W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
-    return n_in // BLOCK * 192 + 16 * (U + 1) + 2 * W * R * 4 + 4 * W * (R // 16) + 1024
+    return n_in // BLOCK * 128 + 16 * (U + 1) + 2 * W * R * 4 + 4 * W * (R // 16) + 1024 + 16
 
 
 def tma_step_blocks(genome: Mapping[str, Any], n_in: int) -> int:
@@ -288,7 +289,7 @@ class Fp4Matvec(Family):
                 return f"qload=tma at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
             if tma_step_blocks(genome, g["in"]) == 0:
                 return (f"qload=tma at {g.name}: {genome['unroll'] + 1} ring stages of {R} rows do not fit 16 blocks "
-                        f"of K each beside x's parts ({tma_fixed_smem(genome, g['in'])} B) in {SMEM_OPTIN} B")
+                        f"of K each beside x's digits and the rest ({tma_fixed_smem(genome, g['in'])} B) in {SMEM_OPTIN} B")
         return None
 
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
@@ -380,7 +381,7 @@ FAMILY = Fp4Matvec(
                  "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114), "
                  "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
                  "f16 parts per block of 32 (not bit-preserving: tolerance mode; with qload=words_funnel or "
-                 "cp_async)"),
+                 "cp_async; qload=tma takes int8 tensor cores instead)"),
         Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async", "tma"), "bytes",
              doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
                  "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
@@ -388,7 +389,9 @@ FAMILY = Fp4Matvec(
                  "words read from shared memory (expand=mma: 64-block slices, rows padded to 1104 B, dynamic shared "
                  "memory up to 227 KiB, unroll + 1 stages), or tma (expand=mma only): one block a SM whose "
                  "producer warp streams (tile, step) items by bulk copies (cp.async.bulk, one a row) into an "
-                 "mbarrier ring of unroll + 1 stages as deep in K as fits, warps consumer warps"),
+                 "mbarrier ring of unroll + 1 stages as deep in K as fits, warps consumer warps; its tensor "
+                 "cores take int8 (m16n8k32): the weights 2 x e2m1 by byte-permute table lookups, x as four "
+                 "base-128 digits of one fixed-point integer for the vector"),
         Knob("row_groups", (1, 2, 4), 1, exact=False,
              doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
                  "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),

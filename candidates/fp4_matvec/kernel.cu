@@ -536,7 +536,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 }
 
 #elif EVO_QLOAD == EVO_QLOAD_TMA
-// ---- expand = mma, qload = tma: bulk copies (the Hopper copy engine) into an mbarrier ring ----
+// ---- expand = mma, qload = tma: bulk copies (the Hopper copy engine) into an mbarrier ring, int8 tensor cores ----
 // One persistent thread block a SM: warps consumer warps per 16-row tile (so warps x rows_per_block / 16) and a
 // producer warp. An item is (tile of R rows, step of TKB blocks of K, the whole padded row when it fits); the
 // producer copies item i into stage i % S (S = unroll + 1) with one
@@ -544,13 +544,24 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // that the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer
 // warp has released the stage's previous item on empty[stage]. The warps of a 16-row tile take the 4-block groups
 // of a step round-robin, starting at warp (item mod warps) so that no warp always gets the step's odd groups; a group's
-// windows are 7 aligned words a row (three funnel shifts), B comes from x's parts in shared memory, and each
-// block position u in its group keeps its own chains (4 shorter fp32 chains); the group loop is unrolled by 2
-// (one group's loads overlap the other's math: 1.09x with the table below, session 6 call f; by 4 is slower). A
+// windows are 7 aligned words a row (three funnel shifts), and each block position u in its group keeps its own
+// chains (4 shorter fp32 chains); the group loop is unrolled by 2 (one group's loads overlap the other's math). A
 // tile's rows are summed across the warps through shared memory in warp order (deterministic).
-// x: one exponent k for the whole vector (max |x| * 2^k in [2^14, 2^15)), split into three f16 parts; y is the
-// sum times 2^(14 - k) (exact). A part below 2^-24 of that (2^-38 of max |x|) is lost: under fp32's own
-// rounding of the sum. The scale factor comes from a 256-entry table of e8m0() (0: 2^-127, 255: NaN).
+// Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
+// exact int32 sums), because the integer pipe, not the copy engine, bounds this path (docs/fp4-bandwidth.md):
+// - a code word (8 codes) becomes its A registers with byte permutes that are a table lookup: 2 x E2M1 is the
+//   integer {0, 1, 2, 3, 4, 6, 8, 12}[m] (m the code's magnitude bits) and prmt with the code nibble as the
+//   selector picks that byte, or 0 where the code's bit 3 (its sign) is set (prmt's sign-replicate mode; every
+//   table byte is below 128). So P = prmt(table, q) holds the positive weights and N = prmt(table, q ^ 0x8888..)
+//   the magnitudes of the negative ones; two mma (P and N against the same B) take the place of the f16 pair,
+//   and 4 permutes and an xor a word replace 9 shifts and masks.
+// - x is one fixed-point integer for the vector, X = rint(x * 2^k) with max |X| in [2^26, 2^27) (one k for all of
+//   x), in four signed base-128 digits in [-64, 64]: B's columns 0..3 are the digits of weight 2^21, 2^14, 2^7, 1
+//   (columns 4..7 repeat column 3 and are dropped). A digit times a weight times 32 fits an int32 many times.
+// - D starts at 0x4B400000 (the int32 bits of 1.5 x 2^23), so D read as an fp32 is 1.5 x 2^23 + the exact int sum
+//   (|sum| < 2^22): the P sum minus the N sum is one exact fp32 subtraction, no int-to-float conversion.
+// y = 2^(-k-1) x (sum over blocks of (P - N) x the block's E8M0 scale, by column times its digit weight). x
+// below 2^-27 of max |x| is rounded to that grid (fp32's own rounding of the sum is 2^-24 of its terms).
 #define TKB EVO_TMA_KB            // blocks of K per item (a multiple of 16: 17 * TKB bytes, a multiple of 16)
 #define TPITCH EVO_TMA_PITCH      // bytes per ring row
 #define TNSTEP ((NBLK + TKB - 1) / TKB)
@@ -562,9 +573,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #error "qload = tma: row_groups 1, rows_per_block a multiple of 16, in a multiple of 128"
 #endif
 typedef unsigned long long u64;
-// Dynamic shared memory (family.py: tma_smem): ring [TNSTAGE][R][TPITCH] | x parts [NBLK * 12] uint4 |
-// full [TNSTAGE], empty [TNSTAGE] mbarriers | partials [2][NWARPS][R] float | warp maxima [TNCW] float |
-// the E8M0 table [256] float.
+// Dynamic shared memory (family.py: tma_layout): ring [TNSTAGE][R][TPITCH] | x digits [NBLK][4 lanes t][4 columns]
+// uint2 | full [TNSTAGE], empty [TNSTAGE] mbarriers | partials [2][NWARPS][R] float | warp maxima [TNCW] |
+// the E8M0 table [256] float | E2M1X2_LO (16 bytes).
 extern __shared__ __align__(16) uint4 dsm[];
 
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -590,6 +601,69 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(TNC) : "memory"); }
 
+// prmt's generic mode (not __byte_perm, which ignores a selector's bit 3): byte n of the result is byte
+// (sel >> 4n) & 7 of {hi, lo}, or its sign replicated when bit 3 of that nibble is set.
+__device__ __forceinline__ u32 prmt(u32 lo, u32 hi, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+  return r;
+}
+#define E2M1X2_LO 0x03020100u  // 2 x E2M1 of magnitudes 0..3
+#define E2M1X2_HI 0x0C080604u  // 4..7
+#define IMMA_BIAS 0x4B400000  // 1.5 x 2^23 as fp32 bits
+
+// D = A B + c (c in all four accumulators: no per-mma copies of it)
+__device__ __forceinline__ void imma16832(int* d, const u32* a, u32 b0, u32 b1, int c) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+
+// x's chunk i of 4 values as fp32 (bf16 widened).
+__device__ __forceinline__ float4 load_x4(const void* __restrict__ x, int i) {
+#if EVO_X_BF16
+  const uint2 v = reinterpret_cast<const uint2*>(x)[i];
+  return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                     __uint_as_float(v.y & 0xFFFF0000u));
+#else
+  return reinterpret_cast<const float4*>(x)[i];
+#endif
+}
+__device__ __forceinline__ u32 abs_bits(float4 v) {  // max of |v|'s bits: a NaN above inf above every number
+  return max(max(__float_as_uint(v.x) & 0x7FFFFFFFu, __float_as_uint(v.y) & 0x7FFFFFFFu),
+             max(__float_as_uint(v.z) & 0x7FFFFFFFu, __float_as_uint(v.w) & 0x7FFFFFFFu));
+}
+// The low bytes of a, b, c, d as one word.
+__device__ __forceinline__ u32 pack_low_bytes(u32 a, u32 b, u32 c, u32 d) {
+  return __byte_perm(__byte_perm(a, b, 0x0040u), __byte_perm(c, d, 0x0040u), 0x5410u);
+}
+// Lane t's B registers of block b for every column: weights 4t, 4t+16, 4t+1, 4t+17 (k slots 4t..4t+3: the
+// nibbles of code bytes 4t, 4t+1 in selector order) and 4t+2, 4t+18, 4t+3, 4t+19 (k slots 16+4t..): lo = x of
+// weights 4t..4t+3, hi = x of 4t+16..4t+19. The digits of X = rint(x * 2^k) from the top, each rint(r / 128^i)
+// by adding 1.5 x 2^23 (exact fp32 steps on the FMA pipe, no int conversions): d3, d2, d1 in [-64, 64], the
+// remainders exact, d0 = rint of the last; the fp32 bits of (digit + 1.5 x 2^23) end in the digit's int8 byte.
+__device__ __forceinline__ void put_x_digits(uint2* s_xd, int b, int t, float4 lo, float4 hi, float xscale) {
+  const float M = 12582912.0f;
+  const float v[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
+  u32 bits[4][8];  // [column: digit of weight 2^21, 2^14, 2^7, 1][k slot]
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float r0 = v[e] * xscale;  // exact (a power of two), |r0| < 2^27
+    const float t3 = __fmaf_rn(r0, 0x1p-21f, M), r1 = __fmaf_rn(-(t3 - M), 0x1p21f, r0);
+    const float t2 = __fmaf_rn(r1, 0x1p-14f, M), r2 = __fmaf_rn(-(t2 - M), 0x1p14f, r1);
+    const float t1 = __fmaf_rn(r2, 0x1p-7f, M), r3 = __fmaf_rn(-(t1 - M), 128.0f, r2);
+    const float t0 = r3 + M;
+    bits[0][e] = __float_as_uint(t3);
+    bits[1][e] = __float_as_uint(t2);
+    bits[2][e] = __float_as_uint(t1);
+    bits[3][e] = __float_as_uint(t0);
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+    s_xd[(b * 4 + t) * 4 + c] = make_uint2(pack_low_bytes(bits[c][0], bits[c][1], bits[c][2], bits[c][3]),
+                                           pack_low_bytes(bits[c][4], bits[c][5], bits[c][6], bits[c][7]));
+}
+
 #ifndef EVO_TMA_MINB
 #define EVO_TMA_MINB 1
 #endif
@@ -599,12 +673,13 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
            float* __restrict__ y,       // [out]
            int out) {
   u8* ring = reinterpret_cast<u8*>(dsm);
-  uint4* s_xb = reinterpret_cast<uint4*>(ring + TNSTAGE * R * TPITCH);
-  u64* full = reinterpret_cast<u64*>(s_xb + NBLK * 12);
+  uint2* s_xd = reinterpret_cast<uint2*>(ring + TNSTAGE * R * TPITCH);
+  u64* full = reinterpret_cast<u64*>(s_xd + NBLK * 16);
   u64* empty = full + TNSTAGE;
   float* s_red = reinterpret_cast<float*>(empty + TNSTAGE);  // [2][NWARPS][R]
-  float* s_max = s_red + 2 * NWARPS * R;                      // [TNCW]
-  float* s_e8m0 = s_max + TNCW;                               // [256]: 2^(e - 127), e8m0() of every byte
+  u32* s_max = reinterpret_cast<u32*>(s_red + 2 * NWARPS * R);  // [TNCW]
+  float* s_e8m0 = reinterpret_cast<float*>(s_max + TNCW);      // [256]: 2^(e - 127), e8m0() of every byte
+  u32* s_e8m0_lo = reinterpret_cast<u32*>(s_e8m0 + 256);        // [1]: E2M1X2_LO
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = out / R;
   const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
@@ -638,53 +713,68 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     return;
   }
 
-  // x's exponent: max |x| over the vector (consumer warps only; the producer is already copying). One pass over
-  // x: each thread keeps its chunks of 4 in registers for the split below.
-  constexpr int XCH = (EVO_IN / 4 + TNC - 1) / TNC;  // chunks of 4 a thread
-  float4 xv[XCH];
-  float m = 0.0f;
-#pragma unroll
-  for (int c = 0; c < XCH; ++c) {
-    const int i = (int)threadIdx.x + c * TNC;
-    if ((EVO_IN / 4) % TNC == 0 || i < EVO_IN / 4) {
-#if EVO_X_BF16
-      const uint2 v = reinterpret_cast<const uint2*>(x)[i];
-      xv[c] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
-                          __uint_as_float(v.y & 0xFFFF0000u));
+  // x's exponent: max |x| over the vector (consumer warps only; the producer is already copying), then x's digits.
+  // A thread takes (block, lane t) pairs: x's chunks 8b + t and 8b + t + 4. With up to 4 pairs a thread, x stays
+  // in registers between the two loops (one pass over global memory); with more (few consumer warps) the split
+  // reads it again, 2 pairs at a time: 16 or more chunks held in registers would spill.
+#define TXP ((NBLK * 4 + TNC - 1) / TNC)  // pairs a thread
+#if TXP <= 4
+#define TXKEEP TXP
+#define TX_UNROLL _Pragma("unroll")
 #else
-      xv[c] = reinterpret_cast<const float4*>(x)[i];
+#define TXKEEP 1
+#define TX_UNROLL _Pragma("unroll 2")
 #endif
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(xv[c].x), fabsf(xv[c].y)), fmaxf(fabsf(xv[c].z), fabsf(xv[c].w))));
+  float4 xv[TXKEEP][2];
+  u32 mb = 0;
+  TX_UNROLL
+  for (int c = 0; c < TXP; ++c) {
+    const int p = (int)threadIdx.x + c * TNC;
+    if ((NBLK * 4) % TNC == 0 || p < NBLK * 4) {
+      const int i = 8 * (p >> 2) + (p & 3);
+      const float4 lo = load_x4(x, i), hi = load_x4(x, i + 4);
+      if (TXKEEP == TXP) {
+        xv[TXKEEP == TXP ? c : 0][0] = lo;
+        xv[TXKEEP == TXP ? c : 0][1] = hi;
+      }
+      mb = max(mb, max(abs_bits(lo), abs_bits(hi)));
     }
   }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (lane == 0) s_max[warp] = m;
+  for (int o = 16; o > 0; o >>= 1) mb = max(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+  if (lane == 0) s_max[warp] = mb;
   for (int i = threadIdx.x; i < 256; i += TNC) s_e8m0[i] = e8m0((u32)i);  // (published by the syncs below)
+  if (threadIdx.x == 0) s_e8m0_lo[0] = E2M1X2_LO;
   consumers_sync();
-  m = s_max[0];
+  mb = s_max[0];
 #pragma unroll
-  for (int i = 1; i < TNCW; ++i) m = fmaxf(m, s_max[i]);
-  const int em = (int)((__float_as_uint(m) >> 23) & 255u);
-  const int k = min(141 - em, 127);  // 2^k exact, k >= -114
+  for (int i = 1; i < TNCW; ++i) mb = max(mb, s_max[i]);
+  const int em = (int)(mb >> 23);     // max |x| in [2^(em-127), 2^(em-126)); 255: an inf or a NaN in x
+  const int k = min(153 - em, 127);  // max |x| * 2^k in [2^26, 2^27); 2^k exact, k >= -102
   const float xscale = __uint_as_float((u32)(k + 127) << 23);
-  const float fx = __uint_as_float((u32)(14 - k + 127) << 23);
-#pragma unroll
-  for (int c = 0; c < XCH; ++c) {  // the three f16 parts, in B's order (stage_x_parts)
-    const int i = (int)threadIdx.x + c * TNC;
-    if ((EVO_IN / 4) % TNC == 0 || i < EVO_IN / 4) {
-      const float v4[4] = {xv[c].x, xv[c].y, xv[c].z, xv[c].w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        put_x_parts(s_xb, (4 * i) >> 5, (4 * i + e) & 31, v4[e] * xscale);
-      }
+  // 2^(-k-1) (the table's 2 x E2M1 back to E2M1), from two exact halves: -k-1 may be below fp32's normal range
+  const float fx = em == 255 ? __uint_as_float(0x7fc00000u)
+                             : __uint_as_float((u32)(127 - (k + 1) / 2) << 23) *
+                                   __uint_as_float((u32)(127 - (k + 1 - (k + 1) / 2)) << 23);
+  TX_UNROLL
+  for (int c = 0; c < TXP; ++c) {
+    const int p = (int)threadIdx.x + c * TNC;
+    if ((NBLK * 4) % TNC == 0 || p < NBLK * 4) {
+      const int i = 8 * (p >> 2) + (p & 3);
+      const float4 lo = TXKEEP == TXP ? xv[TXKEEP == TXP ? c : 0][0] : load_x4(x, i);
+      const float4 hi = TXKEEP == TXP ? xv[TXKEEP == TXP ? c : 0][1] : load_x4(x, i + 4);
+      put_x_digits(s_xd, p >> 2, p & 3, lo, hi, xscale);
     }
   }
   consumers_sync();
 
   const int gq = lane >> 2, t = lane & 3;
-  const int gp = gq < 3 ? gq : 2;  // B columns 3..7 repeat part 2 (dropped at the end)
+  const int gp = gq < 3 ? gq : 3;  // B columns 4..7 repeat column 3 (dropped at the end)
   const int ti = warp / NWARPS, wp = warp % NWARPS;  // the warp's 16-row tile in the item, its place among its peers
+  // The table word from shared memory: as a literal NVCC keeps it in a uniform register and copies it to a
+  // register again before every permute (a move a permute)
+  const u32 tlo = s_e8m0_lo[0];
+  const int bias = IMMA_BIAS;
   float acc[4][4];
 #pragma unroll
   for (int u = 0; u < 4; ++u)
@@ -701,25 +791,31 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int b = s * TKB + 4 * jg + u;
-        const uint4 xb = s_xb[(b * 4 + t) * 3 + gp];
+        const uint2 xb = s_xd[(b * 4 + t) * 4 + gp];
         const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
         const int wofs = 68 * jg + 17 * u + 1 - lead + 4 * t;  // a multiple of 4
-        u32 q[2];
+        u32 P[4], N[4];
         float f[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const u8* rowp = slot + 8 * r * TPITCH;
           const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
-          q[r] = lead ? __funnelshift_r(p[0], p[1], 8u * lead) : p[0];
+          const u32 q = lead ? __funnelshift_r(p[0], p[1], 8u * lead) : p[0];
+          const u32 qn = q ^ 0x88888888u;
+          // (the upper halves by a shift: a multiply-high, on the FMA pipe, stalled dispatch: session 7 call b)
+          P[r] = prmt(tlo, E2M1X2_HI, q);
+          P[2 + r] = prmt(tlo, E2M1X2_HI, (q >> 16));
+          N[r] = prmt(tlo, E2M1X2_HI, qn);
+          N[2 + r] = prmt(tlo, E2M1X2_HI, (qn >> 16));
           const u32 sb = rowp[68 * jg + 17 * u];
           f[r] = s_e8m0[sb];  // a load, not shift-compare-select: the integer pipe is the busy one
         }
-        float d[4];
-        mma_pair(q, xb, d);
-        acc[u][0] = __fmaf_rn(d[0], f[0], acc[u][0]);
-        acc[u][1] = __fmaf_rn(d[1], f[0], acc[u][1]);
-        acc[u][2] = __fmaf_rn(d[2], f[1], acc[u][2]);
-        acc[u][3] = __fmaf_rn(d[3], f[1], acc[u][3]);
+        int dp[4], dn[4];
+        imma16832(dp, P, xb.x, xb.y, bias);
+        imma16832(dn, N, xb.x, xb.y, bias);
+#pragma unroll
+        for (int c = 0; c < 4; ++c)  // P's sum - N's sum: exact (both in [2^23, 2^24))
+          acc[u][c] = __fmaf_rn(__int_as_float(dp[c]) - __int_as_float(dn[c]), f[c >> 1], acc[u][c]);
       }
     }
     __syncwarp();
@@ -728,14 +824,13 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     if (s == TNSTEP - 1) {  // the tile's last step
       const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x;
       float* red = s_red + ((item / TNSTEP) & 1) * NWARPS * R;  // two buffers: a fast warp may be a tile ahead
-      if (t != 0) {  // column 3 of lane t = 1 (and 5, 7 of t = 2, 3) is a repeat of part 2
-#pragma unroll
-        for (int u = 0; u < 4; ++u) acc[u][1] = acc[u][3] = 0.0f;
-      }
+      // lane t = 0 holds columns 0, 1 (digits of weight 2^21, 2^14), lane t = 1 columns 2, 3 (2^7, 1)
+      const float w0 = t == 0 ? 2097152.0f : 128.0f, w1 = t == 0 ? 16384.0f : 1.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float v = ((acc[0][2 * r] + acc[0][2 * r + 1]) + (acc[1][2 * r] + acc[1][2 * r + 1])) +
-                        ((acc[2][2 * r] + acc[2][2 * r + 1]) + (acc[3][2 * r] + acc[3][2 * r + 1]));
+        const float c0 = (acc[0][2 * r] + acc[1][2 * r]) + (acc[2][2 * r] + acc[3][2 * r]);
+        const float c1 = (acc[0][2 * r + 1] + acc[1][2 * r + 1]) + (acc[2][2 * r + 1] + acc[3][2 * r + 1]);
+        const float v = __fmaf_rn(c0, w0, c1 * w1);
         const float sum = v + __shfl_down_sync(0xffffffffu, v, 1);
         if (t == 0) red[wp * R + 16 * ti + 8 * r + gq] = sum;
       }

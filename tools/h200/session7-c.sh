@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 7, call c, on nvidia-h200 (2026-12-01): the int8 tma kernel of call b with the upper code halves by a
+# shift instead of a multiply-high (tools/h200/session7-c-shf.patch, applied to the device's copy), against #70;
+# ncu of it (call b's int8 kernel showed dispatch stalls).
+#   bash tools/h200/session7-c.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
+R=$OUT/c; mkdir -p $R
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
+git apply --directory=candidates/fp4_matvec tools/h200/session7-c-shf.patch || exit 1
+timeout 120 python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml tools/h200/session7-c.json 12 > $R/probe-shf.txt 2>&1
+echo "rc=$?" >> $R/probe-shf.txt
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+ST=""
+for s in long_scoreboard short_scoreboard mio_throttle barrier math_pipe_throttle wait not_selected selected \
+         no_instruction dispatch_stall branch_resolving sleeping; do
+  ST="$ST,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio"
+done
+M="smsp__inst_executed.sum,sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active$ST"
+timeout 100 $NCU --clock-control none -k regex:fp4_matvec -s 2 -c 1 --section SchedulerStats \
+    --metrics "$M" python3 tools/h200/launch_one.py configs/fp4_matvec.yaml \
+    '{"expand":"mma","qload":"tma","row_groups":1,"rows_per_block":16,"unroll":1,"warps":8}' in7168_out18432 3 \
+    > $R/ncu-shf.txt 2>&1; echo "rc=$?" >> $R/ncu-shf.txt
+grep -v "^copy" $R/probe-shf.txt | tail -n 8
+grep -E "Issued Warp|Eligible|smsp__|sm__|rc=" $R/ncu-shf.txt | grep -v " 0$"
