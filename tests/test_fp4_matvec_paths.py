@@ -1066,6 +1066,29 @@ def test_tma_layout_steps_pitch_and_launch():
     assert la.block == (32 * 16 + 32, 1, 1)  # warps consumer warps per 16-row tile, and the producer
 
 
+def test_tma_bulk_copies_are_whole_16_byte_units_for_every_genome_and_in():
+    """cp.async.bulk takes 16-byte multiples at 16-byte aligned addresses: every step's offset and size (the last
+    step to the padded row's end), every ring row and the x digits behind the ring, for every tma genome the family
+    accepts and every in from 128 to 16384."""
+    checked = 0
+    for n_in in range(128, 16385, 128):
+        geo = [Geometry("g", {"in": n_in, "out": 4096, "x_dtype": "float32"})]
+        nblk, stride = n_in // 32, MOD.row_stride(n_in)
+        for rows, warps, unroll in itertools.product((16, 32), (1, 2, 4, 8), (1, 2, 4)):
+            gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=rows, warps=warps,
+                              unroll=unroll)
+            if FAM.check(gen, geo) is not None:
+                continue
+            kb, pitch, smem = MOD.tma_layout(gen, n_in)
+            assert pitch % 16 == 0 and (unroll + 1) * rows * pitch % 16 == 0 and smem <= MOD.SMEM_OPTIN
+            for s in range((nblk + kb - 1) // kb):
+                off = s * kb * 17
+                size = min(stride - off, stride if kb == nblk else kb * 17)
+                assert off % 16 == 0 and size % 16 == 0 and 0 < size <= pitch, (n_in, rows, warps, unroll, s)
+            checked += 1
+    assert checked > 1000  # (most shapes fit)
+
+
 def test_tma_banks_of_a_fragments_window_loads():
     """The 8 rows g of a fragment read words at the same offset: the pitch spreads them over 8 bank quads."""
     for n_in, rows, unroll in ((7168, 16, 2), (7168, 32, 2), (4096, 16, 1), (7168, 16, 4)):
