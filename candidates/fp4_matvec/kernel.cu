@@ -685,6 +685,32 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
   const int nitems = my_tiles * TNSTEP;
 
+  // x: a thread takes (block, lane t) pairs, x's chunks 8b + t and 8b + t + 4. With up to 4 pairs a thread the
+  // consumers load them here, before the producer's first copies: behind those in the memory system, x's loads
+  // waited about a microsecond longer, and the consumers wait for x before they start (session 7 call h: the split
+  // of x was 0.98 µs of the anchor's time, 1.72 of in7168_out7168_bf16's). With more pairs (few consumer warps) the
+  // split reads x again, 2 pairs at a time, after the copies are under way: 16 or more chunks held would spill.
+#define TXP ((NBLK * 4 + TNC - 1) / TNC)  // pairs a thread
+#if TXP <= 4
+#define TXKEEP TXP
+#define TX_UNROLL _Pragma("unroll")
+#else
+#define TXKEEP 1
+#define TX_UNROLL _Pragma("unroll 2")
+#endif
+  float4 xv[TXKEEP][2];
+  if (TXKEEP == TXP && warp < TNCW) {
+    TX_UNROLL
+    for (int c = 0; c < TXP; ++c) {
+      const int p = (int)threadIdx.x + c * TNC;
+      if ((NBLK * 4) % TNC == 0 || p < NBLK * 4) {
+        const int i = 8 * (p >> 2) + (p & 3);
+        xv[TXKEEP == TXP ? c : 0][0] = load_x4(x, i);
+        xv[TXKEEP == TXP ? c : 0][1] = load_x4(x, i + 4);
+      }
+    }
+  }
+
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < TNSTAGE; ++s) {
@@ -713,30 +739,15 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     return;
   }
 
-  // x's exponent: max |x| over the vector (consumer warps only; the producer is already copying), then x's digits.
-  // A thread takes (block, lane t) pairs: x's chunks 8b + t and 8b + t + 4. With up to 4 pairs a thread, x stays
-  // in registers between the two loops (one pass over global memory); with more (few consumer warps) the split
-  // reads it again, 2 pairs at a time: 16 or more chunks held in registers would spill.
-#define TXP ((NBLK * 4 + TNC - 1) / TNC)  // pairs a thread
-#if TXP <= 4
-#define TXKEEP TXP
-#define TX_UNROLL _Pragma("unroll")
-#else
-#define TXKEEP 1
-#define TX_UNROLL _Pragma("unroll 2")
-#endif
-  float4 xv[TXKEEP][2];
+  // x's exponent: max |x| over the vector (consumer warps only), then x's digits.
   u32 mb = 0;
   TX_UNROLL
   for (int c = 0; c < TXP; ++c) {
     const int p = (int)threadIdx.x + c * TNC;
     if ((NBLK * 4) % TNC == 0 || p < NBLK * 4) {
       const int i = 8 * (p >> 2) + (p & 3);
-      const float4 lo = load_x4(x, i), hi = load_x4(x, i + 4);
-      if (TXKEEP == TXP) {
-        xv[TXKEEP == TXP ? c : 0][0] = lo;
-        xv[TXKEEP == TXP ? c : 0][1] = hi;
-      }
+      const float4 lo = TXKEEP == TXP ? xv[TXKEEP == TXP ? c : 0][0] : load_x4(x, i);
+      const float4 hi = TXKEEP == TXP ? xv[TXKEEP == TXP ? c : 0][1] : load_x4(x, i + 4);
       mb = max(mb, max(abs_bits(lo), abs_bits(hi)));
     }
   }

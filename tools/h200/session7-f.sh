@@ -1,36 +1,5 @@
 #!/usr/bin/env bash
 # Session 7, call f, on nvidia-h200 (2026-12-01): item 0 of every block lands in two parts, the consumers starting
-# on the first (tools/h200/session7-f-lead.patch against e9a6de2, as in the working tree of the call): GPU tests of
-# the fp4 mma paths, memcheck and racecheck of tma genomes, probes against e9a6de2's kernel (f1) and champion #70
-# (f2), and the recorded sweep's tma genomes measured again (tools/sweep.py --redo qload=tma).
+# on the first (tools/h200/session7-f-lead.patch against e9a6de2, as in the working tree of the call).
 #   bash tools/h200/session7-f.sh
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
-T0=$(date +%s)
-R=$OUT/f; mkdir -p $R
-{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
-mkdir -p /tmp/evo-variants/head && cp candidates/fp4_matvec/kernel.cu /tmp/evo-variants/head/ &&
-  (cd /tmp/evo-variants/head && git apply -R -p3 --include=kernel.cu "$OLDPWD/tools/h200/session7-f-lead.patch") || exit 1
-timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py -k "fp4_mma" \
-    > $R/pytest-gpu.txt 2>&1; echo "rc=$?" >> $R/pytest-gpu.txt
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-for gw in '"rows_per_block":16,"unroll":1,"warps":8' '"rows_per_block":16,"unroll":2,"warps":2'; do
-  timeout 60 $CS --tool memcheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml \
-      "{\"expand\":\"mma\",\"qload\":\"tma\",\"row_groups\":1,$gw}" in7168_out18432 1 >> $R/memcheck-tma.txt 2>&1
-  echo "rc=$? $gw" >> $R/memcheck-tma.txt
-done
-timeout 90 $CS --tool racecheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml \
-    '{"expand":"mma","qload":"tma","row_groups":1,"rows_per_block":16,"unroll":1,"warps":8}' in4096_out4096 1 \
-    > $R/racecheck-tma.txt 2>&1; echo "rc=$?" >> $R/racecheck-tma.txt
-for p in f1 f2; do
-  timeout 120 python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml tools/h200/session7-$p.json 12 > $R/probe-$p.txt 2>&1
-  echo "rc=$?" >> $R/probe-$p.txt
-done
-python3 tools/sweep.py configs/fp4_matvec.yaml --resume candidates/fp4_matvec/recorded/h200-sweep.json.gz \
-    --redo qload=tma --out $R/fp4_matvec-h200-sweep.json.gz --rounds 10 --aa-rounds 40 --batch-ms 1 --peer off \
-    --jobs 14 > $R/fp4_matvec-sweep.log 2>&1; echo "rc=$? after $(( $(date +%s) - T0 )) s" >> $R/fp4_matvec-sweep.log
-tail -n 3 $R/pytest-gpu.txt; grep -h "^mma {'qload': 'tma'" $R/pytest-gpu.txt
-grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|rc=" $R/memcheck-tma.txt $R/racecheck-tma.txt
-for p in f1 f2; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 9; done
-grep -h "redo\|compiled\|sweep: \(complete\|time\|partial\)\|rc=" $R/fp4_matvec-sweep.log; tail -n 9 $R/fp4_matvec-sweep.log
+exec bash tools/h200/tma_change_check.sh f session7-f-lead.patch
