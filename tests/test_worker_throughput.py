@@ -38,8 +38,10 @@ SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
 BUDGET = 40
 WORKERS = 2
 # Before reservation at proposal (the genome compiled ahead asked a step after it was proposed) 12-27 of the
-# two workers' proposals were refused in six runs on a 2-core machine; with it, 0-1.
-MAX_TAKEN = 6
+# two workers' proposals were refused in six runs on a 2-core machine; with it, 0-1 on an idle machine, and up to 7
+# with the cores busy elsewhere (session 7: 7 in a clean-clone CI run beside a compile, 5, 1, 0 beside two busy
+# loops): the bound sits between the two.
+MAX_TAKEN = 10
 
 
 def _config(tmp_path: Path, attempts: int | None = BUDGET, minutes: float | None = None, prefetch: int = 1) -> Path:
