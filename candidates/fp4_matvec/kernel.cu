@@ -548,7 +548,8 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // chains (4 shorter fp32 chains); the group loop is unrolled by 2 (one group's loads overlap the other's math). A
 // tile's rows are summed across the warps through shared memory in warp order (deterministic).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
-// exact int32 sums), because the integer pipe, not the copy engine, bounds this path (docs/fp4-bandwidth.md):
+// exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
+// integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
 // - a code word (8 codes) becomes its A registers with byte permutes that are a table lookup: 2 x E2M1 is the
 //   integer {0, 1, 2, 3, 4, 6, 8, 12}[m] (m the code's magnitude bits) and prmt with the code nibble as the
 //   selector picks that byte, or 0 where the code's bit 3 (its sign) is set (prmt's sign-replicate mode; every
