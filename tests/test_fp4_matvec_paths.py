@@ -893,48 +893,61 @@ def stage_x_digits(xs: list[float], nblk: int):
     return s_xd, fx
 
 
-def imma_block_lanes(qs, s_xd, b):
-    """One block of one 16-row tile for the 32 lanes (qs[lane][r]: code windows of rows g, g + 8): the positive
-    weights P and the negative ones' magnitudes N by table permutes, two mma from the bias, and each lane's
-    P - N as fp32 (exact)."""
+def code_selectors(w0: int, w1: int, lead: int) -> tuple[int, int]:
+    """kernel.cu code_selectors: the code word starting `lead` bytes into the aligned words w0, w1, as the
+    selectors of its codes 0..3 (lo) and 4..7 (hi); only their low 16 bits are meant (prmt reads no more)."""
+    if lead == 0:
+        return w0, w0 >> 16
+    if lead == 1:
+        return funnel_rc(w0, w1, 8), funnel_rc(w0, w1, 24)
+    if lead == 2:
+        return w0 >> 16, w1
+    return funnel_rc(w0, w1, 24), w1 >> 8
+
+
+def imma_pair_lanes(sels, s_xd, b):
+    """One pair of blocks (b, b + 1) of 8 rows for the 32 lanes (sels[lane][r]: the selectors of block b + r's
+    code word of row g): A's rows 0..7 are block b, rows 8..15 block b + 1; B's column 2i is block b's digit i,
+    column 2i + 1 block b + 1's. P and N by table permutes, two mma from the bias, and each lane's kept P - N
+    entries as fp32 (exact): c0 (block b, digit t) and c3 (block b + 1, digit t)."""
     a_p, a_n, bregs = [], [], []
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         P, N = [0] * 4, [0] * 4
         for r in range(2):
-            q = qs[lane][r]
-            qn = q ^ 0x88888888
-            P[r], P[2 + r] = prmt(*E2M1X2, q), prmt(*E2M1X2, q >> 16)
-            N[r], N[2 + r] = prmt(*E2M1X2, qn), prmt(*E2M1X2, qn >> 16)
+            lo, hi = sels[lane][r]
+            P[r], P[2 + r] = prmt(*E2M1X2, lo), prmt(*E2M1X2, hi)
+            N[r], N[2 + r] = prmt(*E2M1X2, lo ^ 0x8888), prmt(*E2M1X2, hi ^ 0x8888)
         a_p.append(P)
         a_n.append(N)
-        bregs.append(s_xd[(b * 4 + t) * 4 + min(g, 3)])  # columns 4..7 repeat column 3
+        bregs.append(s_xd[((b + (g & 1)) * 4 + t) * 4 + (g >> 1)])
     dp, dn = imma_emulated(a_p, bregs, IMMA_BIAS), imma_emulated(a_n, bregs, IMMA_BIAS)
     for lane in range(32):
         assert all(abs(v - IMMA_BIAS) < 2 ** 22 for v in dp[lane] + dn[lane])  # the fp32 reading stays exact
-    return [[fadd32(bits_to_f32(p), -bits_to_f32(n)) for p, n in zip(dp[lane], dn[lane])] for lane in range(32)]
+    return [[fadd32(bits_to_f32(dp[lane][c]), -bits_to_f32(dn[lane][c])) for c in (0, 3)] for lane in range(32)]
 
 
 def tma_tile_row_sums(chains):
-    """The end of a 16-row tile in qload = tma: per row, the two columns a lane holds summed over its 4 chains in
-    pairs, weighted by their digits' 128^i (lane t = 0: columns 0, 1, weights 2^21, 2^14; t = 1: 2^7, 1) in one
-    fma, and lane t = 0 adds lane t + 1's (shfl_down 1). Returns (row in the tile, sum) for rows g and g + 8."""
-    def lane_sum(lane, r):
+    """The end of a 16-row tile in qload = tma: chains[lane][v][h][e] (block pair v of a group, row half h, kept
+    entry e). Per row half, a lane sums its chains ((v0 e0 + v1 e0) + (v0 e1 + v1 e1)), times its digit's
+    weight 128^(3 - t), and the quad adds its 4 lanes by two xor shuffles ((t0 + t1) + (t2 + t3)). Returns
+    (row in the tile, sum) for rows g and g + 8."""
+    def lane_sum(lane, h):
         ch = chains[lane]
-        c0 = fadd32(fadd32(ch[0][2 * r], ch[1][2 * r]), fadd32(ch[2][2 * r], ch[3][2 * r]))
-        c1 = fadd32(fadd32(ch[0][2 * r + 1], ch[1][2 * r + 1]), fadd32(ch[2][2 * r + 1], ch[3][2 * r + 1]))
-        w0, w1 = (2.0 ** 21, 2.0 ** 14) if lane & 3 == 0 else (2.0 ** 7, 1.0)
-        return fma32(c0, w0, fmul32(c1, w1))
-    return [((lane >> 2) + 8 * r, fadd32(lane_sum(lane, r), lane_sum(lane + 1, r)))
-            for r in range(2) for lane in range(0, 32, 4)]
+        c = fadd32(fadd32(ch[0][h][0], ch[1][h][0]), fadd32(ch[0][h][1], ch[1][h][1]))
+        return fmul32(c, 2.0 ** (7 * (3 - (lane & 3))))
+    return [((lane >> 2) + 8 * h, fadd32(fadd32(lane_sum(lane, h), lane_sum(lane + 1, h)),
+                                         fadd32(lane_sum(lane + 2, h), lane_sum(lane + 3, h))))
+            for h in range(2) for lane in range(0, 32, 4)]
 
 
 def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
                     rotate: bool = True) -> list[float]:
     """kernel.cu's qload = tma: persistent blocks, (tile, step) items copied row by row into ring stage
     item % (unroll + 1) at the family's pitch (bytes not copied for the item read as a failure), warps consumer
-    warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, 4 chains a lane
-    of int8 mma sums (P - N) times the scale from the E8M0 table, and the tile's rows summed across warps in warp
+    warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, each group as 2
+    block pairs of 8 rows x 2 blocks an mma for either row half (a chain per pair, row half and block of the pair),
+    int8 mma sums (P - N) times the scale from the E8M0 table, and the tile's rows summed across warps in warp
     order, times 2^(-k-1) with one k for the whole x."""
     nblk, stride = n_in // 32, MOD.row_stride(n_in)
     W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
@@ -947,7 +960,8 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
         ring = bytearray([0xEE]) * (nstage * R * pitch)
         fresh = [set() for _ in range(nstage)]
         my_tiles = (ntiles - 1 - blk) // grid + 1 if blk < ntiles else 0
-        acc = {(warp, lane): [[0.0] * 4 for _ in range(4)] for warp in range(W * mt) for lane in range(32)}
+        new_acc = lambda: [[[0.0] * 2 for _ in range(2)] for _ in range(2)]  # noqa: E731
+        acc = {(warp, lane): new_acc() for warp in range(W * mt) for lane in range(32)}
         for item in range(my_tiles * nstep):
             tile, s = blk + (item // nstep) * grid, item % nstep
             st = item % nstage
@@ -969,22 +983,27 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
                 ti, wp = warp // W, warp % W
                 jg = (wp + item) % W if rotate else wp
                 while jg < ng:
-                    for u in range(4):
-                        b, lead = s * kb + 4 * jg + u, (u + 1) & 3
-                        wofs = 68 * jg + 17 * u + 1 - lead
-                        qs, sbs = [], []
-                        for lane in range(32):
-                            g, t = lane >> 2, lane & 3
-                            rows = [(st * R + 16 * ti + g + 8 * r) * pitch for r in range(2)]
-                            off = [rp + wofs + 4 * t for rp in rows]
-                            qs.append([funnel_rc(word(o), word(o + 4) if lead else 0, 8 * lead) for o in off])
-                            sbs.append([ring[rp + 68 * jg + 17 * u] for rp in rows])
-                            assert all(rp + 68 * jg + 17 * u in fresh[st] for rp in rows)
-                        for lane, d in enumerate(imma_block_lanes(qs, s_xd, b)):
-                            f = [e8m0(sb) for sb in sbs[lane]]
-                            a = acc[(warp, lane)][u]
-                            for c in range(4):
-                                a[c] = fma32(d[c], f[c >> 1], a[c])
+                    for v in range(2):
+                        b = s * kb + 4 * jg + 2 * v
+                        for h in range(2):
+                            sels, sbs = [], []
+                            for lane in range(32):
+                                g, t = lane >> 2, lane & 3
+                                rp = (st * R + 16 * ti + 8 * h + g) * pitch
+                                lane_sels = []
+                                for r in range(2):
+                                    u = 2 * v + r
+                                    lead = (u + 1) & 3
+                                    o = rp + 68 * jg + 17 * u + 1 - lead + 4 * t
+                                    lane_sels.append(code_selectors(word(o), word(o + 4) if lead else 0, lead))
+                                sels.append(lane_sels)
+                                sbo = [rp + 68 * jg + 17 * (2 * v + r) for r in range(2)]
+                                assert all(o in fresh[st] for o in sbo)
+                                sbs.append([ring[o] for o in sbo])
+                            for lane, d in enumerate(imma_pair_lanes(sels, s_xd, b)):
+                                a = acc[(warp, lane)][v][h]
+                                for e in range(2):
+                                    a[e] = fma32(d[e], e8m0(sbs[lane][e]), a[e])
                     jg += W
             if s == nstep - 1:
                 red = [[None] * R for _ in range(W)]
@@ -998,7 +1017,7 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
                         v = fadd32(v, red[ww][row])
                     y[tile * R + row] = fmul32(v, fx)
                 for key in acc:
-                    acc[key] = [[0.0] * 4 for _ in range(4)]
+                    acc[key] = new_acc()
     return y
 
 
@@ -1008,9 +1027,9 @@ def test_tma_int8_weights_are_twice_e2m1_for_every_code_at_every_place():
         for pos in range(8):
             q = (code << (4 * pos)) | (0x1 << (4 * ((pos + 3) % 8)))  # another nibble set too: no cross-talk
             got = {}
-            for half in range(2):
-                p = prmt(*E2M1X2, q >> (16 * half))
-                n = prmt(*E2M1X2, (q ^ 0x88888888) >> (16 * half))
+            for half, sel in enumerate(code_selectors(q, 0, 0)):
+                p = prmt(*E2M1X2, sel)
+                n = prmt(*E2M1X2, sel ^ 0x8888)
                 for e in range(4):
                     got[4 * half + e] = s8(p, e) - s8(n, e)
             assert got[pos] == 2 * spec_e2m1(code), (code, pos, got)

@@ -544,9 +544,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // that the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer
 // warp has released the stage's previous item on empty[stage]. The warps of a 16-row tile take the 4-block groups
 // of a step round-robin, starting at warp (item mod warps) so that no warp always gets the step's odd groups; a group's
-// windows are 7 aligned words a row (three funnel shifts), and each block position u in its group keeps its own
-// chains (4 shorter fp32 chains); the group loop is unrolled by 2 (one group's loads overlap the other's math). A
-// tile's rows are summed across the warps through shared memory in warp order (deterministic).
+// windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group loop is unrolled
+// by 2 (one group's loads overlap the other's math). A tile's rows are summed across the warps through shared memory
+// in warp order (deterministic).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
 // integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
@@ -557,11 +557,16 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 //   the magnitudes of the negative ones; two mma (P and N against the same B) take the place of the f16 pair,
 //   and 4 permutes and an xor a word replace 9 shifts and masks.
 // - x is one fixed-point integer for the vector, X = rint(x * 2^k) with max |X| in [2^26, 2^27) (one k for all of
-//   x), in four signed base-128 digits in [-64, 64]: B's columns 0..3 are the digits of weight 2^21, 2^14, 2^7, 1
-//   (columns 4..7 repeat column 3 and are dropped). A digit times a weight times 32 fits an int32 many times.
+//   x), in four signed base-128 digits in [-64, 64] (digit i of weight 128^(3 - i)). A digit times a weight times
+//   32 fits an int32 many times.
+// - an mma takes 8 rows and 2 blocks (session 8): A's rows 0..7 are the 8 rows' block b, rows 8..15 their block
+//   b + 1; B's column 2i is block b's digit i and column 2i + 1 block b + 1's. Then D's c0 (row g, column 2t) is
+//   block b's sum of digit t and c3 (row g + 8, column 2t + 1) block b + 1's, in every lane, while c1 and c2 mix
+//   the blocks and are dropped: per 512 weights 2 fp32 updates a lane instead of 4, one B load per 2 blocks, and
+//   no B column wasted (the layout with rows g, g + 8 of one block used 4 of B's 8 columns).
 // - D starts at 0x4B400000 (the int32 bits of 1.5 x 2^23), so D read as an fp32 is 1.5 x 2^23 + the exact int sum
 //   (|sum| < 2^22): the P sum minus the N sum is one exact fp32 subtraction, no int-to-float conversion.
-// y = 2^(-k-1) x (sum over blocks of (P - N) x the block's E8M0 scale, by column times its digit weight). x
+// y = 2^(-k-1) x (sum over blocks of (P - N) x the block's E8M0 scale, by digit times its weight). x
 // below 2^-27 of max |x| is rounded to that grid (fp32's own rounding of the sum is 2^-24 of its terms).
 #define TKB EVO_TMA_KB            // blocks of K per item (a multiple of 16: 17 * TKB bytes, a multiple of 16)
 #define TPITCH EVO_TMA_PITCH      // bytes per ring row
@@ -570,6 +575,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #define TMT (R / 16)              // 16-row tiles of an item
 #define TNCW (NWARPS * TMT)       // consumer warps
 #define TNC (32 * TNCW)           // consumer threads
+constexpr int kGroupUnroll = TNCW > 8 ? 1 : 2;  // (a #pragma unroll argument: macros are not expanded there)
 #if G != 1 || (R % 16) != 0 || (NBLK % 4) != 0
 #error "qload = tma: row_groups 1, rows_per_block a multiple of 16, in a multiple of 128"
 #endif
@@ -612,6 +618,25 @@ __device__ __forceinline__ u32 prmt(u32 lo, u32 hi, u32 sel) {
 #define E2M1X2_LO 0x03020100u  // 2 x E2M1 of magnitudes 0..3
 #define E2M1X2_HI 0x0C080604u  // 4..7
 #define IMMA_BIAS 0x4B400000  // 1.5 x 2^23 as fp32 bits
+
+// The selectors of a code word whose 4 bytes start `lead` bytes into the aligned words p[0], p[1]: its codes
+// 0..3 (lo) and 4..7 (hi) in the low 16 bits of each, straight from the words where the lead allows (one
+// shift or funnel shift each at most, not a funnel shift and then two shifts).
+__device__ __forceinline__ void code_selectors(const u32* p, int lead, u32& lo, u32& hi) {
+  if (lead == 0) {
+    lo = p[0];
+    hi = p[0] >> 16;
+  } else if (lead == 1) {
+    lo = __funnelshift_r(p[0], p[1], 8u);
+    hi = __funnelshift_r(p[0], p[1], 24u);
+  } else if (lead == 2) {
+    lo = p[0] >> 16;
+    hi = p[1];
+  } else {
+    lo = __funnelshift_r(p[0], p[1], 24u);
+    hi = p[1] >> 8;
+  }
+}
 
 // D = A B + c (c in all four accumulators: no per-mma copies of it)
 __device__ __forceinline__ void imma16832(int* d, const u32* a, u32 b0, u32 b1, int c) {
@@ -781,53 +806,62 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   consumers_sync();
 
   const int gq = lane >> 2, t = lane & 3;
-  const int gp = gq < 3 ? gq : 3;  // B columns 4..7 repeat column 3 (dropped at the end)
   const int ti = warp / NWARPS, wp = warp % NWARPS;  // the warp's 16-row tile in the item, its place among its peers
   // The table word from shared memory: as a literal NVCC keeps it in a uniform register and copies it to a
   // register again before every permute (a move a permute)
   const u32 tlo = s_e8m0_lo[0];
   const int bias = IMMA_BIAS;
-  float acc[4][4];
+  // An mma takes 8 rows and 2 blocks: A's rows 0..7 are rows gq of block b, its rows 8..15 the same rows of block
+  // b + 1; B's even columns 2i are block b's digit i, its odd columns block b + 1's. D's c0 (row gq, column 2t) is
+  // then block b's sum of digit t and c3 (row gq + 8, column 2t + 1) block b + 1's, in every lane; c1 and c2 mix
+  // the blocks and are dropped. One B load per 2 blocks, two fp32 updates per 512 weights.
+  const int xo = gq & 1;   // B: this lane's column is block b + xo's digit gq >> 1
+  float acc[2][2][2];      // [block pair of the group][row half][block of the pair]
 #pragma unroll
-  for (int u = 0; u < 4; ++u)
+  for (int v = 0; v < 2; ++v)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;
 
   for (int item = 0; item < nitems; ++item) {
     const int st = item % TNSTAGE, s = item % TNSTEP;
     mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));
     const u8* slot = ring + (st * R + 16 * ti + gq) * TPITCH;
     const int ng = (NBLK - s * TKB < TKB ? NBLK - s * TKB : TKB) / 4;  // 4-block groups in this step
-#pragma unroll 2
+    // the group loop unrolled by 2 (one group's loads overlap the other's math), by 1 where 16 consumer warps leave
+    // fewer than 120 registers a thread (2 would spill)
+#pragma unroll kGroupUnroll
     for (int jg = (wp + item) % NWARPS; jg < ng; jg += NWARPS) {
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int b = s * TKB + 4 * jg + u;
-        const uint2 xb = s_xd[(b * 4 + t) * 4 + gp];
-        const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
-        const int wofs = 68 * jg + 17 * u + 1 - lead + 4 * t;  // a multiple of 4
-        u32 P[4], N[4];
-        float f[2];
+      for (int v = 0; v < 2; ++v) {
+        const int b = s * TKB + 4 * jg + 2 * v;
+        const uint2 xb = s_xd[((b + xo) * 4 + t) * 4 + (gq >> 1)];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const u8* rowp = slot + 8 * r * TPITCH;
-          const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
-          const u32 q = lead ? __funnelshift_r(p[0], p[1], 8u * lead) : p[0];
-          const u32 qn = q ^ 0x88888888u;
-          // (the upper halves by a shift: a multiply-high, on the FMA pipe, stalled dispatch: session 7 call b)
-          P[r] = prmt(tlo, E2M1X2_HI, q);
-          P[2 + r] = prmt(tlo, E2M1X2_HI, (q >> 16));
-          N[r] = prmt(tlo, E2M1X2_HI, qn);
-          N[2 + r] = prmt(tlo, E2M1X2_HI, (qn >> 16));
-          const u32 sb = rowp[68 * jg + 17 * u];
-          f[r] = s_e8m0[sb];  // a load, not shift-compare-select: the integer pipe is the busy one
+        for (int h = 0; h < 2; ++h) {
+          const u8* rowp = slot + 8 * h * TPITCH;
+          u32 P[4], N[4];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {  // block 2v + r of the group: A's rows 8r..8r+7
+            const int u = 2 * v + r;
+            const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
+            const int wofs = 68 * jg + 17 * u + 1 - lead + 4 * t;  // a multiple of 4
+            const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
+            u32 lo, hi;  // selectors of the code word's low and high 4 codes (prmt reads a selector's low 16 bits)
+            code_selectors(p, lead, lo, hi);
+            P[r] = prmt(tlo, E2M1X2_HI, lo);
+            P[2 + r] = prmt(tlo, E2M1X2_HI, hi);
+            N[r] = prmt(tlo, E2M1X2_HI, lo ^ 0x8888u);
+            N[2 + r] = prmt(tlo, E2M1X2_HI, hi ^ 0x8888u);
+          }
+          const float f0 = s_e8m0[rowp[68 * jg + 34 * v]], f1 = s_e8m0[rowp[68 * jg + 34 * v + 17]];
+          int dp[4], dn[4];
+          imma16832(dp, P, xb.x, xb.y, bias);
+          imma16832(dn, N, xb.x, xb.y, bias);
+          // P's sum - N's sum: exact (both in [2^23, 2^24))
+          acc[v][h][0] = __fmaf_rn(__int_as_float(dp[0]) - __int_as_float(dn[0]), f0, acc[v][h][0]);
+          acc[v][h][1] = __fmaf_rn(__int_as_float(dp[3]) - __int_as_float(dn[3]), f1, acc[v][h][1]);
         }
-        int dp[4], dn[4];
-        imma16832(dp, P, xb.x, xb.y, bias);
-        imma16832(dn, N, xb.x, xb.y, bias);
-#pragma unroll
-        for (int c = 0; c < 4; ++c)  // P's sum - N's sum: exact (both in [2^23, 2^24))
-          acc[u][c] = __fmaf_rn(__int_as_float(dp[c]) - __int_as_float(dn[c]), f[c >> 1], acc[u][c]);
       }
     }
     __syncwarp();
@@ -836,15 +870,14 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     if (s == TNSTEP - 1) {  // the tile's last step
       const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x;
       float* red = s_red + ((item / TNSTEP) & 1) * NWARPS * R;  // two buffers: a fast warp may be a tile ahead
-      // lane t = 0 holds columns 0, 1 (digits of weight 2^21, 2^14), lane t = 1 columns 2, 3 (2^7, 1)
-      const float w0 = t == 0 ? 2097152.0f : 128.0f, w1 = t == 0 ? 16384.0f : 1.0f;
+      // lane t's sums are of digit t, of weight 128^(3 - t)
+      const float wt = __uint_as_float((u32)(127 + 7 * (3 - t)) << 23);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float c0 = (acc[0][2 * r] + acc[1][2 * r]) + (acc[2][2 * r] + acc[3][2 * r]);
-        const float c1 = (acc[0][2 * r + 1] + acc[1][2 * r + 1]) + (acc[2][2 * r + 1] + acc[3][2 * r + 1]);
-        const float v = __fmaf_rn(c0, w0, c1 * w1);
-        const float sum = v + __shfl_down_sync(0xffffffffu, v, 1);
-        if (t == 0) red[wp * R + 16 * ti + 8 * r + gq] = sum;
+      for (int h = 0; h < 2; ++h) {
+        float sum = ((acc[0][h][0] + acc[1][h][0]) + (acc[0][h][1] + acc[1][h][1])) * wt;
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0) red[wp * R + 16 * ti + 8 * h + gq] = sum;
       }
       consumers_sync();
       for (int row = threadIdx.x; row < R; row += TNC) {
@@ -854,9 +887,11 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
         y[tile * R + row] = v * fx;
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int v = 0; v < 2; ++v)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;
     }
   }
 }
