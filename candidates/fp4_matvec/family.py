@@ -94,7 +94,7 @@ def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
 
 # expand = mma with qload = tma (kernel.cu): one block a SM, warps consumers + 1 producer warp; the ring's items
 # are (tile of rows_per_block rows, step of TKB blocks), TKB a multiple of 16 blocks (17 * TKB bytes: whole 16-byte
-# copies) and as large as unroll + 1 stages allow (the whole row when it fits)
+# copies): the whole row when unroll + 1 stages of it fit, else as few steps as fit, as even as 16 blocks allow
 
 
 TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: tools/h200/tma_blocks_probe.py)
@@ -123,7 +123,12 @@ def tma_step_blocks(genome: Mapping[str, Any], n_in: int) -> int:
     kb = 0
     while kb + 16 < nblk and tma_pitch(17 * (kb + 16)) <= per_row:
         kb += 16
-    return kb
+    if kb == 0:
+        return 0
+    # as many steps as the largest fitting step needs, as even as 16-block units allow (144 + 80 -> 112 + 112):
+    # the consumer warps share each step's groups, and an uneven last step leaves most of them idle
+    nsteps = -(-nblk // kb)
+    return -(-nblk // (16 * nsteps)) * 16
 
 
 def tma_layout(genome: Mapping[str, Any], n_in: int) -> tuple[int, int, int]:

@@ -538,15 +538,15 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #elif EVO_QLOAD == EVO_QLOAD_TMA
 // ---- expand = mma, qload = tma: bulk copies (the Hopper copy engine) into an mbarrier ring, int8 tensor cores ----
 // One persistent thread block a SM: warps consumer warps per 16-row tile (so warps x rows_per_block / 16) and a
-// producer warp. An item is (tile of R rows, step of TKB blocks of K, the whole padded row when it fits); the
-// producer copies item i into stage i % S (S = unroll + 1) with one
-// cp.async.bulk per row (the row's TKB * 17 bytes to a ring row of TPITCH bytes, a pitch of 4 mod 8 words so
-// that the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer
-// warp has released the stage's previous item on empty[stage]. The warps of a 16-row tile take the 4-block groups
-// of a step round-robin, starting at warp (item mod warps) so that no warp always gets the step's odd groups; a group's
-// windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group loop is unrolled
-// by 2 (one group's loads overlap the other's math). A tile's rows are summed across the warps through shared memory
-// in warp order (deterministic).
+// producer warp. An item is (tile of R rows, step of TKB blocks of K: the whole padded row when it fits, else steps
+// as even as 16-block units allow); the producer copies item i into stage i % S (S = unroll + 1) with one
+// cp.async.bulk per row (the row's TKB * 17 bytes to a ring row of TPITCH bytes, a pitch of 4 mod 8 words so that
+// the 8 rows of a fragment fall on 8 different bank quads; L2 evict_first: the weights are read once) completing on
+// full[stage], after every consumer warp has released the stage's previous item on empty[stage]. The warps of a
+// 16-row tile take its 4-block groups round-robin across its steps (tma_first_group), the start rotating with the
+// tile; a group's windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group
+// loop is unrolled by 2 (one group's loads overlap the other's math). A tile's rows are summed across the warps
+// through shared memory in warp order (deterministic).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
 // integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
@@ -576,6 +576,15 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #define TNCW (NWARPS * TMT)       // consumer warps
 #define TNC (32 * TNCW)           // consumer threads
 constexpr int kGroupUnroll = TNCW > 8 ? 1 : 2;  // (a #pragma unroll argument: macros are not expanded there)
+// A warp's first 4-block group of an item: the warps take a tile's groups round-robin across its steps (group J of
+// the tile, J = s * TKB / 4 + jg, to warp (J - tile) mod warps), so that every warp gets the same number of groups
+// a tile when a step's count is not a multiple of warps; the tile index rotates the start so that no warp always
+// gets the odd groups.
+__device__ __forceinline__ int tma_first_group(int wp, int item) {
+  const int tile = item / TNSTEP, s = item % TNSTEP;
+  constexpr int skip = (TKB / 4) % NWARPS;  // a step's groups past whole rounds of warps
+  return (wp + tile + s * (NWARPS - skip)) % NWARPS;
+}
 #if G != 1 || (R % 16) != 0 || (NBLK % 4) != 0
 #error "qload = tma: row_groups 1, rows_per_block a multiple of 16, in a multiple of 128"
 #endif
@@ -602,9 +611,16 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
                  : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
   } while (!done);
 }
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-               ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+// The weights are read once: their lines go first when L2 needs room (evict_first), so that x, read by every SM
+// at the start of every launch, is not pushed out by the stream of weights behind it.
+__device__ __forceinline__ u64 l2_evict_first() {
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar, u64 policy) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
+               ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy) : "memory");
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(TNC) : "memory"); }
 
@@ -748,6 +764,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   __syncthreads();
 
   if (warp == TNCW) {  // the producer
+    const u64 policy = l2_evict_first();
     for (int item = 0; item < nitems; ++item) {
       const int st = item % TNSTAGE;
       if (item >= TNSTAGE) mbar_wait(empty + st, (u32)((item / TNSTAGE - 1) & 1));
@@ -760,7 +777,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
       __syncwarp();
       for (int r = lane; r < R; r += 32)
         bulk_copy(ring + (st * R + r) * TPITCH, w + (size_t)(tile * R + r) * ROW_STRIDE + (size_t)s * TKB * 17, bytes,
-                  full + st);
+                  full + st, policy);
     }
     return;
   }
@@ -832,7 +849,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     // the group loop unrolled by 2 (one group's loads overlap the other's math), by 1 where 16 consumer warps leave
     // fewer than 120 registers a thread (2 would spill)
 #pragma unroll kGroupUnroll
-    for (int jg = (wp + item) % NWARPS; jg < ng; jg += NWARPS) {
+    for (int jg = tma_first_group(wp, item); jg < ng; jg += NWARPS) {
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
         const int b = s * TKB + 4 * jg + 2 * v;
