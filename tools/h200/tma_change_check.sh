@@ -28,7 +28,11 @@ done
 timeout 90 $CS --tool racecheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml \
     '{"expand":"mma","qload":"tma","row_groups":1,"rows_per_block":16,"unroll":1,"warps":8}' in4096_out4096 1 \
     > $R/racecheck-tma.txt 2>&1; echo "rc=$?" >> $R/racecheck-tma.txt
-for p in ${CALL}1 ${CALL}2; do
+PROBES="${CALL}1 ${CALL}2"
+if [ -f tools/h200/$SESSION-${CALL}3.json ]; then  # a third probe (its reference source set up by the caller)
+  PROBES="$PROBES ${CALL}3"
+fi
+for p in $PROBES; do
   timeout 120 python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml tools/h200/$SESSION-$p.json 12 > $R/probe-$p.txt 2>&1
   echo "rc=$?" >> $R/probe-$p.txt
 done
@@ -50,6 +54,6 @@ python3 tools/sweep.py configs/fp4_matvec.yaml --resume candidates/fp4_matvec/re
     --jobs 14 > $R/fp4_matvec-sweep.log 2>&1; echo "rc=$? after $(( $(date +%s) - T0 )) s" >> $R/fp4_matvec-sweep.log
 tail -n 3 $R/pytest-gpu.txt; grep -h "^mma {'qload': 'tma'" $R/pytest-gpu.txt
 grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|rc=" $R/memcheck-tma.txt $R/racecheck-tma.txt
-for p in ${CALL}1 ${CALL}2; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 12; done
+for p in $PROBES; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 12; done
 [ "$NCU" = 1 ] && grep -E "Duration|Issued Warp|Eligible|smsp__|sm__|l1tex__|rc=" $R/ncu-new.txt | grep -v " 0$"
 grep -h "redo\|compiled\|sweep: \(complete\|time\|partial\)\|rc=" $R/fp4_matvec-sweep.log; tail -n 9 $R/fp4_matvec-sweep.log
