@@ -941,6 +941,13 @@ def tma_tile_row_sums(chains):
             for h in range(2) for lane in range(0, 32, 4)]
 
 
+def tma_first_group(wp: int, item: int, W: int, kb: int, nstep: int) -> int:
+    """kernel.cu tma_first_group: a tile's groups round-robin across its steps (group J = s * kb / 4 + jg to warp
+    (J - tile) mod W), the start rotating with the tile."""
+    tile, s = item // nstep, item % nstep
+    return (wp + tile + s * (W - (kb // 4) % W)) % W
+
+
 def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
                     rotate: bool = True) -> list[float]:
     """kernel.cu's qload = tma: persistent blocks, (tile, step) items copied row by row into ring stage
@@ -981,8 +988,7 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
             ng = min(nblk - s * kb, kb) // 4
             for warp in range(W * mt):
                 ti, wp = warp // W, warp % W
-                # the tile's groups round-robin across its steps, the start rotating with the tile
-                jg = (wp + item // nstep + s * (W - (kb // 4) % W)) % W if rotate else wp
+                jg = tma_first_group(wp, item, W, kb, nstep) if rotate else wp
                 while jg < ng:
                     for v in range(2):
                         b = s * kb + 4 * jg + 2 * v
@@ -1088,7 +1094,7 @@ def test_tma_warps_get_the_same_groups_a_tile_across_steps():
                         for s in range(nstep):
                             ng = min(nblk - s * kb, kb) // 4
                             for wp in range(W):
-                                jg = (wp + tile + s * (W - (kb // 4) % W)) % W
+                                jg = tma_first_group(wp, tile * nstep + s, W, kb, nstep)
                                 count[wp] += len(range(jg, ng, W))
                         total = nblk // 4
                         assert sum(count) == total and max(count) - min(count) <= (0 if total % W == 0 else 1), \

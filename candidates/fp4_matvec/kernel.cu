@@ -541,12 +541,12 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // producer warp. An item is (tile of R rows, step of TKB blocks of K: the whole padded row when it fits, else steps
 // as even as 16-block units allow); the producer copies item i into stage i % S (S = unroll + 1) with one
 // cp.async.bulk per row (the row's TKB * 17 bytes to a ring row of TPITCH bytes, a pitch of 4 mod 8 words so that
-// the 8 rows of a fragment fall on 8 different bank quads) completing on
-// full[stage], after every consumer warp has released the stage's previous item on empty[stage]. The warps of a
-// 16-row tile take its 4-block groups round-robin across its steps (tma_first_group), the start rotating with the
-// tile; a group's windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group
-// loop is unrolled by 2 (one group's loads overlap the other's math). A tile's rows are summed across the warps
-// through shared memory in warp order (deterministic).
+// the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer warp has
+// released the stage's previous item on empty[stage]. The warps of a 16-row tile take its 4-block groups
+// round-robin across its steps (tma_first_group), the start rotating with the tile; a group's windows are 7 aligned
+// words a row, and each block pair of a group keeps its own chains; the group loop is unrolled by 2 (one group's
+// loads overlap the other's math). A tile's rows are summed across the warps through shared memory in warp order
+// (deterministic).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
 // integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
@@ -822,10 +822,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   // register again before every permute (a move a permute)
   const u32 tlo = s_e8m0_lo[0];
   const int bias = IMMA_BIAS;
-  // An mma takes 8 rows and 2 blocks: A's rows 0..7 are rows gq of block b, its rows 8..15 the same rows of block
-  // b + 1; B's even columns 2i are block b's digit i, its odd columns block b + 1's. D's c0 (row gq, column 2t) is
-  // then block b's sum of digit t and c3 (row gq + 8, column 2t + 1) block b + 1's, in every lane; c1 and c2 mix
-  // the blocks and are dropped. One B load per 2 blocks, two fp32 updates per 512 weights.
+  // (an mma takes 8 rows and 2 blocks: the section's head says how)
   const int xo = gq & 1;   // B: this lane's column is block b + xo's digit gq >> 1
   float acc[2][2][2];      // [block pair of the group][row half][block of the pair]
 #pragma unroll
@@ -865,6 +862,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
             N[r] = prmt(tlo, E2M1X2_HI, lo ^ 0x8888u);
             N[2 + r] = prmt(tlo, E2M1X2_HI, hi ^ 0x8888u);
           }
+          // the scales by table loads, not shift-compare-select: the integer pipe is the busy one
           const float f0 = s_e8m0[rowp[68 * jg + 34 * v]], f1 = s_e8m0[rowp[68 * jg + 34 * v + 17]];
           int dp[4], dn[4];
           imma16832(dp, P, xb.x, xb.y, bias);
