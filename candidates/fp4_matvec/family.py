@@ -107,10 +107,10 @@ def tma_pitch(row_bytes: int) -> int:
 
 def tma_fixed_smem(genome: Mapping[str, Any], n_in: int) -> int:
     """qload = tma's shared memory besides the ring: x's int8 digits (128 B a block: 4 lanes x 4 columns x 8),
-    2 mbarriers a stage, two buffers of per-warp partials, the warp maxima, the E8M0 table (256 floats) and a
-    word of the E2M1 table (16 bytes)."""
+    2 mbarriers a stage, two buffers of per-warp partials with 2 mbarriers each, the warp maxima, the E8M0 table
+    (256 floats) and a word of the E2M1 table (16 bytes)."""
     W, R, U = genome["warps"], genome["rows_per_block"], genome["unroll"]
-    return n_in // BLOCK * 128 + 16 * (U + 1) + 2 * W * R * 4 + 4 * W * (R // 16) + 1024 + 16
+    return n_in // BLOCK * 128 + 16 * (U + 1) + 2 * (W * R * 4 + 16) + 4 * W * (R // 16) + 1024 + 16
 
 
 def tma_step_blocks(genome: Mapping[str, Any], n_in: int) -> int:

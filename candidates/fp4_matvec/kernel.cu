@@ -546,7 +546,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // round-robin across its steps (tma_first_group), the start rotating with the tile; a group's windows are 7 aligned
 // words a row, and each block pair of a group keeps its own chains; the group loop is unrolled by 2 (one group's
 // loads overlap the other's math). A tile's rows are summed across the warps through shared memory in warp order
-// (deterministic).
+// (deterministic) by the producer warp, off the consumers' path (tile_rows).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
 // integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
@@ -590,8 +590,8 @@ __device__ __forceinline__ int tma_first_group(int wp, int item) {
 #endif
 typedef unsigned long long u64;
 // Dynamic shared memory (family.py: tma_layout): ring [TNSTAGE][R][TPITCH] | x digits [NBLK][4 lanes t][4 columns]
-// uint2 | full [TNSTAGE], empty [TNSTAGE] mbarriers | partials [2][NWARPS][R] float | warp maxima [TNCW] |
-// the E8M0 table [256] float | E2M1X2_LO (16 bytes).
+// uint2 | full [TNSTAGE], empty [TNSTAGE], red_full [2], red_free [2] mbarriers | partials [2][NWARPS][R] float |
+// warp maxima [TNCW] | the E8M0 table [256] float | E2M1X2_LO (16 bytes).
 extern __shared__ __align__(16) uint4 dsm[];
 
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -701,6 +701,41 @@ __device__ __forceinline__ void put_x_digits(uint2* s_xd, int b, int t, float4 l
                                            pack_low_bytes(bits[c][4], bits[c][5], bits[c][6], bits[c][7]));
 }
 
+// x's fixed-point exponent k from max |x|'s bits: max |x| * 2^k in [2^26, 2^27) (2^k exact, k >= -102)
+__device__ __forceinline__ int x_exponent(u32 mb) { return min(153 - (int)(mb >> 23), 127); }
+// 2^(-k-1) (the table's 2 x E2M1 back to E2M1), from two exact halves: -k-1 may be below fp32's normal range; a NaN
+// where x has an inf or a NaN
+__device__ __forceinline__ float y_scale(u32 mb) {
+  const int k = x_exponent(mb);
+  return (mb >> 23) == 255u ? __uint_as_float(0x7fc00000u)
+                            : __uint_as_float((u32)(127 - (k + 1) / 2) << 23) *
+                                  __uint_as_float((u32)(127 - (k + 1 - (k + 1) / 2)) << 23);
+}
+// The producer warp's tile end: wait for every consumer warp's partials of the block's tile tj, sum each row in
+// warp order (deterministic), write y, free the buffer. Off the consumers' path: they only write and arrive
+// (session 9 call a: the tile end with its consumer barrier was 0.27 of every 2.03 µs item).
+__device__ __forceinline__ void tile_rows(int tj, int lane, u64* red_full, u64* red_free, const float* s_red,
+                                          const u32* s_max, float* __restrict__ y, float& fx) {
+  const int b = tj & 1;
+  mbar_wait(red_full + b, (u32)((tj >> 1) & 1));
+  if (tj == 0) {  // x's maximum, published with the first partials (every warp wrote its own before arriving)
+    u32 mb = s_max[0];
+#pragma unroll
+    for (int i = 1; i < TNCW; ++i) mb = max(mb, s_max[i]);
+    fx = y_scale(mb);
+  }
+  const float* red = s_red + b * NWARPS * R;
+  const int tile = (int)blockIdx.x + tj * (int)gridDim.x;
+  for (int row = lane; row < R; row += 32) {
+    float v = red[row];
+#pragma unroll
+    for (int ww = 1; ww < NWARPS; ++ww) v += red[ww * R + row];
+    y[tile * R + row] = v * fx;
+  }
+  __syncwarp();
+  if (lane == 0) mbar_arrive(red_free + b);  // (release: the reads above come before)
+}
+
 #ifndef EVO_TMA_MINB
 #define EVO_TMA_MINB 1
 #endif
@@ -713,7 +748,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   uint2* s_xd = reinterpret_cast<uint2*>(ring + TNSTAGE * R * TPITCH);
   u64* full = reinterpret_cast<u64*>(s_xd + NBLK * 16);
   u64* empty = full + TNSTAGE;
-  float* s_red = reinterpret_cast<float*>(empty + TNSTAGE);  // [2][NWARPS][R]
+  u64* red_full = empty + TNSTAGE;  // [2]: a tile's partials written (every consumer warp arrives)
+  u64* red_free = red_full + 2;     // [2]: read by the producer
+  float* s_red = reinterpret_cast<float*>(red_free + 2);  // [2][NWARPS][R]
   u32* s_max = reinterpret_cast<u32*>(s_red + 2 * NWARPS * R);  // [TNCW]
   float* s_e8m0 = reinterpret_cast<float*>(s_max + TNCW);      // [256]: 2^(e - 127), e8m0() of every byte
   u32* s_e8m0_lo = reinterpret_cast<u32*>(s_e8m0 + 256);        // [1]: E2M1X2_LO
@@ -754,14 +791,24 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
       mbar_init(full + s, 1);
       mbar_init(empty + s, TNCW);
     }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(red_full + b, 8 * TNCW);  // the 8 writer lanes of every consumer warp
+      mbar_init(red_free + b, 1);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
   }
   __syncthreads();
 
-  if (warp == TNCW) {  // the producer
+  if (warp == TNCW) {  // the producer, which also sums each tile's rows across the warps and writes y
+    int reduced = 0;  // the block's tiles in y
+    float fx = 0.0f;
     for (int item = 0; item < nitems; ++item) {
       const int st = item % TNSTAGE;
-      if (item >= TNSTAGE) mbar_wait(empty + st, (u32)((item / TNSTAGE - 1) & 1));
+      if (item >= TNSTAGE)
+        mbar_wait(empty + st, (u32)((item / TNSTAGE - 1) & 1));
+      else if (item > 0)  // the other stages' first items once item 0 has landed: it lands sooner (session 9 call a)
+        mbar_wait(full, 0u);
       const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x, s = item % TNSTEP;
       // a step's bytes: 17 * TKB (a multiple of 16), or the whole padded row; less in a short last step
       constexpr int STEP_BYTES = TKB == NBLK ? ROW_STRIDE : TKB * 17;
@@ -772,7 +819,11 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
       for (int r = lane; r < R; r += 32)
         bulk_copy(ring + (st * R + r) * TPITCH, w + (size_t)(tile * R + r) * ROW_STRIDE + (size_t)s * TKB * 17, bytes,
                   full + st);
+      // the tiles whose items were all released by the wait above: their partials land about now
+      while (reduced < (item - TNSTAGE + 1) / TNSTEP)
+        tile_rows(reduced++, lane, red_full, red_free, s_red, s_max, y, fx);
     }
+    while (reduced < my_tiles) tile_rows(reduced++, lane, red_full, red_free, s_red, s_max, y, fx);
     return;
   }
 
@@ -797,13 +848,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   mb = s_max[0];
 #pragma unroll
   for (int i = 1; i < TNCW; ++i) mb = max(mb, s_max[i]);
-  const int em = (int)(mb >> 23);     // max |x| in [2^(em-127), 2^(em-126)); 255: an inf or a NaN in x
-  const int k = min(153 - em, 127);  // max |x| * 2^k in [2^26, 2^27); 2^k exact, k >= -102
-  const float xscale = __uint_as_float((u32)(k + 127) << 23);
-  // 2^(-k-1) (the table's 2 x E2M1 back to E2M1), from two exact halves: -k-1 may be below fp32's normal range
-  const float fx = em == 255 ? __uint_as_float(0x7fc00000u)
-                             : __uint_as_float((u32)(127 - (k + 1) / 2) << 23) *
-                                   __uint_as_float((u32)(127 - (k + 1 - (k + 1) / 2)) << 23);
+  const float xscale = __uint_as_float((u32)(x_exponent(mb) + 127) << 23);
   TX_UNROLL
   for (int c = 0; c < TXP; ++c) {
     const int p = (int)threadIdx.x + c * TNC;
@@ -839,21 +884,24 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     const int ng = (NBLK - s * TKB < TKB ? NBLK - s * TKB : TKB) / 4;  // 4-block groups in this step
     // the group loop unrolled by 2 (one group's loads overlap the other's math), by 1 where 16 consumer warps leave
     // fewer than 120 registers a thread (2 would spill)
+    // (pointers stepped by constants: indices from jg left NVCC recomputing addresses in the loop, session 9 call b)
+    const int jg0 = tma_first_group(wp, item);
+    const u8* gp = slot + 68 * jg0;                                              // the group's 68 bytes a row
+    const uint2* xp = s_xd + ((s * TKB + 4 * jg0 + xo) * 4 + t) * 4 + (gq >> 1);  // its first block's B (16 a block)
 #pragma unroll kGroupUnroll
-    for (int jg = tma_first_group(wp, item); jg < ng; jg += NWARPS) {
+    for (int jg = jg0; jg < ng; jg += NWARPS, gp += 68 * NWARPS, xp += 64 * NWARPS) {
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const int b = s * TKB + 4 * jg + 2 * v;
-        const uint2 xb = s_xd[((b + xo) * 4 + t) * 4 + (gq >> 1)];
+        const uint2 xb = xp[32 * v];  // block 2v (+ xo) of the group
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const u8* rowp = slot + 8 * h * TPITCH;
+          const u8* rowp = gp + 8 * h * TPITCH;
           u32 P[4], N[4];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {  // block 2v + r of the group: A's rows 8r..8r+7
             const int u = 2 * v + r;
             const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
-            const int wofs = 68 * jg + 17 * u + 1 - lead + 4 * t;  // a multiple of 4
+            const int wofs = 17 * u + 1 - lead + 4 * t;  // a multiple of 4 (gp is too)
             const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
             u32 lo, hi;  // selectors of the code word's low and high 4 codes (prmt reads a selector's low 16 bits)
             code_selectors(p, lead, lo, hi);
@@ -863,7 +911,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
             N[2 + r] = prmt(tlo, E2M1X2_HI, hi ^ 0x8888u);
           }
           // the scales by table loads, not shift-compare-select: the integer pipe is the busy one
-          const float f0 = s_e8m0[rowp[68 * jg + 34 * v]], f1 = s_e8m0[rowp[68 * jg + 34 * v + 17]];
+          const float f0 = s_e8m0[rowp[34 * v]], f1 = s_e8m0[rowp[34 * v + 17]];
           int dp[4], dn[4];
           imma16832(dp, P, xb.x, xb.y, bias);
           imma16832(dn, N, xb.x, xb.y, bias);
@@ -876,24 +924,23 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + st);  // (release: this warp's reads of the stage come before)
 
-    if (s == TNSTEP - 1) {  // the tile's last step
-      const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x;
-      float* red = s_red + ((item / TNSTEP) & 1) * NWARPS * R;  // two buffers: a fast warp may be a tile ahead
+    if (s == TNSTEP - 1) {  // the tile's last step: the warp's partials to the producer (tile_rows)
+      const int tj = item / TNSTEP, b = tj & 1;
+      float* red = s_red + b * NWARPS * R;  // two buffers: a fast warp may be a tile ahead
       // lane t's sums are of digit t, of weight 128^(3 - t)
       const float wt = __uint_as_float((u32)(127 + 7 * (3 - t)) << 23);
+      float sum[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float sum = ((acc[0][h][0] + acc[1][h][0]) + (acc[0][h][1] + acc[1][h][1])) * wt;
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (t == 0) red[wp * R + 16 * ti + 8 * h + gq] = sum;
+        sum[h] = ((acc[0][h][0] + acc[1][h][0]) + (acc[0][h][1] + acc[1][h][1])) * wt;
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
       }
-      consumers_sync();
-      for (int row = threadIdx.x; row < R; row += TNC) {
-        float v = red[row];
-#pragma unroll
-        for (int ww = 1; ww < NWARPS; ++ww) v += red[ww * R + row];
-        y[tile * R + row] = v * fx;
+      if (tj >= 2) mbar_wait(red_free + b, (u32)(((tj >> 1) - 1) & 1));  // tile tj - 2's partials read
+      if (t == 0) {  // (each writer arrives: its release covers its own writes, s_max's in lane 0)
+        red[wp * R + 16 * ti + gq] = sum[0];
+        red[wp * R + 16 * ti + 8 + gq] = sum[1];
+        mbar_arrive(red_full + b);
       }
 #pragma unroll
       for (int v = 0; v < 2; ++v)

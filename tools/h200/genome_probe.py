@@ -4,8 +4,9 @@
 
 GENOMES.json: {"ref": {knob changes against the baseline}, "genomes": [{...}, ...]}, optionally "ref_source": a
 kernel.cu to build the reference from (e.g. `git show HEAD:candidates/<family>/kernel.cu`), to time a genome
-before and after a source change side by side. For each genome: build
-(ptxas registers / spills), the correctness checks of the campaign's GPU backend (3 seeds x 2 runs, poisoned
+before and after a source change side by side; a genome's own "source" key builds it from another kernel.cu (a
+timing variant). For each genome: build (ptxas registers / spills), the correctness checks of the campaign's GPU
+backend (3 seeds x 2 runs, poisoned
 outputs) judged by the config's correctness gate (mode and tolerance factor), then interleaved timing against
 the reference (the harness's CUDA-graph batches, `rounds` pairs) at every geometry of the config. One line per
 (genome, geometry): medians, the ratio with its quartiles, % of the measured copy ceiling. A probe, not a
@@ -44,14 +45,16 @@ def main() -> int:
     ref = be.load(builder.build(ref_g, base_source=ref_src), ref_g)
     launches = {geo.name: be.launches_for(ref, geo) for geo in geos}
     for ch in spec["genomes"]:
+        ch = dict(ch)
+        src_path = ch.pop("source", None)  # a genome built from another kernel.cu (a timing variant)
         g = base.replace(**ch)
-        tag = json.dumps(ch, sort_keys=True)
+        tag = json.dumps(ch, sort_keys=True) + (f" [{Path(src_path).parent.name}]" if src_path else "")
         err = fam.check(g, geos)
         if err:
             print(f"{tag}: invalid: {err}", flush=True)
             continue
         try:
-            built = builder.build(g)
+            built = builder.build(g, base_source=Path(src_path).read_text() if src_path else None)
             v = be.load(built, g)
         except Exception as e:  # noqa: BLE001 - a probe: report and go on
             print(f"{tag}: build failed: {str(e).splitlines()[0][:200]}", flush=True)

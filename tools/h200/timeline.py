@@ -1,0 +1,196 @@
+"""Timeline of the fp4 tma kernel: when each SM's items land and when its warps finish them (on the GPU).
+
+    python3 tools/h200/timeline.py stamp KERNEL.cu STAMPED.cu
+    python3 tools/h200/timeline.py configs/fp4_matvec.yaml GENOME.json GEOMETRY STAMPED.cu OUT.json.gz [launches]
+
+`stamp` adds the stamps to a kernel.cu (the committed one or a timing variant; session 9 call a used
+tools/h200/session9-timeline.patch, the same stamps): every block stamps clock64 at its start, after x's maximum and x's digits, the producer as it issues each item,
+and lane 0 of every consumer warp as each item is visible to it (full barrier passed) and as it is done with it
+(before its release) and past its tile end, with globaltimer at the start and the end. The kernel runs inside a CUDA graph of
+`launches` back-to-back launches, as the harness times it; the stamps are the last launch's. Printed: the time a
+launch takes in that graph, the SM clock the stamps imply, and per item the medians over the SMs with the most
+items of when it was issued, landed and done, the warps' mean compute time on it, their mean wait for it (from their previous stamp) and their mean tile end.
+Raw stamps go to OUT.json.gz.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from evo.config import load_config  # noqa: E402
+from harness.build import Builder  # noqa: E402
+from harness.gpu import GpuBackend, _dtype  # noqa: E402
+
+TL_BLOCKS, TL_WORDS, TL_WARP = 160, 2048, 128  # a consumer warp's slots: landed, done, tile end, half a landed
+
+# (anchor in the tma section of kernel.cu, what replaces it); each anchor must occur exactly once
+_CS = "  consumers_sync();\n"
+_W = "lane == 0 && item < 32 && warp < 9"
+_B = f"tl[64 + warp * {TL_WARP}"
+STAMPS = [
+    ("typedef unsigned long long u64;\n",
+     "typedef unsigned long long u64;\n"
+     "// timing variant (tools/h200/timeline.py): clock64 stamps per block, globaltimer at its start and end\n"
+     f"#define TL_BLOCKS {TL_BLOCKS}\n#define TL_WORDS {TL_WORDS}\n"
+     "__device__ u64 evo_tl[TL_BLOCKS * TL_WORDS];\n"
+     "__device__ __forceinline__ u64 tl_gt() { u64 t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); "
+     "return t; }\n"
+     "__device__ __forceinline__ u64 tl_clk() { u64 t; asm volatile(\"mov.u64 %0, %%clock64;\" : \"=l\"(t)); "
+     "return t; }\n"),
+    ("  const int nitems = my_tiles * TNSTEP;\n",
+     "  const int nitems = my_tiles * TNSTEP;\n"
+     "  u64* tl = evo_tl + (size_t)(blockIdx.x < TL_BLOCKS ? blockIdx.x : 0) * TL_WORDS;\n"
+     "  if (threadIdx.x == 0) {\n    u32 smid;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(smid));\n"
+     "    tl[0] = tl_gt();\n    tl[1] = tl_clk();\n    tl[6] = (u64)nitems;\n    tl[7] = (u64)smid;\n  }\n"),
+    # the producer as it issues an item (its first half, since session 9 call d)
+    [("      if (lane == 0) {\n        if (bytes_a) mbar_expect_tx",
+      "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n"
+      "      if (lane == 0) {\n        if (bytes_a) mbar_expect_tx"),
+     ("      // a step's bytes: 17 * TKB",
+      "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      // a step's bytes: 17 * TKB")],
+    ("    return;\n  }\n\n  // x's exponent",  # the producer's end (it writes y since session 9)
+     "    if (lane == 0) {\n      tl[8] = tl_clk();\n      tl[9] = tl_gt();\n    }\n"
+     "    return;\n  }\n\n  // x's exponent"),
+    (_CS + "  mb = s_max[0];\n", _CS + "  if (threadIdx.x == 0) tl[5] = tl_clk();\n  mb = s_max[0];\n"),
+    (_CS + "\n  const int gq = lane >> 2, t = lane & 3;\n",
+     _CS + "  if (threadIdx.x == 0) tl[4] = tl_clk();\n\n  const int gq = lane >> 2, t = lane & 3;\n"),
+    [("    mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));\n",
+      "    mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));\n"
+      f"    if ({_W}) {_B} + item] = tl_clk();\n"),
+     # items in two halves (session 9 call d): the first half's landing in the fourth slots
+     ("      mbar_wait((half == 0 ? full_a : full) + st, (u32)((item / TNSTAGE) & 1));\n",
+      "      mbar_wait((half == 0 ? full_a : full) + st, (u32)((item / TNSTAGE) & 1));\n"
+      f"      if ({_W}) {_B} + (half == 0 ? 96 : 0) + item] = tl_clk();\n"),
+     # item 0 in two parts (session 9 call c)
+     ("      mbar_wait(part == 0 ? first : full + st, part == 0 ? 0u : (u32)((item / TNSTAGE) & 1));\n",
+      "      mbar_wait(part == 0 ? first : full + st, part == 0 ? 0u : (u32)((item / TNSTAGE) & 1));\n"
+      f"      if ({_W}) {_B} + (part == 0 ? 96 : 0) + item] = tl_clk();\n")],
+    [("    __syncwarp();\n    if (lane == 0) mbar_arrive(empty + st);",
+      f"    __syncwarp();\n    if ({_W}) {_B} + 32 + item] = tl_clk();\n"
+      "    if (lane == 0) mbar_arrive(empty + st);"),
+     ("      __syncwarp();\n      if (lane == 0) mbar_arrive((half == 0 ? empty_a : empty) + st);",
+      f"      __syncwarp();\n      if (half == 1 && {_W}) {_B} + 32 + item] = tl_clk();\n"
+      "      if (lane == 0) mbar_arrive((half == 0 ? empty_a : empty) + st);")],
+    # past the tile end (inside the last-step branch), and the block's end after the item loop
+    ("          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;\n    }\n  }\n",
+     "          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;\n"
+     f"      if ({_W}) {_B} + 64 + item] = tl_clk();\n    }}\n  }}\n"
+     "  if (threadIdx.x == 0) {\n    tl[3] = tl_clk();\n    tl[2] = tl_gt();\n  }\n"),
+]
+
+
+def stamp(src: str) -> str:
+    """kernel.cu with the timeline's stamps (tma section): stops where an anchor is missing or repeated (a list
+    holds alternatives in order, for kernels before and after a change: the first one found once is used)."""
+    for entry in STAMPS:
+        alts = entry if isinstance(entry, list) else [entry]
+        hits = [(a, r) for a, r in alts if src.count(a) == 1]
+        if not hits or src.count(hits[0][0]) != 1:
+            raise SystemExit(f"stamp: anchor {alts[0][0].strip()[:60]!r} (or its alternatives) not found once")
+        src = src.replace(*hits[0])
+    return src
+
+
+def main() -> int:
+    if sys.argv[1] == "stamp":
+        Path(sys.argv[3]).write_text(stamp(Path(sys.argv[2]).read_text()))
+        return 0
+    cfg = load_config(sys.argv[1])
+    fam = cfg.family
+    genome = fam.baseline().replace(**json.loads(Path(sys.argv[2]).read_text()))
+    geo = next(g for g in cfg.geometries if g.name == sys.argv[3])
+    source = Path(sys.argv[4]).read_text()
+    out_path = Path(sys.argv[5])
+    launches = int(sys.argv[6]) if len(sys.argv) > 6 else 200
+    builder = Builder(fam, cfg.geometries, cfg.arch)
+    be = GpuBackend(fam, cfg.geometries, builder)
+    built = builder.build(genome, base_source=source)
+    cupy, torch = be.cupy, be.torch
+    mod = cupy.RawModule(path=built.modules[builder.spec_of(geo)].cubin_path)
+    fn = mod.get_function(fam.entry)
+    lc = fam.launch(genome, geo)
+    if lc.shared_bytes > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = lc.shared_bytes
+    outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=be.device) for o in fam.outputs(geo)}
+    args = be._args(be.inputs(geo, 0), outs, geo)
+
+    def launch() -> None:
+        with be._cupy_stream(torch.cuda.current_stream().cuda_stream):
+            fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
+
+    graph = be._graph(launch, launches)
+    for _ in range(20):  # the clock leaves idle
+        be._time_graph(graph)
+    us = statistics.median(be._time_graph(graph) for _ in range(5)) / launches
+    tl_ptr = mod.get_global("evo_tl")
+    host = cupy.ndarray((TL_BLOCKS * TL_WORDS,), dtype=cupy.uint64, memptr=tl_ptr).get()
+    nblk = min(lc.grid[0], TL_BLOCKS)
+    raw = [[int(v) for v in host[b * TL_WORDS:(b + 1) * TL_WORDS]] for b in range(nblk)]
+    ncw = (lc.block[0] - 32) // 32
+    S = TL_WARP
+    with gzip.open(out_path, "wt") as f:
+        json.dump({"genome": dict(genome), "geometry": geo.name, "launches": launches, "us_per_launch": us,
+                   "consumer_warps": ncw, "warp_slots": S,
+                   "blocks": raw}, f)
+
+    for r in raw:  # the block's end: its consumers' or its producer's, whichever is later
+        if r[9] > r[2]:
+            r[2], r[3] = r[9], r[8]
+    gt0 = min(r[0] for r in raw)
+    rates = [(r[3] - r[1]) / (r[2] - r[0]) for r in raw if r[2] > r[0]]
+    ghz = statistics.median(rates)
+    print(f"{dict(genome)} at {geo.name}: {us:.2f} us a launch in a graph of {launches}; "
+          f"SM clock from the stamps {ghz:.3f} GHz (min {min(rates):.3f}, max {max(rates):.3f})")
+    span = (max(r[2] for r in raw) - gt0) / 1000
+    starts = sorted((r[0] - gt0) / 1000 for r in raw)
+    print(f"blocks start over {starts[-1]:.2f} us (median {statistics.median(starts):.2f}); last block ends "
+          f"{span:.2f} us after the first starts")
+    most = max(r[6] for r in raw)
+    for n in sorted({r[6] for r in raw}, reverse=True):
+        rows = [r for r in raw if r[6] == n]
+
+        def ns(r, v):  # a stamp of block r in µs after its own start
+            return (v - r[1]) / ghz / 1000
+
+        med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+        ends = [ns(r, r[3]) for r in rows]
+        part0 = [ns(r, min(r[64 + w * S + 96] for w in range(ncw))) for r in rows if r[64 + 96] > r[1]]
+        print(f"-- {len(rows)} blocks with {n} items: x max {med([ns(r, r[5]) for r in rows]):.2f} us, x digits "
+              f"{med([ns(r, r[4]) for r in rows]):.2f} us, end {med(ends):.2f} us (max {max(ends):.2f})"
+              + (f", item 0's first half landed {med(part0):.2f} us" if part0 else ""))
+        if n != most and n != most - 1:
+            continue
+        print("   item  issued  landed  done(max)  compute  wait  tile end  a landed  (µs after the block's start; "
+              "medians)")
+        tw = tc = te = 0.0
+        for i in range(min(n, 32)):
+            iss = med([ns(r, r[16 + i]) for r in rows])
+            land = med([ns(r, min(r[64 + w * S + i] for w in range(ncw))) for r in rows])
+            land_a = med([ns(r, min(r[64 + w * S + 96 + i] for w in range(ncw))) for r in rows
+                          if r[64 + 96 + i] > r[1]])  # the first half's, where items land in halves
+            done = med([ns(r, max(r[64 + w * S + 32 + i] for w in range(ncw))) for r in rows])
+            comp = med([statistics.mean(ns(r, r[64 + w * S + 32 + i]) - ns(r, r[64 + w * S + i])
+                                        for w in range(ncw)) for r in rows])
+            # a warp's previous stamp: x's digits, or its last item's done (its tile end's, where it had one)
+            prev = (lambda r, w: r[4]) if i == 0 else (
+                lambda r, w: r[64 + w * S + 64 + i - 1] or r[64 + w * S + 32 + i - 1])
+            tend = med([statistics.mean(ns(r, r[64 + w * S + 64 + i]) - ns(r, r[64 + w * S + 32 + i])
+                                        for w in range(ncw)) for r in rows if r[64 + 64 + i]])
+            wait = med([statistics.mean(max(0.0, ns(r, r[64 + w * S + i]) - ns(r, prev(r, w)))
+                                        for w in range(ncw)) for r in rows])
+            tw += wait
+            tc += comp
+            te += 0.0 if tend != tend else tend
+            print(f"   {i:4d} {iss:7.2f} {land:7.2f} {done:9.2f} {comp:8.2f} {wait:6.2f} {tend:8.2f} {land_a:9.2f}")
+        print(f"   sums: compute {tc:.2f} us, tile ends {te:.2f} us, waits {tw:.2f} us (from x's digits)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
