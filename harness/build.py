@@ -298,13 +298,19 @@ def detect_arch() -> str:
         return DEFAULT_ARCH
 
 
+def _debug_opts() -> list[str]:
+    """EVO_LINEINFO=1: source lines in the cubin, so compute-sanitizer reports name kernel.cu's lines (a debugging
+    aid; the SASS is unchanged, and the cache keeps such cubins apart)."""
+    return ["--generate-line-info"] if os.environ.get("EVO_LINEINFO") == "1" else []
+
+
 def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu") -> tuple[bytes, str, float]:
     """NVRTC: source -> (cubin, log, seconds). Raises BuildError with the first error line."""
     import time
 
     from cupy.cuda import nvrtc
 
-    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-std=c++17"]
+    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-std=c++17"] + _debug_opts()
     t0 = time.perf_counter()
     prog = nvrtc.createProgram(source, name, [], [])
     try:
@@ -325,7 +331,8 @@ def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu") 
 def build_module(source: str, entry: str, arch: str, key: str) -> Module:
     """Compile (or fetch from the cache) one resolved source."""
     src_sha = hashlib.sha256(source.encode()).hexdigest()
-    cache_key = hashlib.sha256(f"{src_sha}|{arch}|{nvrtc_version()}|{entry}".encode()).hexdigest()[:32]
+    opts = "".join(f"|{o}" for o in _debug_opts())
+    cache_key = hashlib.sha256(f"{src_sha}|{arch}|{nvrtc_version()}|{entry}{opts}".encode()).hexdigest()[:32]
     d = cache_dir()
     cubin_path, meta_path = d / f"{cache_key}.cubin", d / f"{cache_key}.json"
     if cubin_path.is_file() and meta_path.is_file():

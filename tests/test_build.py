@@ -191,6 +191,21 @@ def test_compile_cache(monkeypatch, tmp_path):
     assert all(not m.cached for m in b.build(g.replace(block=512)).modules.values())
 
 
+def test_lineinfo_is_a_separate_cache_entry_with_the_same_sass(monkeypatch, tmp_path):
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "fresh"))
+    b = _builder(G_S1)
+    plain = b.build(FAM.baseline()).modules[S1]
+    monkeypatch.setenv("EVO_LINEINFO", "1")
+    lined = b.build(FAM.baseline()).modules[S1]
+    assert not lined.cached and lined.cubin_path != plain.cubin_path
+    assert lined.sass_sha256 == plain.sass_sha256  # line tables only: the machine code is the same
+
+    def names(m):
+        return {n for n, *_ in hb._elf_sections(Path(m.cubin_path).read_bytes())}
+
+    assert ".debug_line" in names(lined) and ".debug_line" not in names(plain)
+
+
 def test_syntax_error_raises_one_line_build_error():
     bad = FAM.source().replace("const int token = blockIdx.x / EVO_H_SPLIT;", "const int token = blockIdx.x / ;")
     assert bad != FAM.source()

@@ -1176,3 +1176,21 @@ def test_tma_constraints():
     assert "multiple of 128" in FAM.check(gen, odd)
     huge = [Geometry("huge", {"in": 65536, "out": 4096, "x_dtype": "float32"})]
     assert "do not fit" in FAM.check(gen, huge)
+
+
+def test_timeline_stamps_apply_to_the_committed_kernel_and_compile():
+    """tools/h200/timeline.py's stamps (a device tool) find their anchors in kernel.cu and the stamped kernel
+    builds: a change of the tma section that moves an anchor fails here, not on the GPU."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("evo_timeline_tool", root / "tools" / "h200" / "timeline.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = (root / "candidates" / "fp4_matvec" / "kernel.cu").read_text()
+    stamped = tool.stamp(src)
+    assert stamped.count("tl_clk()") == 10 and "__device__ u64 evo_tl[" in stamped  # every stamp in place
+    gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=8, unroll=1)
+    built = Builder(FAM, REAL, "sm_90").build(gen, base_source=stamped)
+    assert all(m.resources.spills == 0 for m in built.modules.values())

@@ -732,8 +732,7 @@ __device__ __forceinline__ void tile_rows(int tj, int lane, u64* red_full, u64* 
     for (int ww = 1; ww < NWARPS; ++ww) v += red[ww * R + row];
     y[tile * R + row] = v * fx;
   }
-  __syncwarp();
-  if (lane == 0) mbar_arrive(red_free + b);  // (release: the reads above come before)
+  mbar_arrive(red_free + b);  // every lane (release: its reads above come before)
 }
 
 #ifndef EVO_TMA_MINB
@@ -749,7 +748,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   u64* full = reinterpret_cast<u64*>(s_xd + NBLK * 16);
   u64* empty = full + TNSTAGE;
   u64* red_full = empty + TNSTAGE;  // [2]: a tile's partials written (every consumer warp arrives)
-  u64* red_free = red_full + 2;     // [2]: read by the producer
+  u64* red_free = red_full + 2;     // [2]: read by the producer (its 32 lanes arrive)
   float* s_red = reinterpret_cast<float*>(red_free + 2);  // [2][NWARPS][R]
   u32* s_max = reinterpret_cast<u32*>(s_red + 2 * NWARPS * R);  // [TNCW]
   float* s_e8m0 = reinterpret_cast<float*>(s_max + TNCW);      // [256]: 2^(e - 127), e8m0() of every byte
@@ -785,22 +784,24 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     }
   }
 
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < TNSTAGE; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, TNCW);
-    }
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(red_full + b, 8 * TNCW);  // the 8 writer lanes of every consumer warp
-      mbar_init(red_free + b, 1);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
-  }
-  __syncthreads();
-
   if (warp == TNCW) {  // the producer, which also sums each tile's rows across the warps and writes y
+    // It sets up the mbarriers and starts copying at once: the consumers meet it on a named barrier only before
+    // their first item, after x's set-up (a __syncthreads here held the first copy back, session 9 call e).
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < TNSTAGE; ++s) {
+        mbar_init(full + s, 1);
+        mbar_init(empty + s, TNCW);
+      }
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        mbar_init(red_full + b, 8 * TNCW);  // the 8 writer lanes of every consumer warp
+        mbar_init(red_free + b, 32);  // the producer warp's lanes
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+    }
+    __syncwarp();
+    asm volatile("bar.arrive 2, %0;\n" ::"n"(TNC + 32) : "memory");
     int reduced = 0;  // the block's tiles in y
     float fx = 0.0f;
     for (int item = 0; item < nitems; ++item) {
@@ -877,6 +878,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #pragma unroll
       for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;
 
+  asm volatile("bar.sync 2, %0;\n" ::"n"(TNC + 32) : "memory");  // the producer's mbarriers are set up
   for (int item = 0; item < nitems; ++item) {
     const int st = item % TNSTAGE, s = item % TNSTEP;
     mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));

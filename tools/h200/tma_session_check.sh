@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One device call's checks and measurements of fp4 tma kernel changes (session 9 on), all results in $OUT/$CALL.tgz
+# (a call brings back 8 files at most): GPU tests of the fp4 mma genomes, memcheck of three tma genomes and
+# racecheck (the working tree's kernel), the probes tools/h200/$SESSION-${CALL}N.json that exist (N = 1..4),
+# and timelines at the anchor (tools/h200/timeline.py).
+#   VARIANTS: "name=patch[,patch...] ..." kernels built under /tmp/evo-variants/name from the working tree's
+#     kernel.cu by tools/h200 patches applied in order (-p1; a leading '-' applies one reversed); probes name them
+#     as /tmp/evo-variants/name/kernel.cu.
+#   TIMELINES: "name:unroll ..." (name "tree": the working tree's kernel) of the 8-warp, 16-row genome.
+#   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
+#   CALL=e SESSION=session9 VARIANTS="head=-session9-e-change.patch" TIMELINES="tree:1 head:1" \
+#       bash tools/h200/tma_session_check.sh
+set -u
+: "${CALL:?}" "${SESSION:?}"
+VARIANTS=${VARIANTS:-} TIMELINES=${TIMELINES:-} SWEEP=${SWEEP:-0}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
+T0=$(date +%s)
+R=$OUT/$CALL; mkdir -p $R
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
+V=/tmp/evo-variants; rm -rf $V; mkdir -p $V
+for spec in $VARIANTS; do
+  name=${spec%%=*}; mkdir -p $V/$name; cp candidates/fp4_matvec/kernel.cu $V/$name/
+  for p in $(echo ${spec#*=} | tr , ' '); do
+    if [ "${p#-}" != "$p" ]; then (cd $V/$name && git apply -R -p1 "$OLDPWD/tools/h200/${p#-}") || exit 1
+    else (cd $V/$name && git apply -p1 "$OLDPWD/tools/h200/$p") || exit 1; fi
+  done
+done
+timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py -k "fp4_mma" \
+    > $R/pytest-gpu.txt 2>&1; echo "rc=$?" >> $R/pytest-gpu.txt
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+G='"expand":"mma","qload":"tma","row_groups":1,"rows_per_block":16'
+for gw in '"unroll":1,"warps":8' '"unroll":2,"warps":2' '"unroll":4,"warps":4'; do
+  timeout 60 $CS --tool memcheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,$gw}" in7168_out18432 1 \
+      >> $R/memcheck-tma.txt 2>&1; echo "rc=$? $gw" >> $R/memcheck-tma.txt
+done
+# (in7168_out7168_bf16: 3 or 4 tiles a block, so a buffer of partials is used twice)
+for gg in '"unroll":1,"warps":8 in4096_out4096' '"unroll":4,"warps":4 in4096_out4096' \
+          '"unroll":1,"warps":8 in7168_out7168_bf16'; do
+  gw=${gg% *} geo=${gg#* }
+  timeout 150 $CS --tool racecheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,$gw}" $geo 1 \
+      >> $R/racecheck-tma.txt 2>&1; echo "rc=$? $gw $geo" >> $R/racecheck-tma.txt
+done
+PROBES=""
+for n in 1 2 3 4; do [ -f tools/h200/$SESSION-$CALL$n.json ] && PROBES="$PROBES $CALL$n"; done
+for p in $PROBES; do
+  timeout 200 python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml tools/h200/$SESSION-$p.json 12 > $R/probe-$p.txt 2>&1
+  echo "rc=$?" >> $R/probe-$p.txt
+done
+for t in $TIMELINES; do
+  name=${t%%:*} u=${t#*:}
+  src=$V/$name/kernel.cu; [ "$name" = tree ] && src=candidates/fp4_matvec/kernel.cu
+  python3 tools/h200/timeline.py stamp $src $V/stamped-$name.cu || continue
+  timeout 60 python3 tools/h200/timeline.py configs/fp4_matvec.yaml tools/h200/session9-g8u$u.json in7168_out18432 \
+      $V/stamped-$name.cu $R/timeline-$name-u$u.json.gz > $R/timeline-$name-u$u.txt 2>&1
+  echo "rc=$?" >> $R/timeline-$name-u$u.txt
+done
+if [ "$SWEEP" = 1 ]; then
+  python3 tools/sweep.py configs/fp4_matvec.yaml --resume candidates/fp4_matvec/recorded/h200-sweep.json.gz \
+      --redo qload=tma --out $R/fp4_matvec-h200-sweep.json.gz --rounds 10 --aa-rounds 40 --batch-ms 1 --peer off \
+      --jobs 14 > $R/fp4_matvec-sweep.log 2>&1; echo "rc=$? after $(( $(date +%s) - T0 )) s" >> $R/fp4_matvec-sweep.log
+fi
+tail -n 3 $R/pytest-gpu.txt; grep -h "^mma {'qload': 'tma'" $R/pytest-gpu.txt
+grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|rc=" $R/memcheck-tma.txt $R/racecheck-tma.txt
+for p in $PROBES; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 24; done
+for t in $TIMELINES; do echo "== $t"; head -n 15 $R/timeline-${t%%:*}-u${t#*:}.txt; done
+[ "$SWEEP" = 1 ] && { grep -h "redo\|compiled\|sweep: \(complete\|time\|partial\)\|rc=" $R/fp4_matvec-sweep.log; tail -n 9 $R/fp4_matvec-sweep.log; }
+(cd $OUT && tar czf $CALL.tgz $CALL && rm -rf $CALL)
+echo "done after $(( $(date +%s) - T0 )) s"
