@@ -747,7 +747,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   uint2* s_xd = reinterpret_cast<uint2*>(ring + TNSTAGE * R * TPITCH);
   u64* full = reinterpret_cast<u64*>(s_xd + NBLK * 16);
   u64* empty = full + TNSTAGE;
-  u64* red_full = empty + TNSTAGE;  // [2]: a tile's partials written (every consumer warp arrives)
+  u64* red_full = empty + TNSTAGE;  // [2]: a tile's partials written (each warp's writer lanes arrive)
   u64* red_free = red_full + 2;     // [2]: read by the producer (its 32 lanes arrive)
   float* s_red = reinterpret_cast<float*>(red_free + 2);  // [2][NWARPS][R]
   u32* s_max = reinterpret_cast<u32*>(s_red + 2 * NWARPS * R);  // [TNCW]
