@@ -6,11 +6,10 @@ GENOMES.json: {"ref": {knob changes against the baseline}, "genomes": [{...}, ..
 kernel.cu to build the reference from (e.g. `git show HEAD:candidates/<family>/kernel.cu`), to time a genome
 before and after a source change side by side; a genome's own "source" key builds it from another kernel.cu (a
 timing variant). For each genome: build (ptxas registers / spills), the correctness checks of the campaign's GPU
-backend (3 seeds x 2 runs, poisoned
-outputs) judged by the config's correctness gate (mode and tolerance factor), then interleaved timing against
-the reference (the harness's CUDA-graph batches, `rounds` pairs) at every geometry of the config. One line per
-(genome, geometry): medians, the ratio with its quartiles, % of the measured copy ceiling. A probe, not a
-campaign: nothing is recorded in a ledger.
+backend (3 seeds x 2 runs, poisoned outputs) judged by the config's correctness gate (mode and tolerance factor),
+then interleaved timing against the reference (the harness's CUDA-graph batches, `rounds` pairs) at every
+geometry of the config. One line per (genome, geometry): medians, the ratio with its quartiles, % of the measured
+copy ceiling. A probe, not a campaign: nothing is recorded in a ledger.
 """
 
 from __future__ import annotations
