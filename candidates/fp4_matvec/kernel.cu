@@ -543,9 +543,10 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // cp.async.bulk per row (the row's TKB * 17 bytes to a ring row of TPITCH bytes, a pitch of 4 mod 8 words so that
 // the 8 rows of a fragment fall on 8 different bank quads) completing on full[stage], after every consumer warp has
 // released the stage's previous item on empty[stage]. The warps of a 16-row tile take its 4-block groups
-// round-robin across its steps (tma_first_group), the start rotating with the tile; a group's windows are 7 aligned
-// words a row, and each block pair of a group keeps its own chains; the group loop is unrolled by 2 (one group's
-// loads overlap the other's math). A tile's rows are summed across the warps through shared memory in warp order
+// round-robin across its steps (tma_first_group), the start rotating with the tile, or, where items are whole rows
+// and the groups split evenly (TXREG), each warp the same groups of every tile with x's B in registers; a group's
+// windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group loop is
+// unrolled by 2 (one group's loads overlap the other's math; TXREG: wholly). A tile's rows are summed across the warps through shared memory in warp order
 // (deterministic) by the producer warp, off the consumers' path (tile_rows).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
@@ -735,6 +736,49 @@ __device__ __forceinline__ void tile_rows(int tj, int lane, u64* red_full, u64* 
   mbar_arrive(red_free + b);  // every lane (release: its reads above come before)
 }
 
+// One 4-block group of a warp's 16-row tile: its 8 rows x 2 halves x 4 blocks into acc (xb0, xb1: B of blocks 0-1
+// and 2-3, digit gq >> 1 of block xo, xo + 2)
+__device__ __forceinline__ void tma_group(const u8* gp, uint2 xb0, uint2 xb1, int t, u32 tlo, int bias,
+                                          const float* s_e8m0, float (&acc)[2][2][2]) {
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    const uint2 xb = v ? xb1 : xb0;  // block 2v (+ xo) of the group
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u8* rowp = gp + 8 * h * TPITCH;
+      u32 P[4], N[4];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {  // block 2v + r of the group: A's rows 8r..8r+7
+        const int u = 2 * v + r;
+        const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
+        const int wofs = 17 * u + 1 - lead + 4 * t;  // a multiple of 4 (gp is too)
+        const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
+        u32 lo, hi;  // selectors of the code word's low and high 4 codes (prmt reads a selector's low 16 bits)
+        code_selectors(p, lead, lo, hi);
+        P[r] = prmt(tlo, E2M1X2_HI, lo);
+        P[2 + r] = prmt(tlo, E2M1X2_HI, hi);
+        N[r] = prmt(tlo, E2M1X2_HI, lo ^ 0x8888u);
+        N[2 + r] = prmt(tlo, E2M1X2_HI, hi ^ 0x8888u);
+      }
+      // the scales by table loads, not shift-compare-select: the integer pipe is the busy one
+      const float f0 = s_e8m0[rowp[34 * v]], f1 = s_e8m0[rowp[34 * v + 17]];
+      int dp[4], dn[4];
+      imma16832(dp, P, xb.x, xb.y, bias);
+      imma16832(dn, N, xb.x, xb.y, bias);
+      // P's sum - N's sum: exact (both in [2^23, 2^24))
+      acc[v][h][0] = __fmaf_rn(__int_as_float(dp[0]) - __int_as_float(dn[0]), f0, acc[v][h][0]);
+      acc[v][h][1] = __fmaf_rn(__int_as_float(dp[3]) - __int_as_float(dn[3]), f1, acc[v][h][1]);
+    }
+  }
+}
+// x's B registers held for the whole kernel where every item is a whole row and a tile's groups split evenly over
+// its warps (each warp then takes the same groups of every tile, no rotation), at most 8 groups a warp and 8 consumer
+// warps (32 registers more, 150 in all at the anchor): the consumers' loads of x were 4 of their 34 shared-memory
+// wavefronts a group, and the shared-memory pipe was their busiest (ncu, session 10 call c; 1.038x at the anchor,
+// calls e and f)
+#define TGPW (NBLK / 4 / NWARPS)  // groups a warp, where they split evenly
+#define TXREG (TNSTEP == 1 && (NBLK / 4) % NWARPS == 0 && TGPW <= 8 && TNCW <= 8)
+
 #ifndef EVO_TMA_MINB
 #define EVO_TMA_MINB 1
 #endif
@@ -878,11 +922,27 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 #pragma unroll
       for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;
 
+#if TXREG
+  uint2 xr[TGPW][2];  // B of the warp's groups wp + k * warps, blocks 0-1 and 2-3
+  {
+    const uint2* xp = s_xd + ((4 * wp + xo) * 4 + t) * 4 + (gq >> 1);
+#pragma unroll
+    for (int k = 0; k < TGPW; ++k) {
+      xr[k][0] = xp[64 * NWARPS * k];
+      xr[k][1] = xp[64 * NWARPS * k + 32];
+    }
+  }
+#endif
   asm volatile("bar.sync 2, %0;\n" ::"n"(TNC + 32) : "memory");  // the producer's mbarriers are set up
   for (int item = 0; item < nitems; ++item) {
     const int st = item % TNSTAGE, s = item % TNSTEP;
     mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));
     const u8* slot = ring + (st * R + 16 * ti + gq) * TPITCH;
+#if TXREG
+    const u8* gp = slot + 68 * wp;  // the warp's groups wp + k * warps, x's B from registers
+#pragma unroll
+    for (int k = 0; k < TGPW; ++k, gp += 68 * NWARPS) tma_group(gp, xr[k][0], xr[k][1], t, tlo, bias, s_e8m0, acc);
+#else
     const int ng = (NBLK - s * TKB < TKB ? NBLK - s * TKB : TKB) / 4;  // 4-block groups in this step
     // the group loop unrolled by 2 (one group's loads overlap the other's math), by 1 where 16 consumer warps leave
     // fewer than 120 registers a thread (2 would spill)
@@ -891,38 +951,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     const u8* gp = slot + 68 * jg0;                                              // the group's 68 bytes a row
     const uint2* xp = s_xd + ((s * TKB + 4 * jg0 + xo) * 4 + t) * 4 + (gq >> 1);  // its first block's B (16 a block)
 #pragma unroll kGroupUnroll
-    for (int jg = jg0; jg < ng; jg += NWARPS, gp += 68 * NWARPS, xp += 64 * NWARPS) {
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const uint2 xb = xp[32 * v];  // block 2v (+ xo) of the group
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const u8* rowp = gp + 8 * h * TPITCH;
-          u32 P[4], N[4];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {  // block 2v + r of the group: A's rows 8r..8r+7
-            const int u = 2 * v + r;
-            const int lead = (u + 1) & 3;                   // 17u + 1 = u + 1 (mod 4): a constant
-            const int wofs = 17 * u + 1 - lead + 4 * t;  // a multiple of 4 (gp is too)
-            const u32* p = reinterpret_cast<const u32*>(rowp + wofs);
-            u32 lo, hi;  // selectors of the code word's low and high 4 codes (prmt reads a selector's low 16 bits)
-            code_selectors(p, lead, lo, hi);
-            P[r] = prmt(tlo, E2M1X2_HI, lo);
-            P[2 + r] = prmt(tlo, E2M1X2_HI, hi);
-            N[r] = prmt(tlo, E2M1X2_HI, lo ^ 0x8888u);
-            N[2 + r] = prmt(tlo, E2M1X2_HI, hi ^ 0x8888u);
-          }
-          // the scales by table loads, not shift-compare-select: the integer pipe is the busy one
-          const float f0 = s_e8m0[rowp[34 * v]], f1 = s_e8m0[rowp[34 * v + 17]];
-          int dp[4], dn[4];
-          imma16832(dp, P, xb.x, xb.y, bias);
-          imma16832(dn, N, xb.x, xb.y, bias);
-          // P's sum - N's sum: exact (both in [2^23, 2^24))
-          acc[v][h][0] = __fmaf_rn(__int_as_float(dp[0]) - __int_as_float(dn[0]), f0, acc[v][h][0]);
-          acc[v][h][1] = __fmaf_rn(__int_as_float(dp[3]) - __int_as_float(dn[3]), f1, acc[v][h][1]);
-        }
-      }
-    }
+    for (int jg = jg0; jg < ng; jg += NWARPS, gp += 68 * NWARPS, xp += 64 * NWARPS)
+      tma_group(gp, xp[0], xp[32], t, tlo, bias, s_e8m0, acc);
+#endif
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + st);  // (release: this warp's reads of the stage come before)
 

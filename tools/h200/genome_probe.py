@@ -9,7 +9,8 @@ timing variant). For each genome: build (ptxas registers / spills), the correctn
 backend (3 seeds x 2 runs, poisoned outputs) judged by the config's correctness gate (mode and tolerance factor),
 then interleaved timing against the reference (the harness's CUDA-graph batches, `rounds` pairs) at every
 geometry of the config. One line per (genome, geometry): medians, the ratio with its quartiles, % of the measured
-copy ceiling. A probe, not a campaign: nothing is recorded in a ledger.
+copy ceiling. "batch_ms" sets the CUDA-graph batches' length (10 ms unless given; tools/sweep.py's are 1 ms).
+A probe, not a campaign: nothing is recorded in a ledger.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main() -> int:
     fam, geos = cfg.family, cfg.geometries
     cg = cfg.gates.correctness
     builder = Builder(fam, geos, cfg.arch)
-    be = GpuBackend(fam, geos, builder, seeds=cg.seeds, runs=cg.runs, batch_ms=10.0)
+    be = GpuBackend(fam, geos, builder, seeds=cg.seeds, runs=cg.runs, batch_ms=float(spec.get("batch_ms", 10.0)))
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
     ceiling = be.copy_ceiling()

@@ -31,7 +31,7 @@ TL_BLOCKS, TL_WORDS, TL_WARP = 160, 2048, 128  # a consumer warp's slots: landed
 
 # (anchor in the tma section of kernel.cu, what replaces it); each anchor must occur exactly once
 _CS = "  consumers_sync();\n"
-_W = "lane == 0 && item < 32 && warp < 9"
+_W = "lane == 0 && item < 32 && warp < 15"
 _B = f"tl[64 + warp * {TL_WARP}"
 STAMPS = [
     ("typedef unsigned long long u64;\n",
@@ -52,7 +52,10 @@ STAMPS = [
       "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n"
       "      if (lane == 0) {\n        if (bytes_a) mbar_expect_tx"),
      ("      // a step's bytes: 17 * TKB",
-      "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      // a step's bytes: 17 * TKB")],
+      "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      // a step's bytes: 17 * TKB"),
+     # the item's source from a helper (session 10)
+     ("      u32 bytes;\n      const u8* src = item_src(",
+      "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      u32 bytes;\n      const u8* src = item_src(")],
     ("    return;\n  }\n\n  // x's exponent",  # the producer's end (it writes y since session 9)
      "    if (lane == 0) {\n      tl[8] = tl_clk();\n      tl[9] = tl_gt();\n    }\n"
      "    return;\n  }\n\n  // x's exponent"),
@@ -73,6 +76,9 @@ STAMPS = [
     [("    __syncwarp();\n    if (lane == 0) mbar_arrive(empty + st);",
       f"    __syncwarp();\n    if ({_W}) {_B} + 32 + item] = tl_clk();\n"
       "    if (lane == 0) mbar_arrive(empty + st);"),
+     # every lane arrives (session 10)
+     ("    mbar_arrive(empty + st);  // every lane",
+      f"    if ({_W}) {_B} + 32 + item] = tl_clk();\n    mbar_arrive(empty + st);  // every lane"),
      ("      __syncwarp();\n      if (lane == 0) mbar_arrive((half == 0 ? empty_a : empty) + st);",
       f"      __syncwarp();\n      if (half == 1 && {_W}) {_B} + 32 + item] = tl_clk();\n"
       "      if (lane == 0) mbar_arrive((half == 0 ? empty_a : empty) + st);")],
@@ -81,6 +87,13 @@ STAMPS = [
      "          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;\n"
      f"      if ({_W}) {_B} + 64 + item] = tl_clk();\n    }}\n  }}\n"
      "  if (threadIdx.x == 0) {\n    tl[3] = tl_clk();\n    tl[2] = tl_gt();\n  }\n"),
+]
+
+
+# stamps of some kernels only, applied where the anchor occurs once: the dynamic schedule's item count (session 10)
+OPTIONAL = [
+    ("    while (reduced < ntj) tile_rows(",
+     "    if (lane == 0) tl[6] = (u64)ntj * TNSTEP;\n    while (reduced < ntj) tile_rows("),
 ]
 
 
@@ -93,6 +106,9 @@ def stamp(src: str) -> str:
         if not hits or src.count(hits[0][0]) != 1:
             raise SystemExit(f"stamp: anchor {alts[0][0].strip()[:60]!r} (or its alternatives) not found once")
         src = src.replace(*hits[0])
+    for a, r in OPTIONAL:
+        if src.count(a) == 1:
+            src = src.replace(a, r)
     return src
 
 

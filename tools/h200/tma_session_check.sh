@@ -6,13 +6,16 @@
 #   VARIANTS: "name=patch[,patch...] ..." kernels built under /tmp/evo-variants/name from the working tree's
 #     kernel.cu by tools/h200 patches applied in order (-p1; a leading '-' applies one reversed); probes name them
 #     as /tmp/evo-variants/name/kernel.cu.
-#   TIMELINES: "name:unroll ..." (name "tree": the working tree's kernel) of the 8-warp, 16-row genome.
+#   TIMELINES: "name:unroll[:warps] ..." (name "tree": the working tree's kernel) of the 16-row genome (8 warps
+#     unless given).
 #   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
+#   CHECKS=0 skips the GPU tests, memcheck and racecheck of the working tree's kernel (a call that only times
+#     variants); RACE="name ..." racechecks variants at in7168_out7168_bf16 (16 rows x 8 warps, 2 stages).
 #   CALL=e SESSION=session9 VARIANTS="head=-session9-e-change.patch" TIMELINES="tree:1 head:1" \
 #       bash tools/h200/tma_session_check.sh
 set -u
 : "${CALL:?}" "${SESSION:?}"
-VARIANTS=${VARIANTS:-} TIMELINES=${TIMELINES:-} SWEEP=${SWEEP:-0}
+VARIANTS=${VARIANTS:-} TIMELINES=${TIMELINES:-} SWEEP=${SWEEP:-0} CHECKS=${CHECKS:-1} RACE=${RACE:-}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -26,10 +29,16 @@ for spec in $VARIANTS; do
     else (cd $V/$name && git apply -p1 "$OLDPWD/tools/h200/$p") || exit 1; fi
   done
 done
-timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py -k "fp4_mma" \
-    > $R/pytest-gpu.txt 2>&1; echo "rc=$?" >> $R/pytest-gpu.txt
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 G='"expand":"mma","qload":"tma","row_groups":1,"rows_per_block":16'
+for name in $RACE; do
+  k=$V/$name/kernel.cu; [ "$name" = tree ] && k=candidates/fp4_matvec/kernel.cu
+  timeout 150 $CS --tool racecheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,\"unroll\":1,\"warps\":8}" \
+      in7168_out7168_bf16 1 $k >> $R/racecheck-variants.txt 2>&1; echo "rc=$? $name" >> $R/racecheck-variants.txt
+done
+if [ "$CHECKS" = 1 ]; then
+timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py -k "fp4_mma" \
+    > $R/pytest-gpu.txt 2>&1; echo "rc=$?" >> $R/pytest-gpu.txt
 for gw in '"unroll":1,"warps":8' '"unroll":2,"warps":2' '"unroll":4,"warps":4'; do
   timeout 60 $CS --tool memcheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,$gw}" in7168_out18432 1 \
       >> $R/memcheck-tma.txt 2>&1; echo "rc=$? $gw" >> $R/memcheck-tma.txt
@@ -41,6 +50,7 @@ for gg in '"unroll":1,"warps":8 in4096_out4096' '"unroll":4,"warps":4 in4096_out
   timeout 150 $CS --tool racecheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,$gw}" $geo 1 \
       >> $R/racecheck-tma.txt 2>&1; echo "rc=$? $gw $geo" >> $R/racecheck-tma.txt
 done
+fi
 PROBES=""
 for n in 1 2 3 4; do [ -f tools/h200/$SESSION-$CALL$n.json ] && PROBES="$PROBES $CALL$n"; done
 for p in $PROBES; do
@@ -48,22 +58,25 @@ for p in $PROBES; do
   echo "rc=$?" >> $R/probe-$p.txt
 done
 for t in $TIMELINES; do
-  name=${t%%:*} u=${t#*:}
+  IFS=: read -r name u w <<< "$t"; w=${w:-8}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
   src=$V/$name/kernel.cu; [ "$name" = tree ] && src=candidates/fp4_matvec/kernel.cu
   python3 tools/h200/timeline.py stamp $src $V/stamped-$name.cu || continue
-  timeout 60 python3 tools/h200/timeline.py configs/fp4_matvec.yaml tools/h200/session9-g8u$u.json in7168_out18432 \
-      $V/stamped-$name.cu $R/timeline-$name-u$u.json.gz > $R/timeline-$name-u$u.txt 2>&1
-  echo "rc=$?" >> $R/timeline-$name-u$u.txt
+  echo "{\"expand\":\"mma\",\"qload\":\"tma\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w}" \
+      > $V/genome-$tag.json
+  timeout 60 python3 tools/h200/timeline.py configs/fp4_matvec.yaml $V/genome-$tag.json in7168_out18432 \
+      $V/stamped-$name.cu $R/timeline-$tag.json.gz > $R/timeline-$tag.txt 2>&1
+  echo "rc=$?" >> $R/timeline-$tag.txt
 done
 if [ "$SWEEP" = 1 ]; then
   python3 tools/sweep.py configs/fp4_matvec.yaml --resume candidates/fp4_matvec/recorded/h200-sweep.json.gz \
       --redo qload=tma --out $R/fp4_matvec-h200-sweep.json.gz --rounds 10 --aa-rounds 40 --batch-ms 1 --peer off \
       --jobs 14 > $R/fp4_matvec-sweep.log 2>&1; echo "rc=$? after $(( $(date +%s) - T0 )) s" >> $R/fp4_matvec-sweep.log
 fi
-tail -n 3 $R/pytest-gpu.txt; grep -h "^mma {'qload': 'tma'" $R/pytest-gpu.txt
-grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|rc=" $R/memcheck-tma.txt $R/racecheck-tma.txt
+[ "$CHECKS" = 1 ] && { tail -n 3 $R/pytest-gpu.txt; grep -h "^mma {'qload': 'tma'" $R/pytest-gpu.txt
+  grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|rc=" $R/memcheck-tma.txt $R/racecheck-tma.txt; }
+[ -n "$RACE" ] && grep -h "RACECHECK SUMMARY\|rc=" $R/racecheck-variants.txt
 for p in $PROBES; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 24; done
-for t in $TIMELINES; do echo "== $t"; head -n 15 $R/timeline-${t%%:*}-u${t#*:}.txt; done
+for f in $R/timeline-*.txt; do echo "== $f"; head -n 15 $f; done
 [ "$SWEEP" = 1 ] && { grep -h "redo\|compiled\|sweep: \(complete\|time\|partial\)\|rc=" $R/fp4_matvec-sweep.log; tail -n 9 $R/fp4_matvec-sweep.log; }
 (cd $OUT && tar czf $CALL.tgz $CALL && rm -rf $CALL)
 echo "done after $(( $(date +%s) - T0 )) s"
