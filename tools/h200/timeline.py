@@ -46,7 +46,8 @@ STAMPS = [
     [(a, a + "  u64* tl = evo_tl + (size_t)(blockIdx.x < TL_BLOCKS ? blockIdx.x : 0) * TL_WORDS;\n"
       "  if (threadIdx.x == 0) {\n    u32 smid;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(smid));\n"
       "    tl[0] = tl_gt();\n    tl[1] = tl_clk();\n    tl[6] = (u64)nitems;\n    tl[7] = (u64)smid;\n  }\n")
-     for a in ("  const int nitems = sched.items;\n", "  const int nitems = my_tiles * TNSTEP;\n")],
+     for a in ("  const int nitems = sched.items;\n", "  const int nitems = my_tiles * TNSTEP;\n",
+               "  const int nitems = my_tiles * TNSTEP * TIH;\n")],
     # the producer as it issues an item (its first half, since session 9 call d)
     [("      if (lane == 0) {\n        if (bytes_a) mbar_expect_tx",
       "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n"
