@@ -546,8 +546,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
 // round-robin across its steps (tma_first_group), the start rotating with the tile, or, where items are whole rows
 // and the groups split evenly (TXREG), each warp the same groups of every tile with x's B in registers; a group's
 // windows are 7 aligned words a row, and each block pair of a group keeps its own chains; the group loop is
-// unrolled by 2 (one group's loads overlap the other's math; TXREG: wholly). A tile's rows are summed across the warps through shared memory in warp order
-// (deterministic) by the producer warp, off the consumers' path (tile_rows).
+// unrolled by 2 (one group's loads overlap the other's math; TXREG: wholly). A tile's rows are summed across the
+// warps through shared memory in warp order (deterministic) by the producer warp, off the consumers' path
+// (tile_rows).
 // Not the f16 fragments of the other mma paths: the weights go to the tensor cores as int8 (mma m16n8k32 s8,
 // exact int32 sums): the consumers, not the copy engine, bound this path, and the f16 decode was most of their
 // integer-pipe work (docs/fp4-bandwidth.md, sessions 6 and 7):
@@ -736,8 +737,8 @@ __device__ __forceinline__ void tile_rows(int tj, int lane, u64* red_full, u64* 
   mbar_arrive(red_free + b);  // every lane (release: its reads above come before)
 }
 
-// One 4-block group of a warp's 16-row tile: its 8 rows x 2 halves x 4 blocks into acc (xb0, xb1: B of blocks 0-1
-// and 2-3, digit gq >> 1 of block xo, xo + 2)
+// One 4-block group of a warp's 16-row tile into acc: 2 row halves x 4 blocks (xb0, xb1: this lane's B registers of
+// the group's block pairs 0-1 and 2-3)
 __device__ __forceinline__ void tma_group(const u8* gp, uint2 xb0, uint2 xb1, int t, u32 tlo, int bias,
                                           const float* s_e8m0, float (&acc)[2][2][2]) {
 #pragma unroll
