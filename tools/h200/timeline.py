@@ -95,6 +95,8 @@ STAMPS = [
 OPTIONAL = [
     ("    while (reduced < ntj) tile_rows(",
      "    if (lane == 0) tl[6] = (u64)ntj * TNSTEP;\n    while (reduced < ntj) tile_rows("),
+    ("    while (reduced < done_tiles) tile_rows(",
+     "    if (lane == 0) tl[6] = (u64)done_tiles * TNSTEP;\n    while (reduced < done_tiles) tile_rows("),
 ]
 
 
