@@ -140,9 +140,13 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
     L += _clock_lines(attempts)
     cc = meta.get("copy_ceiling") or {}
     if cc:
+        how = ""
+        if cc.get("method"):  # since session 11: the best of several trials, each trial's figures kept
+            per = [max(t.get("own_kernel_tbps") or 0, t.get("copyto_tbps") or 0) for t in cc.get("trials") or []]
+            how = f"; {cc['method']}" + (f", trials {min(per):.3f}-{max(per):.3f} TB/s" if per else "")
         L.append(f"- Copy ceiling: {_num(cc.get('ceiling_tbps'))} TB/s "
                  f"(own copy kernel {_num(cc.get('own_kernel_tbps'))} TB/s, "
-                 f"copyto {_num(cc.get('copyto_tbps'))} TB/s)")
+                 f"copyto {_num(cc.get('copyto_tbps'))} TB/s{how})")
     else:
         L.append(f"- Copy ceiling: {DASH}")
     nf = meta.get("noise_floor") or {}

@@ -92,3 +92,16 @@ def test_graph_timing_is_physical():
     tbps = fam.bytes_moved(g) / (us * 1e-6) / 1e12
     # A graph that captured nothing "runs" in ~1 µs; the real kernel moves ~168 MB.
     assert 0.5 < tbps < 5.5, (us, tbps)
+
+
+def test_copy_ceiling_is_the_best_of_its_trials():
+    from harness.gpu import GpuBackend
+
+    fam = load_family("mhc_pre_big_fuse")
+    b = Builder(fam, GEOS[:1])
+    be = GpuBackend(fam, GEOS[:1], b, seeds=1, runs=1)
+    c = be.copy_ceiling(gib=0.5, reps=5, trials=2)
+    assert len(c["trials"]) == 2 and c["bytes"] == 2**30 and "2 trials" in c["method"]
+    for t in c["trials"]:
+        assert 0.3 < t["own_kernel_tbps"] <= c["own_kernel_tbps"] and 0.3 < t["copyto_tbps"] <= c["copyto_tbps"]
+    assert c["ceiling_tbps"] == max(c["own_kernel_tbps"], c["copyto_tbps"]) < 10.0

@@ -156,3 +156,16 @@ def test_accepted_steps_say_bit_identical_or_tolerance():
         "reference hashes", "reference hashes", "bit-identical", "bit-identical", "tolerance: rel err 3.50e-06",
         "bit-identical"]
     assert "55.5% (1.80x floor)" in rows[3]  # at 55.5% of the copy ceiling it takes 1/0.555 of the floor time
+
+
+def test_copy_ceiling_line_names_its_method():
+    atts, meta = _campaign()
+    line = next(ln for ln in render_log(atts, meta).splitlines() if ln.startswith("- Copy ceiling"))
+    assert line.endswith("copyto 4.000 TB/s)"), line  # a ledger from before session 11: figures only
+    meta["copy_ceiling"] = {"own_kernel_tbps": 3.9, "copyto_tbps": 4.2, "ceiling_tbps": 4.2,
+                            "method": "best of 3 trials, 10 copies of 4 GiB each",
+                            "trials": [{"own_kernel_tbps": 3.9, "copyto_tbps": 4.15},
+                                       {"own_kernel_tbps": 3.85, "copyto_tbps": 4.2},
+                                       {"own_kernel_tbps": 3.8, "copyto_tbps": 4.1}]}
+    line = next(ln for ln in render_log(atts, meta).splitlines() if ln.startswith("- Copy ceiling"))
+    assert line.endswith("copyto 4.200 TB/s; best of 3 trials, 10 copies of 4 GiB each, trials 4.100-4.200 TB/s)"), line

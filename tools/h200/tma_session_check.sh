@@ -9,13 +9,15 @@
 #   TIMELINES: "name:unroll[:warps] ..." (name "tree": the working tree's kernel) of the 16-row genome (8 warps
 #     unless given).
 #   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
+#   CEIL="name:unroll[:warps] ..." measures the 16-row genome and the copy ceiling alternately at the anchor, 6
+#     trials (tools/h200/ceiling_probe.py).
 #   CHECKS=0 skips the GPU tests, memcheck and racecheck of the working tree's kernel (a call that only times
 #     variants); RACE="name ..." racechecks variants at in7168_out7168_bf16 (16 rows x 8 warps, 2 stages).
 #   CALL=e SESSION=session9 VARIANTS="head=-session9-e-change.patch" TIMELINES="tree:1 head:1" \
 #       bash tools/h200/tma_session_check.sh
 set -u
 : "${CALL:?}" "${SESSION:?}"
-VARIANTS=${VARIANTS:-} TIMELINES=${TIMELINES:-} SWEEP=${SWEEP:-0} CHECKS=${CHECKS:-1} RACE=${RACE:-}
+VARIANTS=${VARIANTS:-} TIMELINES=${TIMELINES:-} SWEEP=${SWEEP:-0} CHECKS=${CHECKS:-1} RACE=${RACE:-} CEIL=${CEIL:-}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -67,6 +69,14 @@ for t in $TIMELINES; do
       $V/stamped-$name.cu $R/timeline-$tag.json.gz > $R/timeline-$tag.txt 2>&1
   echo "rc=$?" >> $R/timeline-$tag.txt
 done
+for t in $CEIL; do
+  IFS=: read -r name u w <<< "$t"; w=${w:-8}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  src=$V/$name/kernel.cu; [ "$name" = tree ] && src=$PWD/candidates/fp4_matvec/kernel.cu
+  echo "{\"genome\":{\"expand\":\"mma\",\"qload\":\"tma\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w},\"geometry\":\"in7168_out18432\",\"source\":\"$src\"}" \
+      > $V/ceil-$tag.json
+  timeout 240 python3 tools/h200/ceiling_probe.py configs/fp4_matvec.yaml $V/ceil-$tag.json 6 > $R/ceiling-$tag.txt 2>&1
+  echo "rc=$?" >> $R/ceiling-$tag.txt
+done
 if [ "$SWEEP" = 1 ]; then
   python3 tools/sweep.py configs/fp4_matvec.yaml --resume candidates/fp4_matvec/recorded/h200-sweep.json.gz \
       --redo qload=tma --out $R/fp4_matvec-h200-sweep.json.gz --rounds 10 --aa-rounds 40 --batch-ms 1 --peer off \
@@ -77,6 +87,7 @@ fi
 [ -n "$RACE" ] && grep -h "RACECHECK SUMMARY\|rc=" $R/racecheck-variants.txt
 for p in $PROBES; do echo "== $p"; grep -v "^copy" $R/probe-$p.txt | tail -n 24; done
 for f in $R/timeline-*.txt; do echo "== $f"; head -n 15 $f; done
+for f in $R/ceiling-*.txt; do echo "== $f"; tail -n 12 $f; done
 [ "$SWEEP" = 1 ] && { grep -h "redo\|compiled\|sweep: \(complete\|time\|partial\)\|rc=" $R/fp4_matvec-sweep.log; tail -n 9 $R/fp4_matvec-sweep.log; }
 (cd $OUT && tar czf $CALL.tgz $CALL && rm -rf $CALL)
 echo "done after $(( $(date +%s) - T0 )) s"
