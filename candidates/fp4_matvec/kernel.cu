@@ -937,8 +937,9 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
   asm volatile("bar.sync 2, %0;\n" ::"n"(TNC + 32) : "memory");  // the producer's mbarriers are set up
   for (int item = 0; item < nitems; ++item) {
     const int st = item % TNSTAGE, s = item % TNSTEP;
-    mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));
+    // (the slot's address before the wait: NVCC then allocates 127 registers, not 142, at the anchor, session 11)
     const u8* slot = ring + (st * R + 16 * ti + gq) * TPITCH;
+    mbar_wait(full + st, (u32)((item / TNSTAGE) & 1));
 #if TXREG
     const u8* gp = slot + 68 * wp;  // the warp's groups wp + k * warps, x's B from registers
 #pragma unroll
