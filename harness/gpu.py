@@ -484,7 +484,8 @@ class GpuBackend:
                         raise
                     gib /= 2
             own = max(best(lambda bl=bl: k((sms * bl,), (256,), (a, b, cupy.uint64(n16))), n16) for bl in (4, 8, 16))
-            rows.append({"own_kernel_tbps": round(own, 3), "copyto_tbps": round(best(lambda: cupy.copyto(b, a), n16), 3)})
+            copyto = best(lambda: cupy.copyto(b, a), n16)
+            rows.append({"own_kernel_tbps": round(own, 3), "copyto_tbps": round(copyto, 3)})
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
         own = max(r["own_kernel_tbps"] for r in rows)

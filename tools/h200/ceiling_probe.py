@@ -37,7 +37,8 @@ def main() -> int:
     v = be.load(builder.build(g, base_source=src), g)
     n = be.launches_for(v, geo)
     bytes_ = fam.bytes_moved(geo)
-    print(f"{json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {bytes_} bytes, {n} launches a batch", flush=True)
+    print(f"{json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {bytes_} bytes, {n} launches a batch",
+          flush=True)
     rows = []
     for i in range(trials):
         # the campaign's ceiling (harness default) and one 1 GiB copy as before session 11, in turns first

@@ -118,10 +118,12 @@ def main() -> int:
     print(f"genome {json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {tk:.2f} us a launch = "
           f"{bytes_ / (tk * 1e-6) / 1e12:.3f} TB/s ({bytes_} B)", flush=True)
     print(f"copy ceiling {c['ceiling_tbps']:.3f} TB/s ({c['method']})", flush=True)
+    def pct(nbytes: int, us: float) -> float:
+        return nbytes / (us * 1e-6) / 1e12 / c["ceiling_tbps"] * 100
+
     print(f"best read of the geometry's bytes: {best[0]:.2f} us ({best[2]} blocks a SM x {best[3]} threads, {best[1]} "
-          f"loads in flight) = {n16 * 16 / (best[0] * 1e-6) / 1e12 / c['ceiling_tbps'] * 100:.1f}% of the copy "
-          f"ceiling; the genome takes {tk / best[0]:.3f}x its time, {bytes_ / (tk * 1e-6) / 1e12 / c['ceiling_tbps'] * 100:.1f}% "
-          f"of the ceiling", flush=True)
+          f"loads in flight) = {pct(n16 * 16, best[0]):.1f}% of the copy ceiling; the genome takes "
+          f"{tk / best[0]:.3f}x its time, {pct(bytes_, tk):.1f}% of the ceiling", flush=True)
     return 0
 
 
