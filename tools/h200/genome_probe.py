@@ -9,7 +9,8 @@ timing variant). For each genome: build (ptxas registers / spills), the correctn
 backend (3 seeds x 2 runs, poisoned outputs) judged by the config's correctness gate (mode and tolerance factor),
 then interleaved timing against the reference (the harness's CUDA-graph batches, `rounds` pairs) at every
 geometry of the config. One line per (genome, geometry): medians, the ratio with its quartiles, % of the measured
-copy ceiling. "batch_ms" sets the CUDA-graph batches' length (10 ms unless given; tools/sweep.py's are 1 ms).
+copy ceiling. A genome with "timing_only": true is timed even where the gate rejects it (a variant that drops work
+on purpose, e.g. the arithmetic or the copies). "batch_ms" sets the CUDA-graph batches' length (10 ms unless given; tools/sweep.py's are 1 ms).
 A probe, not a campaign: nothing is recorded in a ledger.
 """
 
@@ -47,6 +48,7 @@ def main() -> int:
     for ch in spec["genomes"]:
         ch = dict(ch)
         src_path = ch.pop("source", None)  # a genome built from another kernel.cu (a timing variant)
+        timing_only = ch.pop("timing_only", False)  # a variant that drops work on purpose: timed though rejected
         g = base.replace(**ch)
         tag = json.dumps(ch, sort_keys=True) + (f" [{Path(src_path).parent.name}]" if src_path else "")
         err = fam.check(g, geos)
@@ -71,7 +73,7 @@ def main() -> int:
                  for c in ev.checks if c.rel_err is not None}
         print(f"{tag}: regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} ({verdict.reason}); "
               f"error / baseline's {ratio}", flush=True)
-        if not verdict.ok:
+        if not verdict.ok and not timing_only:
             continue
         for geo in geos:
             s = be.measure([("v", v), ("ref", ref)], geo, rounds, launches[geo.name])
@@ -80,7 +82,8 @@ def main() -> int:
             pct = fam.bytes_moved(geo) / (tv * 1e-6) / (ceiling["ceiling_tbps"] * 1e12) * 100
             print(f"  {geo.name:22s} ref {tr:8.2f} us  genome {tv:8.2f} us  ref/genome {tr / tv:.3f}x "
                   f"(quartiles {ratios[len(ratios) // 4]:.3f}..{ratios[3 * len(ratios) // 4]:.3f})  "
-                  f"{pct:.1f}% of ceiling  discarded {s.discarded}", flush=True)
+                  f"{pct:.1f}% of ceiling  discarded {s.discarded}" + ("  (timing variant)" if timing_only else ""),
+                  flush=True)
     return 0
 
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from evo.config import load_config  # noqa: E402
 from harness.build import Builder  # noqa: E402
 from harness.gpu import GpuBackend  # noqa: E402
+from tools.h200.graph_timing import time_launch  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void empty_kernel(int) {}
@@ -60,7 +61,7 @@ def main() -> int:
     geo = next(g for g in cfg.geometries if g.name == spec["geometry"])
     builder = Builder(fam, [geo], cfg.arch)
     be = GpuBackend(fam, [geo], builder, seeds=1, runs=1, batch_ms=10.0)
-    cupy, torch = be.cupy, be.torch
+    cupy = be.cupy
     g = fam.baseline().replace(**spec["genome"])
     src = Path(spec["source"]).read_text() if spec.get("source") else None
     v = be.load(builder.build(g, base_source=src), g)
@@ -71,19 +72,7 @@ def main() -> int:
     out = cupy.zeros(4, dtype=cupy.uint32)
 
     def timed(launch, label: str, nbytes: int | None) -> float:
-        def on_stream() -> None:
-            with be._cupy_stream(torch.cuda.current_stream().cuda_stream):
-                launch()
-
-        graph = be._graph(on_stream, 5)
-        us1 = min(be._time_graph(graph) for _ in range(3)) / 5
-        n = int(min(2000, max(3, round(10000.0 / max(us1, 0.5)))))
-        graph = be._graph(on_stream, n)
-        be._warm_up([graph])
-        us = statistics.median(be._time_graph(graph) / n for _ in range(7))
-        rate = f"  {nbytes / (us * 1e-6) / 1e12:.3f} TB/s" if nbytes else ""
-        print(f"{label:58s} {us:9.2f} us a launch ({n} a graph){rate}", flush=True)
-        return us
+        return time_launch(be, launch, label, nbytes)
 
     e = mod.get_function("empty_kernel")
     e.max_dynamic_shared_size_bytes = lc.shared_bytes

@@ -9,10 +9,12 @@
 #   TIMELINES: "name:unroll[:warps] ..." (name "tree": the working tree's kernel) of the 16-row genome (8 warps
 #     unless given).
 #   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
-#   CEIL="name:unroll[:warps] ..." measures the 16-row genome and the copy ceiling alternately at the anchor, 6
-#     trials (tools/h200/ceiling_probe.py).
+#   CEIL="name:unroll[:warps[:qload]] ..." measures the 16-row genome (qload tma unless given) and the copy ceiling
+#     alternately at the anchor, 6 trials (tools/h200/ceiling_probe.py).
 #   CHECKS=0 skips the GPU tests, memcheck and racecheck of the working tree's kernel (a call that only times
 #     variants); RACE="name ..." racechecks variants at in7168_out7168_bf16 (16 rows x 8 warps, 2 stages).
+#   (Session 12's calls d and g ran this script with a memcheck and racechecks of qload = tma2d genomes besides,
+#   from session12-tma2d.patch's kernel; that block left with the path.)
 #   CALL=e SESSION=session9 VARIANTS="head=-session9-e-change.patch" TIMELINES="tree:1 head:1" \
 #       bash tools/h200/tma_session_check.sh
 set -u
@@ -70,9 +72,10 @@ for t in $TIMELINES; do
   echo "rc=$?" >> $R/timeline-$tag.txt
 done
 for t in $CEIL; do
-  IFS=: read -r name u w <<< "$t"; w=${w:-8}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  IFS=: read -r name u w ql <<< "$t"; w=${w:-8}; ql=${ql:-tma}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  [ "$ql" = tma ] || tag=$tag-$ql
   src=$V/$name/kernel.cu; [ "$name" = tree ] && src=$PWD/candidates/fp4_matvec/kernel.cu
-  echo "{\"genome\":{\"expand\":\"mma\",\"qload\":\"tma\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w},\"geometry\":\"in7168_out18432\",\"source\":\"$src\"}" \
+  echo "{\"genome\":{\"expand\":\"mma\",\"qload\":\"$ql\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w},\"geometry\":\"in7168_out18432\",\"source\":\"$src\"}" \
       > $V/ceil-$tag.json
   timeout 240 python3 tools/h200/ceiling_probe.py configs/fp4_matvec.yaml $V/ceil-$tag.json 6 > $R/ceiling-$tag.txt 2>&1
   echo "rc=$?" >> $R/ceiling-$tag.txt
