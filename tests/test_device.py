@@ -310,14 +310,17 @@ CHILD = textwrap.dedent("""
     from harness.device import ClockLock, Nvml
 
     log, marker, mode = sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    name, _, how = mode.partition(":")
+    if name.startswith("SIG"):  # the disposition the lock finds, whatever the test runner's (nohup ignores SIGHUP)
+        signal.signal(getattr(signal, name), signal.SIG_IGN if how == "ignored" else signal.SIG_DFL)
     lock = ClockLock(Nvml(nvml=FakeNvml(log=log)), 1500, marker)
     if mode == "atexit":
         lock.__enter__()  # never exited: only atexit can reset
         sys.exit(0)
     with lock:
-        os.kill(os.getpid(), getattr(signal, mode))
-        time.sleep(5)
-    sys.exit(3)  # the signal should have killed us
+        os.kill(os.getpid(), getattr(signal, name))
+        time.sleep(0.2 if how == "ignored" else 5)
+    sys.exit(3)  # the signal should have killed us, unless it is ignored
 """)
 
 
@@ -336,6 +339,13 @@ def _child(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str],
 def test_fatal_signal_in_child(tmp_path: Path, mode: str) -> None:
     proc, calls, marker = _child(tmp_path, mode)
     assert proc.returncode == -getattr(signal, mode), proc.stderr
+    assert calls == [LOCK, RESET] and not marker.exists()
+
+
+def test_ignored_signal_in_child_still_resets_once(tmp_path: Path) -> None:
+    """A signal the process ignores (SIGHUP under nohup) resets the clocks and goes on being ignored."""
+    proc, calls, marker = _child(tmp_path, "SIGHUP:ignored")
+    assert proc.returncode == 3, proc.stderr
     assert calls == [LOCK, RESET] and not marker.exists()
 
 
