@@ -311,7 +311,7 @@ CHILD = textwrap.dedent("""
 
     log, marker, mode = sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     name, _, how = mode.partition(":")
-    if name.startswith("SIG"):  # the disposition the lock finds, whatever the test runner's (nohup ignores SIGHUP)
+    if name in ("SIGTERM", "SIGHUP"):  # the disposition the lock finds, whatever the runner's (nohup ignores SIGHUP)
         signal.signal(getattr(signal, name), signal.SIG_IGN if how == "ignored" else signal.SIG_DFL)
     lock = ClockLock(Nvml(nvml=FakeNvml(log=log)), 1500, marker)
     if mode == "atexit":
