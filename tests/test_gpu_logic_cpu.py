@@ -152,3 +152,74 @@ def test_launcher_opts_in_to_dynamic_shared_memory_over_48_kib():
         be._launcher(Loaded(None, genome, {"spec": fn}), g, inputs, outs)
         assert fam.launch(genome, g).shared_bytes == (want or 46080)
         assert getattr(fn, "max_dynamic_shared_size_bytes", None) == want
+
+
+class _FakeCupy:
+    """Just enough of cupy for GpuBackend.copy_ceiling: buffers over `limit_gib` GiB do not fit; a copy of n
+    16-byte chunks takes n * 32 / rate seconds (rate in B/s by trial, the copy kernel 2% slower than copyto)."""
+
+    class _OOM(Exception):
+        pass
+
+    def __init__(self, limit_gib: float, rates: list[float]):
+        self.limit, self.rates, self.trial, self.allocs = limit_gib * 2**30, list(rates), -1, []
+        self.pending = 0.0
+        oom = self._OOM
+        fake = self
+
+        class Event:
+            def __init__(self):
+                self.t = 0.0
+
+            def record(self):
+                self.t = fake.pending
+
+            def synchronize(self):
+                pass
+
+        def elapsed(e0, e1):
+            return (e1.t - e0.t) * 1000.0
+
+        self.cuda = SimpleNamespace(
+            runtime=SimpleNamespace(getDeviceProperties=lambda i: {"multiProcessorCount": 132}),
+            Device=lambda: SimpleNamespace(synchronize=lambda: None), Event=Event, get_elapsed_time=elapsed,
+            memory=SimpleNamespace(OutOfMemoryError=oom))
+        self.random = SimpleNamespace(random=self._random)
+        self.uint64, self.float64 = int, "float64"
+
+    def _random(self, n, dtype=None):
+        if 2 * n * 8 > self.limit:  # the source and the copy
+            raise self._OOM(f"{n * 8} B")
+        self.trial += 1
+        self.allocs.append(n * 8)
+        return SimpleNamespace(n16=n * 8 // 16)
+
+    def empty_like(self, a):
+        return SimpleNamespace(n16=a.n16)
+
+    def _copy(self, n16: int, slower: float) -> None:
+        self.pending += n16 * 32 / (self.rates[self.trial] * slower)
+
+    def RawKernel(self, src, name, options=()):  # noqa: N802 - cupy's name
+        return lambda grid, block, args: self._copy(args[2], 0.98)
+
+    def copyto(self, b, a):
+        self._copy(a.n16, 1.0)
+
+    def get_default_memory_pool(self):
+        return SimpleNamespace(free_all_blocks=lambda: None)
+
+
+def test_copy_ceiling_halves_where_memory_is_short_and_takes_the_best_trial():
+    """A device that cannot hold two 4 GiB buffers measures with 2 GiB ones (and says so in the method); the
+    ceiling is the best trial's copyto; below 0.25 GiB the out-of-memory error is raised, not hidden."""
+    be = object.__new__(GpuBackend)
+    be.cupy = _FakeCupy(limit_gib=5, rates=[4.0e12, 4.2e12, 4.1e12])
+    c = be.copy_ceiling(gib=4.0, reps=3, trials=3)
+    assert be.cupy.allocs == [2 * 2**30] * 3  # each trial on fresh 2 GiB buffers
+    assert c["method"] == "best of 3 trials, 3 copies of 2 GiB each" and c["bytes"] == 2 * 2 * 2**30
+    assert [r["copyto_tbps"] for r in c["trials"]] == [4.0, 4.2, 4.1]
+    assert c["ceiling_tbps"] == c["copyto_tbps"] == 4.2 and c["own_kernel_tbps"] == round(4.2 * 0.98, 3)
+    be.cupy = _FakeCupy(limit_gib=0.2, rates=[4e12])
+    with pytest.raises(_FakeCupy._OOM):
+        be.copy_ceiling(gib=4.0, reps=3, trials=1)
