@@ -10,7 +10,8 @@ backend (3 seeds x 2 runs, poisoned outputs) judged by the config's correctness 
 then interleaved timing against the reference (the harness's CUDA-graph batches, `rounds` pairs) at every
 geometry of the config. One line per (genome, geometry): medians, the ratio with its quartiles, % of the measured
 copy ceiling. A genome with "timing_only": true is timed even where the gate rejects it (a variant that drops work
-on purpose, e.g. the arithmetic or the copies). "batch_ms" sets the CUDA-graph batches' length (10 ms unless given; tools/sweep.py's are 1 ms).
+on purpose, e.g. the arithmetic or the copies). "batch_ms" sets the CUDA-graph batches' length (10 ms unless
+given; tools/sweep.py's are 1 ms).
 A probe, not a campaign: nothing is recorded in a ledger.
 """
 
