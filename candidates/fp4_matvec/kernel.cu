@@ -780,6 +780,15 @@ __device__ __forceinline__ void tma_group(const u8* gp, uint2 xb0, uint2 xb1, in
 #define TGPW (NBLK / 4 / NWARPS)  // groups a warp, where they split evenly
 #define TXREG (TNSTEP == 1 && (NBLK / 4) % NWARPS == 0 && TGPW <= 8 && TNCW <= 8)
 
+// The first fill where a block has many items: the other stages' first items go out once item 0 has landed or
+// TMA_FIRST_GAP cycles after its copies, whichever comes first, so that the memory is not idle between item 0's last
+// bytes and item 1's first (1.013x and 1.016x at the anchor, 9 items a block: session 12 call i, session 13 call a).
+// With few items (in4096_out4096: 2, in7168_out7168_bf16: 3 or 4) item 1 only delays item 0 (0.995-0.998x there),
+// and with more stages items 1 and 2 at once did not pay (session 13 call b): they wait for item 0's landing, as
+// before.
+#define TMA_FIRST_GAP 2700
+#define TMA_FIRST_GAP_ITEMS 6
+
 #ifndef EVO_TMA_MINB
 #define EVO_TMA_MINB 1
 #endif
@@ -849,12 +858,19 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     asm volatile("bar.arrive 2, %0;\n" ::"n"(TNC + 32) : "memory");
     int reduced = 0;  // the block's tiles in y
     float fx = 0.0f;
+    long long t_first = 0;  // when item 0's copies went out
     for (int item = 0; item < nitems; ++item) {
       const int st = item % TNSTAGE;
       if (item >= TNSTAGE)
         mbar_wait(empty + st, (u32)((item / TNSTAGE - 1) & 1));
-      else if (item > 0)  // the other stages' first items once item 0 has landed: it lands sooner (session 9 call a)
-        mbar_wait(full, 0u);
+      else if (item > 0 && (TNSTAGE > 2 || nitems < TMA_FIRST_GAP_ITEMS))  // the other stages' first items once item
+        mbar_wait(full, 0u);  // 0 has landed: it lands sooner than beside them (session 9 call a)
+      else if (item > 0) {  // or TMA_FIRST_GAP cycles after its copies, whichever comes first (above)
+        u32 landed = 0;
+        while (!landed && clock64() - t_first < (long long)TMA_FIRST_GAP)
+          asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+                       : "=r"(landed) : "r"(smem_u32(full)) : "memory");
+      }
       const int tile = (int)blockIdx.x + (item / TNSTEP) * (int)gridDim.x, s = item % TNSTEP;
       // a step's bytes: 17 * TKB (a multiple of 16), or the whole padded row; less in a short last step
       constexpr int STEP_BYTES = TKB == NBLK ? ROW_STRIDE : TKB * 17;
@@ -865,6 +881,7 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
       for (int r = lane; r < R; r += 32)
         bulk_copy(ring + (st * R + r) * TPITCH, w + (size_t)(tile * R + r) * ROW_STRIDE + (size_t)s * TKB * 17, bytes,
                   full + st);
+      if (item == 0) t_first = clock64();
       // the tiles whose items were all released by the wait above: their partials land about now
       while (reduced < (item - TNSTAGE + 1) / TNSTEP)
         tile_rows(reduced++, lane, red_full, red_free, s_red, s_max, y, fx);

@@ -24,7 +24,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/$CALL; mkdir -p $R
-{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
+{ date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv; } > $R/device.txt 2>&1
 V=/tmp/evo-variants; rm -rf $V; mkdir -p $V
 for spec in $VARIANTS; do
   name=${spec%%=*}; mkdir -p $V/$name; cp candidates/fp4_matvec/kernel.cu $V/$name/
