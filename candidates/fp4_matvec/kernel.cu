@@ -785,9 +785,20 @@ __device__ __forceinline__ void tma_group(const u8* gp, uint2 xb0, uint2 xb1, in
 // bytes and item 1's first (1.013x and 1.016x at the anchor, 9 items a block: session 12 call i, session 13 call a).
 // With few items (in4096_out4096: 2, in7168_out7168_bf16: 3 or 4) item 1 only delays item 0 (0.995-0.998x there),
 // and with more stages items 1 and 2 at once did not pay (session 13 call b): they wait for item 0's landing, as
-// before.
-#define TMA_FIRST_GAP 2700
+// before. 2200 cycles since the light blocks' late start (below; session 14 call f: 1800 1.006x, 2200 1.005x beside
+// 2700, 3200 0.991x; before it, session 13 call c: 2000 and 3200 0.997x beside 2700).
+#define TMA_FIRST_GAP 2200
 #define TMA_FIRST_GAP_ITEMS 6
+// The light blocks' late start: where the tiles do not split evenly over the blocks (the anchor: 96 blocks take 9
+// tiles, 36 take 8), the blocks with a tile less start their copies later, so that the others have the memory to
+// themselves meanwhile (item 0 lands 0.7 µs sooner for them) and the light blocks' slack is not idle time at the end.
+// The delay is the heavy blocks' share of the grid times about an item's time at the anchor's rate (TMA_LIGHT_CYC_PER_KB
+// cycles a KB of an item). 1.008-1.014x at the anchor and 1.020-1.028x at in4096_out4096 (session 14 calls a-d); with
+// 0.5x and 1.5x the delay 1.007x and 1.004x where 1x read 1.011x (call a), 0.78x and 1.2x 1.001x and 0.999x beside 1x
+// (call f); 2x lost 5.6% at in4096_out4096 (call a).
+// Only where the heavy blocks are at least half the grid: they alone must keep the memory busy meanwhile
+// (in7168_out7168_bf16, 52 of 132: 0.993x, call a).
+#define TMA_LIGHT_CYC_PER_KB 58
 
 #ifndef EVO_TMA_MINB
 #define EVO_TMA_MINB 1
@@ -856,6 +867,16 @@ fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]
     }
     __syncwarp();
     asm volatile("bar.arrive 2, %0;\n" ::"n"(TNC + 32) : "memory");
+    {  // the light blocks' late start (above)
+      const int max_tiles = (ntiles + (int)gridDim.x - 1) / (int)gridDim.x;
+      const int n_heavy = ntiles - (max_tiles - 1) * (int)gridDim.x;  // blocks with max_tiles
+      if (my_tiles > 0 && my_tiles < max_tiles && 2 * n_heavy >= (int)gridDim.x) {
+        const long long d = (long long)n_heavy * (R * ROW_STRIDE) * TMA_LIGHT_CYC_PER_KB / 1024 / (int)gridDim.x;
+        const long long t0 = clock64();
+        while (clock64() - t0 < d) {
+        }
+      }
+    }
     int reduced = 0;  // the block's tiles in y
     float fx = 0.0f;
     long long t_first = 0;  // when item 0's copies went out

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Prepared in session 13 for session 14's first call on nvidia-h200 (not run yet; date the run when it is). Two
-# questions session 13 left: (1) why call j's dynamic schedule (d2, session13-j-d2.patch) moved the ring's middle at
-# 4.07 TB/s against 4.30: d2static (session14-a-d2static.patch) keeps all of its structure and its claims but takes
-# the tiles in the static order, d2noatom (session14-a-d2noatom.patch) the same without the claims; (2) whether call
-# m's p3 (3 stages, rows 0-7 at the 3-stage point, rows 8-15 at the 2-stage point: 0.977x, a faster middle, the
-# slowest block later) reproduces, and p3e (session14-a-p3e.patch): the same with each block's last two items whole at
-# the 2-stage point. All beside the working tree's 2-stage genome; timelines.
+# Session 14, call a, on nvidia-h200 (2026-12-01): the blocks with a tile less than the others (at the anchor 36 of
+# 132 blocks do 8 tiles, 96 do 9) start their copies later, so that the busy blocks have the memory to themselves
+# meanwhile (the kernel is memory-bound; the light blocks otherwise idle for the last tile). The delay is
+# n_heavy / blocks x an item's bytes x C cycles a KB, C = 29, 58 (about an item's time at the anchor's rate), 87, 116
+# (session14-a-ld{05,10,15,20}.patch, timing only where they start). Beside the working tree's kernel; timelines.
 #   bash tools/h200/session14-a.sh
 CALL=a SESSION=session14 CHECKS=0 \
-  VARIANTS="d2=session13-j-d2.patch d2static=session14-a-d2static.patch d2noatom=session14-a-d2noatom.patch p3=session13-m-p3.patch p3e=session14-a-p3e.patch" \
-  TIMELINES="tree:1 d2:1 d2static:1 p3:2 p3e:2" exec bash tools/h200/tma_session_check.sh
+  VARIANTS="ld05=session14-a-ld05.patch ld10=session14-a-ld10.patch ld15=session14-a-ld15.patch ld20=session14-a-ld20.patch" \
+  TIMELINES="tree:1 ld10:1 ld20:1" exec bash tools/h200/tma_session_check.sh
