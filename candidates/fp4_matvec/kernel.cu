@@ -786,7 +786,8 @@ __device__ __forceinline__ void tma_group(const u8* gp, uint2 xb0, uint2 xb1, in
 // With few items (in4096_out4096: 2, in7168_out7168_bf16: 3 or 4) item 1 only delays item 0 (0.995-0.998x there),
 // and with more stages items 1 and 2 at once did not pay (session 13 call b): they wait for item 0's landing, as
 // before. 2200 cycles since the light blocks' late start (below; session 14 call f: 1800 1.006x, 2200 1.005x beside
-// 2700, 3200 0.991x; before it, session 13 call c: 2000 and 3200 0.997x beside 2700).
+// 2700, 3200 0.991x; call i beside 2200: 0 0.972x, 1200 0.987x, 1800 0.999x; before it, session 13 call c: 2000
+// and 3200 0.997x beside 2700).
 #define TMA_FIRST_GAP 2200
 #define TMA_FIRST_GAP_ITEMS 6
 // The light blocks' late start: where the tiles do not split evenly over the blocks (the anchor: 96 blocks take 9
