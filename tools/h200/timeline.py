@@ -28,6 +28,7 @@ from harness.build import Builder  # noqa: E402
 from harness.gpu import GpuBackend, _dtype  # noqa: E402
 
 TL_BLOCKS, TL_WORDS, TL_WARP = 160, 2048, 128  # a consumer warp's slots: landed, done, tile end, half a landed
+TL_LAUNCHES = 8192  # launches whose span (first block's start to last block's end, globaltimer) is kept
 
 # (anchor in the tma section of kernel.cu, what replaces it); each anchor must occur exactly once
 _CS = "  consumers_sync();\n"
@@ -39,13 +40,20 @@ STAMPS = [
      "// timing variant (tools/h200/timeline.py): clock64 stamps per block, globaltimer at its start and end\n"
      f"#define TL_BLOCKS {TL_BLOCKS}\n#define TL_WORDS {TL_WORDS}\n"
      "__device__ u64 evo_tl[TL_BLOCKS * TL_WORDS];\n"
+     # every launch's span: [2 l] its first start, [2 l + 1] its last end (atomics; launch l from counters that
+     # each launch adds the grid to: the consumers' thread 0 at its start, the producer's lane 0 at its end)
+     f"#define TL_LAUNCHES {TL_LAUNCHES}\n"
+     "__device__ unsigned int evo_tl_started, evo_tl_pended;\n"
+     "__device__ unsigned long long evo_tl_span[2 * TL_LAUNCHES];\n"
      "__device__ __forceinline__ u64 tl_gt() { u64 t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); "
      "return t; }\n"
      "__device__ __forceinline__ u64 tl_clk() { u64 t; asm volatile(\"mov.u64 %0, %%clock64;\" : \"=l\"(t)); "
      "return t; }\n"),
     [(a, a + "  u64* tl = evo_tl + (size_t)(blockIdx.x < TL_BLOCKS ? blockIdx.x : 0) * TL_WORDS;\n"
       "  if (threadIdx.x == 0) {\n    u32 smid;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(smid));\n"
-      "    tl[0] = tl_gt();\n    tl[1] = tl_clk();\n    tl[6] = (u64)nitems;\n    tl[7] = (u64)smid;\n  }\n")
+      "    tl[0] = tl_gt();\n    tl[1] = tl_clk();\n    tl[6] = (u64)nitems;\n    tl[7] = (u64)smid;\n"
+      "    tl[14] = atomicAdd(&evo_tl_started, 1u) / gridDim.x;\n"
+      "    if (tl[14] < TL_LAUNCHES) atomicMin(&evo_tl_span[2 * tl[14]], (unsigned long long)tl[0]);\n  }\n")
      for a in ("  const int nitems = sched.items;\n", "  const int nitems = my_tiles * TNSTEP;\n",
                "  const int nitems = my_tiles * TNSTEP * TIH;\n")],
     # the producer as it issues an item (its first half, since session 9 call d)
@@ -58,7 +66,9 @@ STAMPS = [
      ("      u32 bytes;\n      const u8* src = item_src(",
       "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      u32 bytes;\n      const u8* src = item_src(")],
     ("    return;\n  }\n\n  // x's exponent",  # the producer's end (it writes y since session 9)
-     "    if (lane == 0) {\n      tl[8] = tl_clk();\n      tl[9] = tl_gt();\n    }\n"
+     "    if (lane == 0) {\n      tl[8] = tl_clk();\n      tl[9] = tl_gt();\n"
+     "      const unsigned int l_ = atomicAdd(&evo_tl_pended, 1u) / gridDim.x;\n"
+     "      if (l_ < TL_LAUNCHES) atomicMax(&evo_tl_span[2 * l_ + 1], (unsigned long long)tl[9]);\n    }\n"
      "    return;\n  }\n\n  // x's exponent"),
     (_CS + "  mb = s_max[0];\n", _CS + "  if (threadIdx.x == 0) tl[5] = tl_clk();\n  mb = s_max[0];\n"),
     (_CS + "\n  const int gq = lane >> 2, t = lane & 3;\n",
@@ -87,7 +97,8 @@ STAMPS = [
     ("          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;\n    }\n  }\n",
      "          for (int c = 0; c < 2; ++c) acc[v][h][c] = 0.0f;\n"
      f"      if ({_W}) {_B} + 64 + item] = tl_clk();\n    }}\n  }}\n"
-     "  if (threadIdx.x == 0) {\n    tl[3] = tl_clk();\n    tl[2] = tl_gt();\n  }\n"),
+     "  if (threadIdx.x == 0) {\n    tl[3] = tl_clk();\n    tl[2] = tl_gt();\n"
+     "    if (tl[14] < TL_LAUNCHES) atomicMax(&evo_tl_span[2 * tl[14] + 1], (unsigned long long)tl[2]);\n  }\n"),
 ]
 
 
@@ -138,6 +149,15 @@ def main() -> int:
     outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=be.device) for o in fam.outputs(geo)}
     args = be._args(be.inputs(geo, 0), outs, geo)
 
+    # every launch's span (the stamps' atomics): counters at 0, starts at the largest value, ends at 0
+    span_ptr = mod.get_global("evo_tl_span")
+    span = cupy.ndarray((2 * TL_LAUNCHES,), dtype=cupy.uint64, memptr=span_ptr)
+    span[0::2] = cupy.uint64(2**64 - 1)
+    span[1::2] = cupy.uint64(0)
+    for name in ("evo_tl_started", "evo_tl_pended"):
+        cupy.ndarray((1,), dtype=cupy.uint32, memptr=mod.get_global(name))[...] = 0
+    cupy.cuda.Device().synchronize()
+
     def launch() -> None:
         with be._cupy_stream(torch.cuda.current_stream().cuda_stream):
             fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
@@ -152,9 +172,14 @@ def main() -> int:
     raw = [[int(v) for v in host[b * TL_WORDS:(b + 1) * TL_WORDS]] for b in range(nblk)]
     ncw = (lc.block[0] - 32) // 32
     S = TL_WARP
+    nl = min(int(cupy.ndarray((1,), dtype=cupy.uint32, memptr=mod.get_global("evo_tl_started")).get()[0])
+             // lc.grid[0], TL_LAUNCHES)
+    sp = span.get()
+    spans = [(int(sp[2 * i + 1]) - int(sp[2 * i])) / 1000 for i in range(nl) if sp[2 * i + 1] > sp[2 * i]]
+    last = sorted(spans[-5 * launches:])  # the timed graphs' launches
     with gzip.open(out_path, "wt") as f:
         json.dump({"genome": dict(genome), "geometry": geo.name, "launches": launches, "us_per_launch": us,
-                   "consumer_warps": ncw, "warp_slots": S,
+                   "consumer_warps": ncw, "warp_slots": S, "launch_spans_us": spans[-5 * launches:],
                    "blocks": raw}, f)
 
     for r in raw:  # the block's end: its consumers' or its producer's, whichever is later
@@ -165,6 +190,10 @@ def main() -> int:
     ghz = statistics.median(rates)
     print(f"{dict(genome)} at {geo.name}: {us:.2f} us a launch in a graph of {launches}; "
           f"SM clock from the stamps {ghz:.3f} GHz (min {min(rates):.3f}, max {max(rates):.3f})")
+    if last:
+        q = lambda p: last[min(len(last) - 1, int(p * len(last)))]  # noqa: E731
+        print(f"every launch's span ({len(last)} launches of the timed graphs): median {q(0.5):.2f} us (10% {q(0.1):.2f}, "
+              f"90% {q(0.9):.2f}, max {last[-1]:.2f}); a launch's median less its median span {us - q(0.5):.2f} us")
     span = (max(r[2] for r in raw) - gt0) / 1000
     starts = sorted((r[0] - gt0) / 1000 for r in raw)
     print(f"blocks start over {starts[-1]:.2f} us (median {statistics.median(starts):.2f}); last block ends "
