@@ -8,4 +8,4 @@
 P=session15-g-rs.patch
 CALL=l SESSION=session15 CHECKS=0 \
   VARIANTS="rs=$P rsp0=$P,session15-k-rsp0.patch rsc25=$P,session15-i-rsc25.patch ks=session15-f-ks.patch" \
-  TIMELINES="tree:1 rs:1 rsp0:1 rsc25:1 ks:1 tree:1" exec bash tools/h200/tma_session_check.sh
+  TIMELINES="tree:1 rs:1 rsp0:1 rsc25:1 ks:1" exec bash tools/h200/tma_session_check.sh
