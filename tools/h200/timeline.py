@@ -192,8 +192,9 @@ def main() -> int:
           f"SM clock from the stamps {ghz:.3f} GHz (min {min(rates):.3f}, max {max(rates):.3f})")
     if last:
         q = lambda p: last[min(len(last) - 1, int(p * len(last)))]  # noqa: E731
-        print(f"every launch's span ({len(last)} launches of the timed graphs): median {q(0.5):.2f} us (10% {q(0.1):.2f}, "
-              f"90% {q(0.9):.2f}, max {last[-1]:.2f}); a launch's median less its median span {us - q(0.5):.2f} us")
+        print(f"every launch's span ({len(last)} launches of the timed graphs): median {q(0.5):.2f} us "
+              f"(10% {q(0.1):.2f}, 90% {q(0.9):.2f}, max {last[-1]:.2f}); a launch's median less its median span "
+              f"{us - q(0.5):.2f} us")
     span = (max(r[2] for r in raw) - gt0) / 1000
     starts = sorted((r[0] - gt0) / 1000 for r in raw)
     print(f"blocks start over {starts[-1]:.2f} us (median {statistics.median(starts):.2f}); last block ends "
