@@ -71,9 +71,13 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
 
         nvml = Nvml()
         return GpuBackend(cfg.family, cfg.geometries, builder, seeds=c.seeds, runs=c.runs,
-                          batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+                          batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
+                          pdl=cfg.gates.perf.launch == "pdl")
     from harness.recorded import NotRecorded, RecordedBackend
 
+    if cfg.gates.perf.launch != "plain":
+        raise CampaignError(f"gates.perf.launch: {cfg.gates.perf.launch} needs a GPU (the recorded sweeps time plain "
+                            "launches)")
     try:
         return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
     except NotRecorded as e:
@@ -99,7 +103,7 @@ class Campaign:
         self.on_attempt = on_attempt
         self.command = command or " ".join(sys.argv)
         self.replaying = replaying  # replay may re-judge a ledger made on another backend
-        self.builder = Builder(cfg.family, cfg.geometries, cfg.arch)
+        self.builder = Builder(cfg.family, cfg.geometries, cfg.arch, defines=cfg.build_defines)
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         if self.simulated:  # every line a user reads says where its numbers come from
@@ -246,6 +250,14 @@ class Campaign:
                                    "baseline_errors": dict(self.backend.baseline_errors), "baseline_id": trial.number})
         self.baseline = a
 
+    def _launches_note(self, parts, g) -> str:
+        """'; launches: cand PDL, base plain' under gates.perf.launch = pdl (nothing under plain launches): only a
+        kernel the family calls PDL-safe (Launch.pdl_safe) is launched with PDL."""
+        if self.cfg.gates.perf.launch == "plain":
+            return ""
+        return "; launches: " + ", ".join(
+            f"{lb} {'PDL' if self.family.launch(ld.genome, g).pdl_safe else 'plain'}" for lb, ld in parts)
+
     def _noise_floor(self) -> None:
         """A/A: the baseline against a second copy of itself, per geometry, at every (re)start."""
         base = self.family.baseline()
@@ -264,6 +276,7 @@ class Campaign:
                 self._aa_timing[g.name] = Timing(
                     median(s.times_us["A"]), spread_pct(s.times_us["A"]), len(r), s.discarded,
                     f"A/A: baseline vs a second copy of itself; batch: graph x {s.launches} launches; pairs: {len(r)}"
+                    + self._launches_note([("A", a)], g)
                     + (f"; {SIMULATED_LABEL}" if self.simulated else ""))
             for k, v in s.clocks.items():
                 if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
@@ -533,7 +546,8 @@ class Campaign:
             method = (f"batch: graph x {s.launches} launches; pairs: {len(s.times_us['cand'])} interleaved "
                       f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
                       f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
-                      f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}")
+                      f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}"
+                      + self._launches_note(parts, g))
             if self.simulated:
                 method += f"; {SIMULATED_LABEL}"
             samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"],

@@ -57,6 +57,10 @@ class PerfGateConfig:
     rule: str = "every"  # every | weighted
     max_floor: float = 0.002
     early_rounds: int = 6  # 0: always the full rounds (gates.perf.EarlyStop)
+    # plain | pdl: how every timed launch is made. pdl: programmatic dependent launch wherever the family says the
+    # kernel is safe for it (Launch.pdl_safe; built with EVO_PDL=1), so each launch may overlap the one before,
+    # as in an engine that launches with PDL. Printed beside every timing.
+    launch: str = "plain"
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,11 @@ class CampaignConfig:
     e2e: E2EConfig | None = None
     ideas: IdeasConfig | None = None  # None: no idea genes are proposed (ideas in the ledger still build)
     sanitizer: SanitizerConfig = field(default_factory=SanitizerConfig)
+
+    @property
+    def build_defines(self) -> dict[str, int]:
+        """Macros every module of this campaign is built with (beside the genome's): EVO_PDL=1 under launch pdl."""
+        return {"EVO_PDL": 1} if self.gates.perf.launch == "pdl" else {}
 
     @property
     def log_dir(self) -> Path:
@@ -413,7 +422,7 @@ def _gates(raw: Any) -> GateConfig:
     )
     pf = _section(g.get("perf"), "gates.perf",
                   {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0,
-                   "early_rounds": 0})
+                   "early_rounds": 0, "launch": 0})
     perf = PerfGateConfig(
         rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
         aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
@@ -423,6 +432,7 @@ def _gates(raw: Any) -> GateConfig:
         rule=_choice(pf, "rule", "gates.perf", ("every", "weighted"), "every"),
         max_floor=_num(pf, "max_floor", "gates.perf", float, 0.002, lo=0.0, hi=0.5),
         early_rounds=_num(pf, "early_rounds", "gates.perf", int, 6, lo=0, hi=999),
+        launch=_choice(pf, "launch", "gates.perf", ("plain", "pdl"), "plain"),
     )
     if perf.early_rounds and not 4 <= perf.early_rounds < perf.rounds:
         raise ConfigError(f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 "

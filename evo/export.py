@@ -279,7 +279,7 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
         return False, ["the campaign has no baseline attempt yet"]
     champ = chain[-1]
     knobs = {k.name: champ.genome[k.name] for k in fam.knobs}  # the file already holds the champion's ideas
-    builder = Builder(fam, list(cfg.geometries), cfg.arch)
+    builder = Builder(fam, list(cfg.geometries), cfg.arch, defines=cfg.build_defines)
     try:
         built = builder.build(knobs, base_source=Path(final).read_text())
     except BuildError as e:
@@ -304,7 +304,8 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
     c = cfg.gates.correctness
     nvml = Nvml()
     be = GpuBackend(fam, list(cfg.geometries), builder, seeds=c.seeds, runs=c.runs,
-                    batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+                    batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
+                    pdl=cfg.gates.perf.launch == "pdl")
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
     ev = be.correctness(be.load(built, knobs))

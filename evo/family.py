@@ -85,6 +85,9 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
+    # The kernel may be launched with programmatic dependent launch (harness/driver_launch.py): it reads and writes
+    # nothing another kernel may touch before its griddepcontrol.wait. Only such launches ever get the attribute.
+    pdl_safe: bool = False
 
 
 @dataclass

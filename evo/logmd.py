@@ -174,6 +174,11 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
     L.append(f"- Budget: {_kv(cfg.get('budget'))}")
     L.append(f"- Proposer: {_kv(cfg.get('proposer'))}")
     L.append(f"- Backend: {meta.get('backend') or cfg.get('backend') or DASH}")
+    perf = gates.get("perf") if isinstance(gates, Mapping) else None
+    if isinstance(perf, Mapping) and perf.get("launch", "plain") != "plain":
+        L.append(f"- Launches: {perf['launch']} (gates.perf.launch): programmatic dependent launch for the kernels the "
+                 "family calls PDL-safe, so each may overlap the launch before it; the others plainly. Each timing's "
+                 "method names every part's launch")
     L.append(f"- Started: {meta.get('started_at') or DASH}; elapsed {_elapsed(meta.get('elapsed_s'))}")
     if cfg.get("command"):
         L.append(f"- Command: `{cfg['command']}`")

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"the genome file is for family {spec.get('family')!r}, the config's is {fam.name!r}")
         genome = Genome(spec["genome"])
         geoms = [g for g in cfg.geometries if g.weight > 0]
-        builder = Builder(fam, geoms, cfg.arch, ideas=book_from_meta(spec.get("ideas")))
+        builder = Builder(fam, geoms, cfg.arch, ideas=book_from_meta(spec.get("ideas")), defines=cfg.build_defines)
         built = builder.build(genome, fam.faulty_source(spec["fault"]) if spec.get("fault") else None)
     except (ConfigError, BuildError, OSError, ValueError, KeyError) as e:
         _say(f"cannot set up: {type(e).__name__}: {' '.join(str(e).split())[:300]}")

@@ -146,12 +146,14 @@ def spec_key(spec: Mapping[str, Any]) -> str:
 
 
 def resolve_source(family: Family, genome: Mapping[str, Any], spec: Mapping[str, Any],
-                   base_source: str | None = None) -> str:
-    """The exact text NVRTC compiles: knob macros, then the family's kernel."""
+                   base_source: str | None = None, extra_defines: Mapping[str, Any] | None = None) -> str:
+    """The exact text NVRTC compiles: knob macros, the campaign's own (``extra_defines``), then the kernel."""
     lines = [f"// evo: family {family.name}, genome {json.dumps(dict(sorted(genome.items())), separators=(',', ':'))}"]
     for name, val in family.value_macros().items():
         lines.append(f"#define {name} {val}")
     for name, val in family.defines(genome, spec).items():
+        lines.append(f"#define {name} {val}")
+    for name, val in (extra_defines or {}).items():
         lines.append(f"#define {name} {val}")
     body = base_source if base_source is not None else family.source()
     return "\n".join(lines) + "\n#line 1 \"kernel.cu\"\n" + body
@@ -367,8 +369,9 @@ class Builder:
     """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
 
     def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto",
-                 ideas: Mapping[str, Any] | None = None):
+                 ideas: Mapping[str, Any] | None = None, defines: Mapping[str, Any] | None = None):
         self.family = family
+        self.defines = dict(defines or {})  # the campaign's macros for every module (CampaignConfig.build_defines)
         self.geometries = geometries
         self.arch = detect_arch() if arch == "auto" else arch
         self.specs: dict[str, Mapping[str, Any]] = {}
@@ -412,7 +415,7 @@ class Builder:
         built = Built(Genome(genome).key)
         body = self.source_for(genome, base_source)
         for key, spec in self.specs.items():
-            src = resolve_source(self.family, genome, spec, body)
+            src = resolve_source(self.family, genome, spec, body, self.defines)
             built.source[key] = src
             built.modules[key] = build_module(src, self.family.entry, self.arch, key)
         return built

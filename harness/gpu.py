@@ -41,6 +41,9 @@ class Loaded:
     genome: Mapping[str, Any]
     functions: dict[str, Any]  # spec_key -> cupy RawKernel
     hashes: dict[str, str] = field(default_factory=dict)  # "geometry/output" -> its seed-0 hash (for recheck)
+    # Launch with programmatic dependent launch where the family's Launch says the kernel is safe for it: each
+    # launch may then overlap the one before it (harness/driver_launch.py).
+    pdl: bool = False
 
 
 @dataclass
@@ -98,7 +101,7 @@ class GpuBackend:
     simulated = False
 
     def __init__(self, family: Family, geometries: Sequence[Geometry], builder: Builder, *, seeds: int = 3,
-                 runs: int = 2, batch_ms: float = 1.0, nvml: Any = None):
+                 runs: int = 2, batch_ms: float = 1.0, nvml: Any = None, pdl: bool = False):
         import cupy
         import torch
 
@@ -106,6 +109,7 @@ class GpuBackend:
         self.family, self.geometries, self.builder = family, list(geometries), builder
         self.seeds, self.runs, self.batch_ms = seeds, runs, batch_ms
         self.nvml = nvml
+        self.pdl = pdl  # gates.perf.launch = pdl: PDL launches where the family's Launch.pdl_safe allows
         self.device = torch.device("cuda")
         self.stream = torch.cuda.Stream()
         self._inputs: dict[tuple[str, int], dict[str, Any]] = {}
@@ -142,7 +146,7 @@ class GpuBackend:
         fns = {}
         for key, mod in built.modules.items():
             fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(self.family.entry)
-        return Loaded(built, genome, fns)
+        return Loaded(built, genome, fns, pdl=self.pdl)
 
     def _args(self, inputs, outputs, g: Geometry) -> tuple:
         import numpy as np
@@ -170,6 +174,16 @@ class GpuBackend:
         torch = self.torch
         if lc.shared_bytes > STATIC_SMEM_LIMIT:  # more than 48 KiB of dynamic shared memory needs the opt-in
             fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
+
+        if loaded.pdl and lc.pdl_safe:
+            from harness.driver_launch import launcher
+
+            ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, self.family.arg_types(), args, pdl=True)
+
+            def launch_pdl() -> None:
+                ex(torch.cuda.current_stream().cuda_stream)
+
+            return launch_pdl
 
         def launch() -> None:
             # CuPy must launch on torch's current stream, or a torch graph capture records nothing.

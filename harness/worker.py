@@ -238,8 +238,10 @@ def gpu_backend(config: str, backend: str | None = None, storage: str | None = N
     cfg = load_config(config, backend_override=backend, storage_override=storage)
     c = cfg.gates.correctness
     nvml = Nvml()
-    return GpuBackend(cfg.family, cfg.geometries, Builder(cfg.family, cfg.geometries, cfg.arch), seeds=c.seeds,
-                      runs=c.runs, batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None)
+    return GpuBackend(cfg.family, cfg.geometries, Builder(cfg.family, cfg.geometries, cfg.arch,
+                                                          defines=cfg.build_defines), seeds=c.seeds,
+                      runs=c.runs, batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
+                      pdl=cfg.gates.perf.launch == "pdl")
 
 
 def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:

@@ -349,7 +349,8 @@ class Fp4Matvec(Family):
         if genome["qload"] == "tma":  # persistent, one block a SM, a producer warp
             smem = tma_layout(genome, geometry["in"])[2]
             return Launch((min(tiles, sm_count() * TMA_SM_BLOCKS), 1, 1),
-                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem)
+                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem,
+                          pdl_safe=True)  # (kernel.cu: pdl_wait before x and y under EVO_PDL)
         if genome["qload"] == "cp_async" and genome["expand"] == "mma":  # persistent, dynamic shared memory
             n_in = geometry["in"]
             grid = min(tiles, sm_count() * mma_cp_async_blocks_per_sm(genome, n_in))
