@@ -3,7 +3,8 @@
     python3 tools/h200/ceiling_probe.py configs/fp4_matvec.yaml SPEC.json [trials]
 
 SPEC.json: {"genome": {knob changes against the baseline}, "geometry": NAME, optionally "source": a kernel.cu and
-"batch_ms" (10 unless given, as tools/h200/genome_probe.py).
+"batch_ms" (10 unless given, as tools/h200/genome_probe.py) and "launch": "pdl" (built with EVO_PDL=1, launched with
+programmatic dependent launch where the family allows it, as gates.perf.launch: pdl).
 Each trial measures the copy ceiling as a campaign does (harness GpuBackend.copy_ceiling) and as it did before
 session 11 (one trial of 1 GiB), in turns first, then the genome (5 CUDA-graph batches, throttled ones dropped).
 One line a trial, then the spread: how far "% of the measured copy ceiling" moves with the ceiling alone when the
@@ -30,14 +31,16 @@ def main() -> int:
     trials = int(sys.argv[3]) if len(sys.argv) > 3 else 6
     fam = cfg.family
     geo = next(g for g in cfg.geometries if g.name == spec["geometry"])
-    builder = Builder(fam, [geo], cfg.arch)
-    be = GpuBackend(fam, [geo], builder, seeds=1, runs=1, batch_ms=float(spec.get("batch_ms", 10.0)))
+    pdl = spec.get("launch", "plain") == "pdl"
+    builder = Builder(fam, [geo], cfg.arch, defines={"EVO_PDL": 1} if pdl else None)
+    be = GpuBackend(fam, [geo], builder, seeds=1, runs=1, batch_ms=float(spec.get("batch_ms", 10.0)), pdl=pdl)
     g = fam.baseline().replace(**spec["genome"])
     src = Path(spec["source"]).read_text() if spec.get("source") else None
     v = be.load(builder.build(g, base_source=src), g)
     n = be.launches_for(v, geo)
     bytes_ = fam.bytes_moved(geo)
-    print(f"{json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {bytes_} bytes, {n} launches a batch",
+    print(f"{json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {bytes_} bytes, {n} launches a batch, "
+          f"launches {'PDL' if pdl and fam.launch(g, geo).pdl_safe else 'plain'}",
           flush=True)
     rows = []
     for i in range(trials):

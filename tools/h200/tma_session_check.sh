@@ -9,8 +9,10 @@
 #   TIMELINES: "name:unroll[:warps] ..." (name "tree": the working tree's kernel) of the 16-row genome (8 warps
 #     unless given).
 #   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
-#   CEIL="name:unroll[:warps[:qload]] ..." measures the 16-row genome (qload tma unless given) and the copy ceiling
+#   CEIL="name:unroll[:warps[:qload[:launch]]] ..." (launch plain or pdl) measures the 16-row genome (qload tma unless given) and the copy ceiling
 #     alternately at the anchor, 6 trials (tools/h200/ceiling_probe.py).
+#   A probe JSON with "parts" runs tools/h200/pdl_probe.py (plain and PDL launches), else genome_probe.py; ROUNDS
+#     sets their rounds (12 unless given).
 #   CHECKS=0 skips the GPU tests, memcheck and racecheck of the working tree's kernel (a call that only times
 #     variants); RACE="name ..." racechecks variants at in7168_out7168_bf16 (16 rows x 8 warps, 2 stages).
 #   (Session 12's calls d and g ran this script with a memcheck and racechecks of qload = tma2d genomes besides,
@@ -41,7 +43,7 @@ for name in $RACE; do
       in7168_out7168_bf16 1 $k >> $R/racecheck-variants.txt 2>&1; echo "rc=$? $name" >> $R/racecheck-variants.txt
 done
 if [ "$CHECKS" = 1 ]; then
-timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py -k "fp4_mma" \
+timeout 150 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu_families.py tests/test_driver_launch.py tests/test_pdl_launch.py -k "fp4_mma or driver or pdl" \
     > $R/pytest-gpu.txt 2>&1; echo "rc=$?" >> $R/pytest-gpu.txt
 for gw in '"unroll":1,"warps":8' '"unroll":2,"warps":2' '"unroll":4,"warps":4'; do
   timeout 60 $CS --tool memcheck python3 tools/h200/launch_one.py configs/fp4_matvec.yaml "{$G,$gw}" in7168_out18432 1 \
@@ -58,7 +60,8 @@ fi
 PROBES=""
 for n in 1 2 3 4; do [ -f tools/h200/$SESSION-$CALL$n.json ] && PROBES="$PROBES $CALL$n"; done
 for p in $PROBES; do
-  timeout 200 python3 tools/h200/genome_probe.py configs/fp4_matvec.yaml tools/h200/$SESSION-$p.json 12 > $R/probe-$p.txt 2>&1
+  probe=genome_probe; grep -q '"parts"' tools/h200/$SESSION-$p.json && probe=pdl_probe  # (plain and PDL launches)
+  timeout 200 python3 tools/h200/$probe.py configs/fp4_matvec.yaml tools/h200/$SESSION-$p.json ${ROUNDS:-12} > $R/probe-$p.txt 2>&1
   echo "rc=$?" >> $R/probe-$p.txt
 done
 for t in $TIMELINES; do
@@ -72,10 +75,10 @@ for t in $TIMELINES; do
   echo "rc=$?" >> $R/timeline-$tag.txt
 done
 for t in $CEIL; do
-  IFS=: read -r name u w ql <<< "$t"; w=${w:-8}; ql=${ql:-tma}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
-  [ "$ql" = tma ] || tag=$tag-$ql
+  IFS=: read -r name u w ql lm <<< "$t"; w=${w:-8}; ql=${ql:-tma}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  [ "$ql" = tma ] || tag=$tag-$ql; [ "${lm:-plain}" = plain ] || tag=$tag-$lm
   src=$V/$name/kernel.cu; [ "$name" = tree ] && src=$PWD/candidates/fp4_matvec/kernel.cu
-  echo "{\"genome\":{\"expand\":\"mma\",\"qload\":\"$ql\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w},\"geometry\":\"in7168_out18432\",\"source\":\"$src\"}" \
+  echo "{\"genome\":{\"expand\":\"mma\",\"qload\":\"$ql\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w},\"geometry\":\"in7168_out18432\",\"source\":\"$src\",\"launch\":\"${lm:-plain}\"}" \
       > $V/ceil-$tag.json
   timeout 240 python3 tools/h200/ceiling_probe.py configs/fp4_matvec.yaml $V/ceil-$tag.json 6 > $R/ceiling-$tag.txt 2>&1
   echo "rc=$?" >> $R/ceiling-$tag.txt
