@@ -1190,9 +1190,12 @@ def test_timeline_stamps_apply_to_the_committed_kernel_and_compile():
     spec.loader.exec_module(tool)
     src = (root / "candidates" / "fp4_matvec" / "kernel.cu").read_text()
     stamped = tool.stamp(src)
-    assert stamped.count("tl_clk()") == 10 and "__device__ u64 evo_tl[" in stamped  # every stamp in place
+    assert stamped.count("tl_clk()") == 11 and "__device__ u64 evo_tl[" in stamped  # every stamp in place
+    assert "  if (threadIdx.x == 0) tl[15] = tl_clk();" in stamped  # the consumers past griddepcontrol.wait
     # every launch's span: its first start (the consumers' thread 0) and its last end (theirs and the producer's)
     assert stamped.count("atomicMin(&evo_tl_span[") == 1 and stamped.count("atomicMax(&evo_tl_span[") == 2
     gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=16, warps=8, unroll=1)
     built = Builder(FAM, REAL, "sm_90").build(gen, base_source=stamped)
     assert all(m.resources.spills == 0 for m in built.modules.values())
+    pdl = Builder(FAM, REAL, "sm_90", defines={"EVO_PDL": 1}).build(gen, base_source=stamped)  # timeline.py --pdl
+    assert all(m.resources.spills == 0 for m in pdl.modules.values()) and pdl.sass_sha256 != built.sass_sha256

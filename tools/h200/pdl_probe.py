@@ -3,12 +3,13 @@
     python3 tools/h200/pdl_probe.py configs/fp4_matvec.yaml SPEC.json [rounds]
 
 SPEC.json: {"genome": {knob changes against the baseline}, "parts": [{"name": ..., "source": a kernel.cu (the
-working tree's unless given), "pdl": true|false}, ...]}; the first part is the reference of the ratios.
+working tree's unless given), "pdl": true|false, optionally "genome": {its own changes on top}}, ...]}; the first
+part is the reference of the ratios.
 A part with "pdl" is launched through cuLaunchKernelEx with programmatic stream serialization
 (harness/driver_launch.py), so that in the timed CUDA graph each launch may begin while the one before is ending.
 For each part: the campaign's correctness checks (3 seeds x 2 runs, poisoned outputs, each launch after the
 poisoning fill), then the chain check: a graph of 8 (x := seed i's x; launch; copy y out) that must give, for every
-i, bit for bit what a plain launch gives on that x (a kernel that read x before its griddepcontrol.wait would see
+i, bit for bit what a plain launch of the same build gives on that x (a kernel that read x before its griddepcontrol.wait would see
 the x before). Then the parts interleaved at every geometry of the config (the harness's CUDA-graph batches of the
 same launches) with the copy ceiling measured in the same process. A probe: nothing is recorded in a ledger.
 """
@@ -89,9 +90,9 @@ def main() -> int:
     be.correctness(be.load(builder.build(base), base), freeze=True)
     ceiling = be.copy_ceiling()
     print(f"copy ceiling {ceiling['ceiling_tbps']:.3f} TB/s ({ceiling['method']})", flush=True)
-    g = base.replace(**spec["genome"])
-    parts, plain = [], None
+    parts = []
     for p in spec["parts"]:
+        g = base.replace(**{**spec["genome"], **p.get("genome", {})})
         src = Path(p["source"]).read_text() if p.get("source") else None
         built = (pdl_builder if p.get("pdl") else builder).build(g, base_source=src)
         v = be.load(built, g)
@@ -99,8 +100,7 @@ def main() -> int:
         res = {k.split(",")[0]: (m.resources.registers, m.resources.spills) for k, m in built.modules.items()}
         ev = be.correctness(v, freeze=False)
         verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors, cg.tolerance_factor)
-        if plain is None:
-            plain = v
+        plain = be.load(built, g)  # the same build launched plainly: what the chain must reproduce
         chains = {geo.name: chain_check(be, v, plain, geo) for geo in geos}
         print(f"{p['name']} (pdl {v.pdl}): regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} "
               f"({verdict.reason}); chain {chains}", flush=True)

@@ -1,7 +1,7 @@
 """Timeline of the fp4 tma kernel: when each SM's items land and when its warps finish them (on the GPU).
 
     python3 tools/h200/timeline.py stamp KERNEL.cu STAMPED.cu
-    python3 tools/h200/timeline.py configs/fp4_matvec.yaml GENOME.json GEOMETRY STAMPED.cu OUT.json.gz [launches]
+    python3 tools/h200/timeline.py configs/fp4_matvec.yaml GENOME.json GEOMETRY STAMPED.cu OUT.json.gz [launches] [--pdl]
 
 `stamp` adds the stamps to a kernel.cu (the committed one or a timing variant; session 9 call a used
 tools/h200/session9-timeline.patch, the same stamps): every block stamps clock64 at its start, after x's maximum and x's digits, the producer as it issues each item,
@@ -10,7 +10,9 @@ and lane 0 of every consumer warp as each item is visible to it (full barrier pa
 `launches` back-to-back launches, as the harness times it; the stamps are the last launch's. Printed: the time a
 launch takes in that graph, the SM clock the stamps imply, and per item the medians over the SMs with the most
 items of when it was issued, landed and done, the warps' mean compute time on it, their mean wait for it (from their previous stamp) and their mean tile end.
-Raw stamps go to OUT.json.gz.
+Raw stamps go to OUT.json.gz. --pdl: built with EVO_PDL=1 and launched with programmatic dependent launch (as
+gates.perf.launch: pdl), each launch overlapping the one before; a block's times stay from its own start, which is
+then before the launch before has ended, and the consumers' pass of griddepcontrol.wait is stamped too.
 """
 
 from __future__ import annotations
@@ -104,6 +106,10 @@ STAMPS = [
 
 # stamps of some kernels only, applied where the anchor occurs once: the dynamic schedule's item count (session 10)
 OPTIONAL = [
+    # the consumers past griddepcontrol.wait (kernels with PDL, session 16 on)
+    ("  if (warp < TNCW) pdl_wait();  // x may be the launch before's output (above)\n",
+     "  if (warp < TNCW) pdl_wait();  // x may be the launch before's output (above)\n"
+     "  if (threadIdx.x == 0) tl[15] = tl_clk();\n"),
     ("    while (reduced < ntj) tile_rows(",
      "    if (lane == 0) tl[6] = (u64)ntj * TNSTEP;\n    while (reduced < ntj) tile_rows("),
     ("    while (reduced < done_tiles) tile_rows(",
@@ -130,14 +136,16 @@ def main() -> int:
     if sys.argv[1] == "stamp":
         Path(sys.argv[3]).write_text(stamp(Path(sys.argv[2]).read_text()))
         return 0
-    cfg = load_config(sys.argv[1])
+    pdl = "--pdl" in sys.argv
+    argv = [a for a in sys.argv if a != "--pdl"]
+    cfg = load_config(argv[1])
     fam = cfg.family
-    genome = fam.baseline().replace(**json.loads(Path(sys.argv[2]).read_text()))
-    geo = next(g for g in cfg.geometries if g.name == sys.argv[3])
-    source = Path(sys.argv[4]).read_text()
-    out_path = Path(sys.argv[5])
-    launches = int(sys.argv[6]) if len(sys.argv) > 6 else 200
-    builder = Builder(fam, cfg.geometries, cfg.arch)
+    genome = fam.baseline().replace(**json.loads(Path(argv[2]).read_text()))
+    geo = next(g for g in cfg.geometries if g.name == argv[3])
+    source = Path(argv[4]).read_text()
+    out_path = Path(argv[5])
+    launches = int(argv[6]) if len(argv) > 6 else 200
+    builder = Builder(fam, cfg.geometries, cfg.arch, defines={"EVO_PDL": 1} if pdl else None)
     be = GpuBackend(fam, cfg.geometries, builder)
     built = builder.build(genome, base_source=source)
     cupy, torch = be.cupy, be.torch
@@ -162,6 +170,15 @@ def main() -> int:
         with be._cupy_stream(torch.cuda.current_stream().cuda_stream):
             fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
 
+    pdl = pdl and lc.pdl_safe
+    if pdl:
+        from harness.driver_launch import launcher
+
+        ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, fam.arg_types(), args, pdl=True)
+
+        def launch() -> None:  # noqa: F811 - the PDL form replaces the plain one
+            ex(torch.cuda.current_stream().cuda_stream)
+
     graph = be._graph(launch, launches)
     for _ in range(20):  # the clock leaves idle
         be._time_graph(graph)
@@ -178,7 +195,7 @@ def main() -> int:
     spans = [(int(sp[2 * i + 1]) - int(sp[2 * i])) / 1000 for i in range(nl) if sp[2 * i + 1] > sp[2 * i]]
     last = sorted(spans[-5 * launches:])  # the timed graphs' launches
     with gzip.open(out_path, "wt") as f:
-        json.dump({"genome": dict(genome), "geometry": geo.name, "launches": launches, "us_per_launch": us,
+        json.dump({"genome": dict(genome), "geometry": geo.name, "launches": launches, "us_per_launch": us, "pdl": pdl,
                    "consumer_warps": ncw, "warp_slots": S, "launch_spans_us": spans[-5 * launches:],
                    "blocks": raw}, f)
 
@@ -188,7 +205,8 @@ def main() -> int:
     gt0 = min(r[0] for r in raw)
     rates = [(r[3] - r[1]) / (r[2] - r[0]) for r in raw if r[2] > r[0]]
     ghz = statistics.median(rates)
-    print(f"{dict(genome)} at {geo.name}: {us:.2f} us a launch in a graph of {launches}; "
+    print(f"{dict(genome)} at {geo.name}: {us:.2f} us a launch in a graph of {launches} "
+          f"({'PDL' if pdl else 'plain'} launches); "
           f"SM clock from the stamps {ghz:.3f} GHz (min {min(rates):.3f}, max {max(rates):.3f})")
     if last:
         q = lambda p: last[min(len(last) - 1, int(p * len(last)))]  # noqa: E731
@@ -209,7 +227,10 @@ def main() -> int:
         med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
         ends = [ns(r, r[3]) for r in rows]
         part0 = [ns(r, min(r[64 + w * S + 96] for w in range(ncw))) for r in rows if r[64 + 96] > r[1]]
-        print(f"-- {len(rows)} blocks with {n} items: x max {med([ns(r, r[5]) for r in rows]):.2f} us, x digits "
+        waited = [ns(r, r[15]) for r in rows if r[15] > r[1]]  # the consumers past griddepcontrol.wait
+        print(f"-- {len(rows)} blocks with {n} items: "
+              + (f"past the wait {med(waited):.2f} us (max {max(waited):.2f}), " if waited else "")
+              + f"x max {med([ns(r, r[5]) for r in rows]):.2f} us, x digits "
               f"{med([ns(r, r[4]) for r in rows]):.2f} us, end {med(ends):.2f} us (max {max(ends):.2f})"
               + (f", item 0's first half landed {med(part0):.2f} us" if part0 else ""))
         if n != most and n != most - 1:

@@ -6,8 +6,8 @@
 #   VARIANTS: "name=patch[,patch...] ..." kernels built under /tmp/evo-variants/name from the working tree's
 #     kernel.cu by tools/h200 patches applied in order (-p1; a leading '-' applies one reversed); probes name them
 #     as /tmp/evo-variants/name/kernel.cu.
-#   TIMELINES: "name:unroll[:warps] ..." (name "tree": the working tree's kernel) of the 16-row genome (8 warps
-#     unless given).
+#   TIMELINES: "name:unroll[:warps[:launch]] ..." (name "tree": the working tree's kernel) of the 16-row genome (8
+#     warps unless given; launch pdl: tools/h200/timeline.py --pdl).
 #   SWEEP=1 measures the recorded sweep's tma genomes again (tools/sweep.py --redo qload=tma).
 #   CEIL="name:unroll[:warps[:qload[:launch]]] ..." (launch plain or pdl) measures the 16-row genome (qload tma unless given) and the copy ceiling
 #     alternately at the anchor, 6 trials (tools/h200/ceiling_probe.py).
@@ -65,13 +65,14 @@ for p in $PROBES; do
   echo "rc=$?" >> $R/probe-$p.txt
 done
 for t in $TIMELINES; do
-  IFS=: read -r name u w <<< "$t"; w=${w:-8}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  IFS=: read -r name u w lm <<< "$t"; w=${w:-8}; tag=$name-u$u; [ "$w" = 8 ] || tag=$tag-w$w
+  PF=""; [ "${lm:-plain}" = pdl ] && { PF=--pdl; tag=$tag-pdl; }
   src=$V/$name/kernel.cu; [ "$name" = tree ] && src=candidates/fp4_matvec/kernel.cu
   python3 tools/h200/timeline.py stamp $src $V/stamped-$name.cu || continue
   echo "{\"expand\":\"mma\",\"qload\":\"tma\",\"row_groups\":1,\"rows_per_block\":16,\"unroll\":$u,\"warps\":$w}" \
       > $V/genome-$tag.json
   timeout 60 python3 tools/h200/timeline.py configs/fp4_matvec.yaml $V/genome-$tag.json in7168_out18432 \
-      $V/stamped-$name.cu $R/timeline-$tag.json.gz > $R/timeline-$tag.txt 2>&1
+      $V/stamped-$name.cu $R/timeline-$tag.json.gz $PF > $R/timeline-$tag.txt 2>&1
   echo "rc=$?" >> $R/timeline-$tag.txt
 done
 for t in $CEIL; do
