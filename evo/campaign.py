@@ -252,11 +252,11 @@ class Campaign:
 
     def _launches_note(self, parts, g) -> str:
         """'; launches: cand PDL, base plain' under gates.perf.launch = pdl (nothing under plain launches): only a
-        kernel the family calls PDL-safe (Launch.pdl_safe) is launched with PDL."""
+        kernel the family calls PDL-safe (Family.pdl_safe) is launched with PDL."""
         if self.cfg.gates.perf.launch == "plain":
             return ""
-        return "; launches: " + ", ".join(
-            f"{lb} {'PDL' if self.family.launch(ld.genome, g).pdl_safe else 'plain'}" for lb, ld in parts)
+        return "; launches: " + ", ".join(f"{lb} {'PDL' if self.family.pdl_safe(ld.genome) else 'plain'}"
+                                          for lb, ld in parts)
 
     def _noise_floor(self) -> None:
         """A/A: the baseline against a second copy of itself, per geometry, at every (re)start."""

@@ -58,7 +58,7 @@ class PerfGateConfig:
     max_floor: float = 0.002
     early_rounds: int = 6  # 0: always the full rounds (gates.perf.EarlyStop)
     # plain | pdl: how every timed launch is made. pdl: programmatic dependent launch wherever the family says the
-    # kernel is safe for it (Launch.pdl_safe; built with EVO_PDL=1), so each launch may overlap the one before,
+    # kernel is safe for it (Family.pdl_safe; built with EVO_PDL=1), so each launch may overlap the one before,
     # as in an engine that launches with PDL. Printed beside every timing.
     launch: str = "plain"
 

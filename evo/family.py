@@ -85,9 +85,6 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
-    # The kernel may be launched with programmatic dependent launch (harness/driver_launch.py): it reads and writes
-    # nothing another kernel may touch before its griddepcontrol.wait. Only such launches ever get the attribute.
-    pdl_safe: bool = False
 
 
 @dataclass
@@ -212,6 +209,13 @@ class Family(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch: ...
+
+    def pdl_safe(self, genome: Mapping[str, Any]) -> bool:
+        """Whether this genome's kernel may be launched with programmatic dependent launch (harness/driver_launch.py):
+        it reads and writes nothing another kernel may touch before its griddepcontrol.wait (built with EVO_PDL=1).
+        Asked when a campaign under gates.perf.launch: pdl launches or describes a launch; only such kernels ever
+        get the attribute. Default: none."""
+        return False
 
     @abc.abstractmethod
     def kernel_args(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], geometry: Geometry) -> list[Any]:

@@ -41,7 +41,7 @@ class Loaded:
     genome: Mapping[str, Any]
     functions: dict[str, Any]  # spec_key -> cupy RawKernel
     hashes: dict[str, str] = field(default_factory=dict)  # "geometry/output" -> its seed-0 hash (for recheck)
-    # Launch with programmatic dependent launch where the family's Launch says the kernel is safe for it: each
+    # Launch with programmatic dependent launch where the family says the kernel is safe for it: each
     # launch may then overlap the one before it (harness/driver_launch.py).
     pdl: bool = False
 
@@ -109,7 +109,7 @@ class GpuBackend:
         self.family, self.geometries, self.builder = family, list(geometries), builder
         self.seeds, self.runs, self.batch_ms = seeds, runs, batch_ms
         self.nvml = nvml
-        self.pdl = pdl  # gates.perf.launch = pdl: PDL launches where the family's Launch.pdl_safe allows
+        self.pdl = pdl  # gates.perf.launch = pdl: PDL launches where the family's pdl_safe allows
         self.device = torch.device("cuda")
         self.stream = torch.cuda.Stream()
         self._inputs: dict[tuple[str, int], dict[str, Any]] = {}
@@ -175,7 +175,7 @@ class GpuBackend:
         if lc.shared_bytes > STATIC_SMEM_LIMIT:  # more than 48 KiB of dynamic shared memory needs the opt-in
             fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
 
-        if loaded.pdl and lc.pdl_safe:
+        if loaded.pdl and self.family.pdl_safe(loaded.genome):
             from harness.driver_launch import launcher
 
             ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, self.family.arg_types(), args, pdl=True)

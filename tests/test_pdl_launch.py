@@ -55,14 +55,15 @@ def test_builder_adds_the_campaign_defines_to_every_module():
     assert b.defines == {"EVO_PDL": 1}
 
 
-def test_only_tma_launches_are_pdl_safe(monkeypatch):
-    import candidates.fp4_matvec.family as fp4
-
-    monkeypatch.setattr(fp4, "sm_count", lambda: 132)
+def test_only_tma_kernels_are_pdl_safe():
     cfg = load_config(PDL_CFG)
-    fam, geo = cfg.family, cfg.geometries[0]
-    assert fam.launch(fam.baseline().replace(**TMA), geo).pdl_safe
-    assert not fam.launch(fam.baseline(), geo).pdl_safe
+    fam = cfg.family
+    assert fam.pdl_safe(fam.baseline().replace(**TMA))
+    assert not fam.pdl_safe(fam.baseline()) and not fam.pdl_safe(fam.baseline().replace(qload="cp_async"))
+    # the other families' kernels have no griddepcontrol.wait: never PDL-launched
+    for name in ("mhc_prenorm_gemm", "moe_q2_matvec", "mhc_pre_big_fuse"):
+        f = load_config(ROOT / "configs" / f"{name}.yaml").family
+        assert not f.pdl_safe(f.baseline())
 
 
 def test_pdl_kernel_waits_before_x_and_y_only_under_evo_pdl():
@@ -139,14 +140,12 @@ def test_attempt_log_says_how_launches_were_made():
     assert "pdl" in line and "PDL-safe" in line and "the others plainly" in line
 
 
-def test_every_timing_names_each_parts_launch(monkeypatch):
-    # the method string beside a timing: which part took PDL (the family's Launch.pdl_safe), which did not
+def test_every_timing_names_each_parts_launch():
+    # the method string beside a timing: which part took PDL (the family's pdl_safe), which did not
     from types import SimpleNamespace
 
-    import candidates.fp4_matvec.family as fp4
     from evo.campaign import Campaign
 
-    monkeypatch.setattr(fp4, "sm_count", lambda: 132)
     cfg = load_config(PDL_CFG)
     fam, geo = cfg.family, cfg.geometries[0]
     parts = [("cand", SimpleNamespace(genome=fam.baseline().replace(**TMA))),

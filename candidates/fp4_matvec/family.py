@@ -343,14 +343,16 @@ class Fp4Matvec(Family):
         return 1e-4
 
     # --- launching --------------------------------------------------------
+    def pdl_safe(self, genome: Mapping[str, Any]) -> bool:
+        return genome["qload"] == "tma"  # (kernel.cu: pdl_wait before x and y under EVO_PDL)
+
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
         tiles = geometry["out"] // genome["rows_per_block"]
         block = (32 * genome["warps"], 1, 1)
         if genome["qload"] == "tma":  # persistent, one block a SM, a producer warp
             smem = tma_layout(genome, geometry["in"])[2]
             return Launch((min(tiles, sm_count() * TMA_SM_BLOCKS), 1, 1),
-                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem,
-                          pdl_safe=True)  # (kernel.cu: pdl_wait before x and y under EVO_PDL)
+                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem)
         if genome["qload"] == "cp_async" and genome["expand"] == "mma":  # persistent, dynamic shared memory
             n_in = geometry["in"]
             grid = min(tiles, sm_count() * mma_cp_async_blocks_per_sm(genome, n_in))

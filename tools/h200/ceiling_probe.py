@@ -40,7 +40,7 @@ def main() -> int:
     n = be.launches_for(v, geo)
     bytes_ = fam.bytes_moved(geo)
     print(f"{json.dumps(spec['genome'], sort_keys=True)} at {geo.name}: {bytes_} bytes, {n} launches a batch, "
-          f"launches {'PDL' if pdl and fam.launch(g, geo).pdl_safe else 'plain'}",
+          f"launches {'PDL' if pdl and fam.pdl_safe(g) else 'plain'}",
           flush=True)
     rows = []
     for i in range(trials):

@@ -170,7 +170,7 @@ def main() -> int:
         with be._cupy_stream(torch.cuda.current_stream().cuda_stream):
             fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
 
-    pdl = pdl and lc.pdl_safe
+    pdl = pdl and fam.pdl_safe(genome)
     if pdl:
         from harness.driver_launch import launcher
 
