@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evo import ceiling as ceiling_mod
 from evo.config import CampaignConfig
 from evo.genome import Genome
 from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
@@ -576,6 +577,33 @@ class Campaign:
         a.device = devinfo
         return res.verdict
 
+    def ceiling_check(self) -> dict[str, Any] | None:
+        """The champion against the copy ceiling, measured alternately (evo/ceiling.py), appended to the ledger's
+        ``ceiling_checks``. Called at the end of a run; a failure is recorded with its reason and loses nothing."""
+        p = self.cfg.gates.perf
+        champ = self.champion or self.baseline
+        geos = [g for g in self.cfg.geometries if g.weight > 0 and self.family.bytes_moved(g)]
+        if not p.ceiling_check or champ is None or not geos:
+            return None
+        check: dict[str, Any] = {"champion": champ.id, "genome_key": champ.genome_key, "at": now(),
+                                 "backend": self.backend.name, "simulated": self.simulated,
+                                 "method": (f"{p.ceiling_check} alternations of one copy-ceiling trial and the "
+                                            f"champion's {p.rounds} batches (graph x launches, median; throttled "
+                                            "rounds dropped) at each weighted geometry, the ceiling first in every "
+                                            "other one; each alternation's own ratio")}
+        check["method"] += self._launches_note([("champ", champ)], geos[0])
+        try:
+            loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
+            trials = ceiling_mod.run_check(self.backend, loaded, geos, self.launches, p.rounds, p.ceiling_check)
+            check["trials"] = trials
+            check["geometries"] = ceiling_mod.summarize(trials, {g.name: self.family.bytes_moved(g) for g in geos})
+        except Exception as e:  # a GPU fault here must not cost the campaign its ledger
+            check["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        self.ledger.set_meta("ceiling_checks", [*(self.ledger.meta("ceiling_checks") or []), check])
+        for line in ceiling_mod.describe(check):
+            self.out(f"champion #{champ.id} against the copy ceiling, side by side: {line}")
+        return check
+
     # --- the loop -------------------------------------------------------------
     def _prefetcher(self):
         """Compile processes ahead of the GPU (harness/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
@@ -681,6 +709,8 @@ class Campaign:
             if prefetch is not None:
                 prefetch.close()
             led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
+        if stopped != "interrupted by the user":
+            self.ceiling_check()
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 
 

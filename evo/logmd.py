@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evo.ceiling import describe as ceiling_describe
 from evo.ideas import book_from_meta, delta, describe_change, idea_events
 from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
 
@@ -258,6 +259,22 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
                        "vs baseline", "% copy ceiling", "Output vs baseline"], rows) + [""]
 
 
+def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
+    """evo/ceiling.py: at the end of each run, the champion and the copy ceiling measured alternately."""
+    checks = meta.get("ceiling_checks") or []
+    if not checks:
+        return []
+    L = ["## Champion against the copy ceiling", "",
+         "Measured side by side at the end of each run (the steps' \"% copy ceiling\" divides by the ceiling measured "
+         "once at the campaign's start):", ""]
+    for c in checks:
+        sim = " (simulated from recorded H200 measurements)" if c.get("simulated") else ""
+        L.append(f"- {c.get('at', DASH)}, champion #{c.get('champion', DASH)} on the {c.get('backend', DASH)} backend"
+                 f"{sim}: {c.get('method', DASH)}")
+        L += [f"  - {line}" for line in ceiling_describe(c)]
+    return L + [""]
+
+
 def _output(a: Attempt, base: Attempt, g: str) -> str:
     """Bit-identical to the baseline (its frozen hashes), or how far it is from float64 (tolerance mode)."""
     if a is base or a.verdict.status == BASELINE:
@@ -446,6 +463,7 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
               f"![Convergence: champion against attempts]({plot})" if plot
               else "(convergence plot skipped: matplotlib is not installed)", ""]
     L += _steps(chain, geoms)
+    L += _ceiling_checks(meta)
     L += _decode_steps(chain)
     L += ["## Verdicts", ""]
     counts = _verdict_counts(attempts)

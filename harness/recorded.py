@@ -118,8 +118,8 @@ class RecordedBackend:
         f["note"] = SIMULATED_LABEL
         return f
 
-    def copy_ceiling(self) -> dict[str, float]:
-        return dict(self.sweep.data["copy_ceiling"])
+    def copy_ceiling(self, **kwargs: Any) -> dict[str, float]:
+        return dict(self.sweep.data["copy_ceiling"])  # (one recorded figure, however many trials are asked for)
 
     def load(self, built: Built | None, genome: Mapping[str, Any]) -> Loaded:
         from evo.genome import Genome

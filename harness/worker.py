@@ -197,8 +197,8 @@ class WorkerBackend:
     def facts(self) -> dict[str, Any]:
         return self._call("facts")
 
-    def copy_ceiling(self) -> dict[str, float]:
-        return self._call("copy_ceiling")
+    def copy_ceiling(self, **kwargs: Any) -> dict[str, float]:
+        return self._call("copy_ceiling", (), kwargs)
 
     def load(self, built: Any, genome: Mapping[str, Any]) -> RemoteLoaded:
         self._next += 1

@@ -18,4 +18,5 @@ cp -r logs/$NAME $R/ 2>/dev/null
 gzip -9 $R/$NAME/ledger.db 2>/dev/null
 grep -v "^#" $R/fp4_matvec-run.txt | tail -n 8
 grep -h "Copy ceiling" $R/$NAME/*.md | head -2
+grep -h "against the copy ceiling, side by side" $R/fp4_matvec-run.txt  # (gates.perf.ceiling_check, from session 17)
 (cd $OUT && tar czf $DIR.tgz $DIR && rm -rf $DIR)

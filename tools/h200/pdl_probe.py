@@ -3,7 +3,10 @@
     python3 tools/h200/pdl_probe.py configs/fp4_matvec.yaml SPEC.json [rounds]
 
 SPEC.json: {"genome": {knob changes against the baseline}, "parts": [{"name": ..., "source": a kernel.cu (the
-working tree's unless given), "pdl": true|false, optionally "genome": {its own changes on top}}, ...]}; the first
+working tree's unless given), "pdl": true|false, optionally "genome": {its own changes on top}, "module": {globals of
+the family's module set while the part is built and launched, e.g. fp4_matvec's TMA_SM_BLOCKS: the ring sized for that
+many resident blocks a SM}, "blocks_per_sm": the grid capped at that many blocks a SM (persistent kernels: a part may
+be built for 2 resident blocks and launched with 1 a SM, leaving room for the next launch's blocks)}, ...]}; the first
 part is the reference of the ratios.
 A part with "pdl" is launched through cuLaunchKernelEx with programmatic stream serialization
 (harness/driver_launch.py), so that in the timed CUDA graph each launch may begin while the one before is ending.
@@ -16,6 +19,7 @@ same launches) with the copy ceiling measured in the same process. A probe: noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import sys
@@ -70,6 +74,45 @@ def _chain_check(be, loaded, plain, geo, steps: int) -> str:
     return ("ok" if not bad else f"MISMATCH at steps {bad}") + (" (the two x gave the same y!)" if same else "")
 
 
+@contextlib.contextmanager
+def module_globals(fam, values):
+    """The family's module globals set to ``values`` inside the block (a probe of launch policies, not knobs)."""
+    mod = sys.modules[type(fam).__module__]
+    old = {k: getattr(mod, k) for k in values}
+    for k, v in values.items():
+        setattr(mod, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(mod, k, v)
+
+
+def part_launches(fam, sms: int) -> dict:
+    """Wrap fam.launch and fam.defines so that a genome registered in the returned dict (by id) gets its part's
+    module globals and grid cap; every other genome is launched as the family says."""
+    overrides: dict = {}
+    launch, defines = fam.launch, fam.defines
+
+    def launch_o(genome, geometry):
+        o = overrides.get(id(genome))
+        if o is None:
+            return launch(genome, geometry)
+        with module_globals(fam, o["module"]):
+            lc = launch(genome, geometry)
+        if o["blocks_per_sm"]:
+            lc = type(lc)((min(lc.grid[0], sms * o["blocks_per_sm"]), *lc.grid[1:]), lc.block, lc.shared_bytes)
+        return lc
+
+    def defines_o(genome, spec):
+        o = overrides.get(id(genome))
+        with module_globals(fam, o["module"] if o else {}):
+            return defines(genome, spec)
+
+    fam.launch, fam.defines = launch_o, defines_o  # type: ignore[method-assign]
+    return overrides
+
+
 def main() -> int:
     cfg = load_config(sys.argv[1])
     spec = json.loads(Path(sys.argv[2]).read_text())
@@ -88,9 +131,13 @@ def main() -> int:
     be.correctness(be.load(builder.build(base), base), freeze=True)
     ceiling = be.copy_ceiling()
     print(f"copy ceiling {ceiling['ceiling_tbps']:.3f} TB/s ({ceiling['method']})", flush=True)
+    import torch
+
+    overrides = part_launches(fam, torch.cuda.get_device_properties(0).multi_processor_count)
     parts = []
     for p in spec["parts"]:
         g = base.replace(**{**spec["genome"], **p.get("genome", {})})
+        overrides[id(g)] = {"module": p.get("module", {}), "blocks_per_sm": p.get("blocks_per_sm")}
         src = Path(p["source"]).read_text() if p.get("source") else None
         built = (pdl_builder if p.get("pdl") else builder).build(g, base_source=src)
         v = be.load(built, g)
@@ -100,7 +147,9 @@ def main() -> int:
         verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors, cg.tolerance_factor)
         plain = be.load(built, g)  # the same build launched plainly: what the chain must reproduce
         chains = {geo.name: chain_check(be, v, plain, geo) for geo in geos}
-        print(f"{p['name']} (pdl {v.pdl}): regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} "
+        lcs = {geo.name: fam.launch(g, geo) for geo in geos}
+        print(f"{p['name']} (pdl {v.pdl}): grid/smem {({k: (lc.grid[0], lc.shared_bytes) for k, lc in lcs.items()})}; "
+              f"regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} "
               f"({verdict.reason}); chain {chains}", flush=True)
         parts.append((p["name"], v))
     for geo in geos:

@@ -1,0 +1,76 @@
+"""The champion against the copy ceiling, side by side.
+
+Every attempt's "% of the copy ceiling" divides its time by the ceiling measured once when the campaign started,
+minutes earlier and on a cooler card. At the end of a run the champion's time and the copy ceiling are measured
+alternately (``gates.perf.ceiling_check`` times, the order swapped every other time so that a drift weighs on both),
+and each alternation gives its own ratio: the figure a roofline claim should quote. The result is kept in the
+ledger's ``ceiling_checks`` (one entry a run) and shown in the log.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def pct(bytes_moved: int, us: float | None, tbps: float | None) -> float | None:
+    """Percent of ``tbps`` that ``bytes_moved`` bytes in ``us`` microseconds reach."""
+    if not us or not tbps or not bytes_moved:
+        return None
+    return 100.0 * bytes_moved / (us * 1e-6) / (tbps * 1e12)
+
+
+def summarize(trials: Sequence[Mapping[str, Any]], bytes_moved: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """Per geometry: the median of the alternations' own ratios, their range, and the median time and ceiling.
+
+    ``trials``: [{"ceiling_tbps": float, "us": {geometry: µs or None (every round throttled)}}, ...]."""
+    out: dict[str, dict[str, Any]] = {}
+    for g, nbytes in bytes_moved.items():
+        pairs = [(t["us"].get(g), t["ceiling_tbps"]) for t in trials]
+        ratios = [p for p in (pct(nbytes, us, c) for us, c in pairs) if p is not None]
+        times = [us for us, _ in pairs if us]
+        ceils = [c for us, c in pairs if us and c]
+        out[g] = {"pct_median": statistics.median(ratios) if ratios else None,
+                  "pct_min": min(ratios) if ratios else None, "pct_max": max(ratios) if ratios else None,
+                  "us_median": statistics.median(times) if times else None,
+                  "ceiling_median_tbps": statistics.median(ceils) if ceils else None,
+                  "ceiling_min_tbps": min(ceils) if ceils else None, "ceiling_max_tbps": max(ceils) if ceils else None,
+                  "alternations": len(ratios), "unmeasured": len(pairs) - len(ratios)}
+    return out
+
+
+def describe(check: Mapping[str, Any]) -> list[str]:
+    """One line per geometry, for the console and the log."""
+    if check.get("error"):
+        return [f"not measured: {check['error']}"]
+    lines = []
+    for g, s in (check.get("geometries") or {}).items():
+        if s.get("pct_median") is None:
+            lines.append(f"{g}: no alternation measured (every round throttled)")
+            continue
+        lines.append(f"{g}: {s['us_median']:.2f} µs, {s['pct_median']:.1f}% of the copy ceiling "
+                     f"(alternations {s['pct_min']:.1f}-{s['pct_max']:.1f}%; ceiling {s['ceiling_min_tbps']:.3f}-"
+                     f"{s['ceiling_max_tbps']:.3f} TB/s; {s['alternations']} of {s['alternations'] + s['unmeasured']}"
+                     " measured)")
+    return lines
+
+
+def run_check(backend: Any, loaded: Any, geometries: Sequence[Any], launches: Mapping[str, int], rounds: int,
+              times: int) -> list[dict[str, Any]]:
+    """``times`` alternations of one copy-ceiling trial (harness copy_ceiling, trials=1) and the champion's
+    ``rounds`` timed batches at each geometry; even alternations take the ceiling first, odd ones after."""
+    trials = []
+    for i in range(times):
+        row: dict[str, Any] = {"us": {}, "discarded": {}}
+        if i % 2 == 0:
+            row["ceiling_tbps"] = backend.copy_ceiling(trials=1)["ceiling_tbps"]
+        for g in geometries:
+            s = backend.measure([("champ", loaded)], g, rounds, launches[g.name])
+            ts = s.times_us.get("champ") or []
+            row["us"][g.name] = statistics.median(ts) if ts else None
+            row["discarded"][g.name] = s.discarded
+        if i % 2 == 1:
+            row["ceiling_tbps"] = backend.copy_ceiling(trials=1)["ceiling_tbps"]
+        trials.append(row)
+    return trials
