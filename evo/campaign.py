@@ -599,7 +599,7 @@ class Campaign:
             check["geometries"] = ceiling_mod.summarize(trials, {g.name: self.family.bytes_moved(g) for g in geos})
         except Exception as e:  # a GPU fault here must not cost the campaign its ledger
             check["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        self.ledger.set_meta("ceiling_checks", [*(self.ledger.meta("ceiling_checks") or []), check])
+        self.ledger.append_meta("ceiling_checks", check)  # (workers sharing a campaign each add theirs)
         for line in ceiling_mod.describe(check):
             self.out(f"champion #{champ.id} against the copy ceiling, side by side: {line}")
         return check

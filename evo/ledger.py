@@ -561,6 +561,10 @@ class Ledger:
         rdb = self._rdb()
         t = models.TrialModel
         with self._session() as session:
+            if meta or meta_max:  # study meta: two workers' first writes of a key must not both insert it (on
+                # PostgreSQL a UniqueViolation of elapsed_s seen in CI). The study lock first, then the trial's row,
+                # the order ask() and append_meta() take them in.
+                self._lock_study(session)
             # A no-op UPDATE first: on SQLite it takes the database write lock before anything is read (the FOR
             # UPDATE below is no lock there), so of two workers recovering one dead trial the second reads it
             # finished, instead of inserting its attrs after the first's commit (UNIQUE constraint failed).

@@ -273,6 +273,8 @@ class WorkerCampaign(Campaign):
             if prefetch is not None:
                 prefetch.close()
         self.champion = led.champion() or self.baseline
+        if stopped != "interrupted by the user":
+            self.ceiling_check()  # this worker's own, on its GPU: each worker appends one
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 
 

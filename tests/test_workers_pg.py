@@ -187,6 +187,8 @@ def test_three_workers_share_one_campaign(storage, tmp_path):
     procs = _workers(cfg, url, tmp_path)
     outs = _finish(procs, tmp_path)
     _check(url, campaign, procs)
+    # each worker's run ends with its champion against the copy ceiling; no concurrent append is lost
+    assert len(Ledger(url, campaign, FAM.knobs).meta("ceiling_checks")) == WORKERS
     assert sum("joins campaign" in o for o in outs) == WORKERS
     assert "evo:evo@" not in "".join(outs)  # the password is not printed
 
