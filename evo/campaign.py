@@ -564,7 +564,8 @@ class Campaign:
             if s.stopped_early:
                 early_at = g.name
                 break
-        res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"))
+        res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule,
+                        self.ceiling.get("ceiling_tbps"), p.watched_slack)
         if early_at is not None and "physics" not in res.verdict.reason:
             iv = res.vs_parent[early_at]
             res.verdict = Verdict.rejected(

@@ -64,6 +64,9 @@ class PerfGateConfig:
     # At the end of each run the champion's time and the copy ceiling are measured alternately this many times
     # (evo/ceiling.py): "% of the copy ceiling" from figures taken side by side. 0: off.
     ceiling_check: int = 6
+    # A watched geometry (weight 0) may be this fraction slower than the champion in a step that wins where the
+    # weights are, never slower than the baseline. 0: no slower beyond noise (gates/perf.py).
+    watched_slack: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -425,7 +428,8 @@ def _gates(raw: Any) -> GateConfig:
     )
     pf = _section(g.get("perf"), "gates.perf",
                   {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0,
-                   "early_rounds": 0, "launch": 0, "ceiling_check": 0})
+                   "early_rounds": 0, "launch": 0, "ceiling_check": 0,
+                   "watched_slack": 0})
     perf = PerfGateConfig(
         rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
         aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
@@ -437,6 +441,7 @@ def _gates(raw: Any) -> GateConfig:
         early_rounds=_num(pf, "early_rounds", "gates.perf", int, 6, lo=0, hi=999),
         launch=_choice(pf, "launch", "gates.perf", ("plain", "pdl"), "plain"),
         ceiling_check=_num(pf, "ceiling_check", "gates.perf", int, 6, lo=0, hi=100),
+        watched_slack=_num(pf, "watched_slack", "gates.perf", float, 0.0, lo=0.0, hi=0.5),
     )
     if perf.early_rounds and not 4 <= perf.early_rounds < perf.rounds:
         raise ConfigError(f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 "

@@ -30,7 +30,8 @@ def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -
             s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
             samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"], None, s.discarded,
                                        camp.family.bytes_moved(g)))
-        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"))
+        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule,
+                        camp.ceiling.get("ceiling_tbps"), p.watched_slack)
         accepted += res.verdict.status == ACCEPTED
         lows.append(min(iv.lo for iv in res.vs_parent.values()))
     out: dict[str, Any] = {"at": now(), "backend": camp.backend.name,

@@ -4,7 +4,8 @@ A win needs the lower confidence bound of the per-pair speedup over the
 champion to clear ``1 + max(min_gain, 3 x noise floor)`` on every weighted
 geometry (rule "every"), or on their weighted geometric mean with no weighted
 geometry regressing (rule "weighted"). Watched geometries (weight 0) only
-must not regress beyond noise. A time that implies more bandwidth than the
+must not regress beyond noise, or, with ``watched_slack``, by more than that
+fraction against the champion and never below the baseline. A time that implies more bandwidth than the
 measured copy ceiling is a measurement error or skipped work, never a win.
 """
 
@@ -77,7 +78,7 @@ def ratios(ref: Sequence[float], cand: Sequence[float]) -> list[float]:
 
 
 def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.01, confidence: float = 0.95,
-              rule: str = "every", ceiling_tbps: float | None = None) -> PerfResult:
+              rule: str = "every", ceiling_tbps: float | None = None, watched_slack: float = 0.0) -> PerfResult:
     res = PerfResult(Verdict.rejected("perf", "no samples"))
     need = threshold(min_gain, floor)
     regress = 1.0 - 3.0 * floor
@@ -107,9 +108,24 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
             return res
     for s in samples:
         iv = res.vs_parent[s.geometry]
-        if iv.hi < regress:
+        if s.weight > 0 or not watched_slack:
+            if iv.hi < regress:
+                res.verdict = Verdict.rejected(
+                    "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)")
+                return res
+            continue
+        # a watched geometry may give a little back for a win where the weights are, never more than the slack
+        # a step and never below the baseline (so steps cannot add up to a loss against the user's kernel)
+        if iv.hi < 1.0 - max(watched_slack, 3.0 * floor):
             res.verdict = Verdict.rejected(
-                "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)")
+                "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the watched slack of "
+                        f"{max(watched_slack, 3.0 * floor):.2%})")
+            return res
+        ivb = res.vs_baseline[s.geometry]
+        if ivb.hi < regress:
+            res.verdict = Verdict.rejected(
+                "perf", f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise "
+                        "band; a watched geometry's slack is against the champion only)")
             return res
     if rule == "every":
         for s in weighted:

@@ -232,6 +232,8 @@ BAD = [
     ("prefetch_word", _doc(worker="{prefetch: soon}"), "worker.prefetch", "allowed: auto or an integer 0..16"),
     ("early_rounds_too_many", _doc(gates="{perf: {rounds: 12, early_rounds: 12}}"), "gates.perf.early_rounds",
      "0 (off) or from 4 to rounds - 1"),
+    ("watched_slack_too_big", _doc(gates="{perf: {watched_slack: 0.6}}"), "gates.perf.watched_slack", "0.5"),
+    ("ceiling_check_negative", _doc(gates="{perf: {ceiling_check: -1}}"), "gates.perf.ceiling_check", "0"),
 ]
 
 

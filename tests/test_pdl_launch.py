@@ -18,7 +18,8 @@ TMA = {"expand": "mma", "qload": "tma", "row_groups": 1, "rows_per_block": 16, "
 
 
 def _variant(tmp_path: Path, perf_tail: str, backend: str = "gpu") -> Path:
-    text = PDL_CFG.read_text().replace(", launch: pdl}", perf_tail + "}")
+    text, n = re.subn(r",\s*launch: pdl\}", perf_tail + "}", PDL_CFG.read_text())
+    assert n == 1, "the shipped PDL config no longer ends its perf gates with launch: pdl"
     text = re.sub(r"^backend: .*$", f"backend: {backend}", text, flags=re.M)
     text += f"storage: sqlite:///{tmp_path / 'c.db'}\n"
     p = tmp_path / "c.yaml"
