@@ -589,13 +589,17 @@ class Campaign:
         check: dict[str, Any] = {"champion": champ.id, "genome_key": champ.genome_key, "at": now(),
                                  "backend": self.backend.name, "simulated": self.simulated,
                                  "method": (f"{p.ceiling_check} alternations of one copy-ceiling trial and the "
-                                            f"champion's {p.rounds} batches (graph x launches, median; throttled "
-                                            "rounds dropped) at each weighted geometry, the ceiling first in every "
-                                            "other one; each alternation's own ratio")}
+                                            f"champion's {p.rounds} batches (graph x launches of about "
+                                            f"{p.batch_ms:g} ms, median; throttled rounds dropped) at each weighted "
+                                            "geometry, the ceiling first in every other one; each alternation's own "
+                                            "ratio")}
         check["method"] += self._launches_note([("champ", champ)], geos[0])
         try:
             loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
-            trials = ceiling_mod.run_check(self.backend, loaded, geos, self.launches, p.rounds, p.ceiling_check)
+            # batches of about batch_ms of the champion itself (the campaign's are sized by the baseline's launch)
+            launches = {g.name: self.backend.launches_for(loaded, g) for g in geos}
+            check["launches"] = launches
+            trials = ceiling_mod.run_check(self.backend, loaded, geos, launches, p.rounds, p.ceiling_check)
             check["trials"] = trials
             check["geometries"] = ceiling_mod.summarize(trials, {g.name: self.family.bytes_moved(g) for g in geos})
         except Exception as e:  # a GPU fault here must not cost the campaign its ledger

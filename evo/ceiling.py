@@ -3,7 +3,10 @@
 Every attempt's "% of the copy ceiling" divides its time by the ceiling measured once when the campaign started,
 minutes earlier and on a cooler card. At the end of a run the champion's time and the copy ceiling are measured
 alternately (``gates.perf.ceiling_check`` times, the order swapped every other time so that a drift weighs on both),
-and each alternation gives its own ratio: the figure a roofline claim should quote. The result is kept in the
+and each alternation gives its own ratio: the figure a roofline claim should quote. The champion's batches are
+sized for the champion itself (about batch_ms each; a campaign times every part with the baseline's launch count):
+right after the ceiling's copies of 4 GiB the card ran the fp4 champion's 1 ms batches 11% slower for all of their 12
+rounds (logs/h200/2026-12-01-session17/d), and the log gives the two orders' medians apart. The result is kept in the
 ledger's ``ceiling_checks`` (one entry a run) and shown in the log.
 """
 
@@ -31,12 +34,18 @@ def summarize(trials: Sequence[Mapping[str, Any]], bytes_moved: Mapping[str, int
         ratios = [p for p in (pct(nbytes, us, c) for us, c in pairs) if p is not None]
         times = [us for us, _ in pairs if us]
         ceils = [c for us, c in pairs if us and c]
+        by_first = {f: [t["us"].get(g) for t in trials if t.get("first") == f and t["us"].get(g)]
+                    for f in ("ceiling", "champion")}
         out[g] = {"pct_median": statistics.median(ratios) if ratios else None,
                   "pct_min": min(ratios) if ratios else None, "pct_max": max(ratios) if ratios else None,
                   "us_median": statistics.median(times) if times else None,
                   "ceiling_median_tbps": statistics.median(ceils) if ceils else None,
                   "ceiling_min_tbps": min(ceils) if ceils else None, "ceiling_max_tbps": max(ceils) if ceils else None,
-                  "alternations": len(ratios), "unmeasured": len(pairs) - len(ratios)}
+                  "alternations": len(ratios), "unmeasured": len(pairs) - len(ratios),
+                  # the champion's median time where the ceiling's copies came just before it, and where they did not
+                  "us_median_ceiling_first": statistics.median(by_first["ceiling"]) if by_first["ceiling"] else None,
+                  "us_median_champion_first": (statistics.median(by_first["champion"]) if by_first["champion"]
+                                               else None)}
     return out
 
 
@@ -52,8 +61,13 @@ def describe(check: Mapping[str, Any]) -> list[str]:
         lines.append(f"{g}: {s['us_median']:.2f} µs, {s['pct_median']:.1f}% of the copy ceiling "
                      f"(alternations {s['pct_min']:.1f}-{s['pct_max']:.1f}%; ceiling {s['ceiling_min_tbps']:.3f}-"
                      f"{s['ceiling_max_tbps']:.3f} TB/s; {s['alternations']} of {s['alternations'] + s['unmeasured']}"
-                     " measured)")
+                     " measured" + _order(s) + ")")
     return lines
+
+
+def _order(s: Mapping[str, Any]) -> str:
+    a, b = s.get("us_median_ceiling_first"), s.get("us_median_champion_first")
+    return f"; right after the copies {a:.2f} µs, before them {b:.2f} µs" if a and b else ""
 
 
 def run_check(backend: Any, loaded: Any, geometries: Sequence[Any], launches: Mapping[str, int], rounds: int,
@@ -62,7 +76,7 @@ def run_check(backend: Any, loaded: Any, geometries: Sequence[Any], launches: Ma
     ``rounds`` timed batches at each geometry; even alternations take the ceiling first, odd ones after."""
     trials = []
     for i in range(times):
-        row: dict[str, Any] = {"us": {}, "discarded": {}}
+        row: dict[str, Any] = {"us": {}, "discarded": {}, "first": "ceiling" if i % 2 == 0 else "champion"}
         if i % 2 == 0:
             row["ceiling_tbps"] = backend.copy_ceiling(trials=1)["ceiling_tbps"]
         for g in geometries:

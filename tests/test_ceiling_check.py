@@ -43,6 +43,11 @@ def test_ratios_are_each_alternations_own():
     lines = ceiling.describe({"geometries": s})
     assert lines[0].startswith("a: 20.00 µs, 79.5% of the copy ceiling (alternations 79.4-87.5%")
     assert "1 of 3 measured" in lines[1]
+    trials[0]["first"], trials[1]["first"], trials[2]["first"] = "ceiling", "champion", "ceiling"
+    s = ceiling.summarize(trials, {"a": nbytes})
+    assert (s["a"]["us_median_ceiling_first"], s["a"]["us_median_champion_first"]) == (20.5, 20.0)
+    assert ceiling.describe({"geometries": s})[0].endswith(
+        "3 of 3 measured; right after the copies 20.50 µs, before them 20.00 µs)")
     none = ceiling.summarize([{"ceiling_tbps": 4.0, "us": {"a": None}}], {"a": nbytes})
     assert ceiling.describe({"geometries": none}) == ["a: no alternation measured (every round throttled)"]
     assert ceiling.describe({"error": "KernelCrash: boom"}) == ["not measured: KernelCrash: boom"]
@@ -66,6 +71,7 @@ def test_alternations_swap_which_comes_first():
     assert kinds == ["ceiling", "g1", "g2", "g1", "g2", "ceiling", "ceiling", "g1", "g2"]
     assert calls[0][1] == {"trials": 1} and calls[1][1:] == ("g1", 12, 10, ["champ"])
     assert [t["us"] for t in trials] == [{"g1": 2.0, "g2": 2.0}] * 3
+    assert [t["first"] for t in trials] == ["ceiling", "champion", "ceiling"]
     assert trials[0]["discarded"] == {"g1": 1, "g2": 1}
 
 
@@ -81,6 +87,7 @@ def test_a_run_ends_with_the_check_and_each_run_adds_one(tmp_path):
     assert list(c["geometries"]) == ["in7168_out18432"]  # the weighted geometries only
     s = c["geometries"]["in7168_out18432"]
     assert s["alternations"] == 6 and 0 < s["pct_median"] < 100
+    assert c["launches"] == {"in7168_out18432": camp.backend.launches_for(None, camp.cfg.geometries[0])}
     assert any(f"champion #{summary.champion.id} against the copy ceiling, side by side: in7168_out18432:" in m
                for m in out)
     log = render_log(camp.ledger.attempts(), camp.ledger.all_meta())

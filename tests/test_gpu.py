@@ -105,3 +105,24 @@ def test_copy_ceiling_is_the_best_of_its_trials():
     for t in c["trials"]:
         assert 0.3 < t["own_kernel_tbps"] <= c["own_kernel_tbps"] and 0.3 < t["copyto_tbps"] <= c["copyto_tbps"]
     assert c["ceiling_tbps"] == max(c["own_kernel_tbps"], c["copyto_tbps"]) < 10.0
+
+
+def test_ceiling_check_alternates_on_the_gpu():
+    # evo/ceiling.py on the GPU backend: a copy-ceiling trial of 4 GiB and the kernel's own batches, in turns
+    from evo import ceiling
+    from harness.gpu import GpuBackend
+
+    fam = load_family("mhc_pre_big_fuse")
+    g = Geometry("T4096_H4096", {"T": 4096, "H": 4096, "S": 1, "prenorm": False})
+    b = Builder(fam, [g])
+    be = GpuBackend(fam, [g], b, seeds=1, runs=1, batch_ms=2.0)
+    base = fam.baseline()
+    loaded = be.load(b.build(base), base)
+    trials = ceiling.run_check(be, loaded, [g], {g.name: be.launches_for(loaded, g)}, 6, 2)
+    assert [t["first"] for t in trials] == ["ceiling", "champion"]
+    s = ceiling.summarize(trials, {g.name: fam.bytes_moved(g)})[g.name]
+    assert s["alternations"] + s["unmeasured"] == 2
+    for t in trials:
+        assert 1.0 < t["ceiling_tbps"] < 10.0
+    if s["alternations"]:  # (every round of an alternation may be throttled on a busy card)
+        assert 5.0 < s["pct_median"] < 105.0, s
