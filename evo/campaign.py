@@ -67,13 +67,9 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
     if kind == "gpu":
         if not gpu_available():
             raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
-        from harness.device import Nvml
         from harness.gpu import GpuBackend
 
-        nvml = Nvml()
-        return GpuBackend(cfg.family, cfg.geometries, builder, seeds=c.seeds, runs=c.runs,
-                          batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
-                          pdl=cfg.gates.perf.launch == "pdl")
+        return GpuBackend.for_config(cfg, builder)
     from harness.recorded import NotRecorded, RecordedBackend
 
     if cfg.gates.perf.launch != "plain":

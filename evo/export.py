@@ -298,14 +298,10 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
         lines.append(f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
                      f"({champ.verdict.status}) with this machine code")
         return ok, lines
-    from harness.device import Nvml
     from harness.gpu import GpuBackend
 
     c = cfg.gates.correctness
-    nvml = Nvml()
-    be = GpuBackend(fam, list(cfg.geometries), builder, seeds=c.seeds, runs=c.runs,
-                    batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
-                    pdl=cfg.gates.perf.launch == "pdl")
+    be = GpuBackend.for_config(cfg, builder)
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
     ev = be.correctness(be.load(built, knobs))

@@ -122,7 +122,19 @@ class GpuBackend:
         self.baseline_hashes: dict[str, str] = {}
         self.baseline_errors: dict[str, float] = {}
 
+    @classmethod
+    def for_config(cls, cfg: Any, builder: Builder) -> "GpuBackend":
+        """The backend a campaign config asks for: its geometries, correctness seeds and runs, batch_ms, launches
+        (gates.perf.launch) and NVML clocks where NVML is present. ``builder`` must carry cfg.build_defines."""
+        from harness.device import Nvml
+
+        c, p = cfg.gates.correctness, cfg.gates.perf
+        nvml = Nvml()
+        return cls(cfg.family, list(cfg.geometries), builder, seeds=c.seeds, runs=c.runs, batch_ms=p.batch_ms,
+                   nvml=nvml if nvml.available() else None, pdl=p.launch == "pdl")
+
     # --- facts -----------------------------------------------------------
+
     def facts(self) -> dict[str, Any]:
         torch, cupy = self.torch, self.cupy
         props = torch.cuda.get_device_properties(0)

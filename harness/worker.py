@@ -232,16 +232,10 @@ def gpu_backend(config: str, backend: str | None = None, storage: str | None = N
     """Factory run inside the worker: the GPU backend of a campaign config."""
     from evo.config import load_config
     from harness.build import Builder
-    from harness.device import Nvml
     from harness.gpu import GpuBackend
 
     cfg = load_config(config, backend_override=backend, storage_override=storage)
-    c = cfg.gates.correctness
-    nvml = Nvml()
-    return GpuBackend(cfg.family, cfg.geometries, Builder(cfg.family, cfg.geometries, cfg.arch,
-                                                          defines=cfg.build_defines), seeds=c.seeds,
-                      runs=c.runs, batch_ms=cfg.gates.perf.batch_ms, nvml=nvml if nvml.available() else None,
-                      pdl=cfg.gates.perf.launch == "pdl")
+    return GpuBackend.for_config(cfg, Builder(cfg.family, cfg.geometries, cfg.arch, defines=cfg.build_defines))
 
 
 def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:

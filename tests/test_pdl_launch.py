@@ -155,3 +155,18 @@ def test_every_timing_names_each_parts_launch():
     assert Campaign._launches_note(fake, parts, geo) == "; launches: cand PDL, base plain"
     plain = SimpleNamespace(cfg=load_config(ROOT / "configs" / "fp4_matvec.yaml"), family=fam)
     assert Campaign._launches_note(plain, parts, geo) == ""
+
+
+def test_the_gpu_backend_of_a_config_takes_its_launches(monkeypatch):
+    # campaign, worker and export all build their GPU backend through GpuBackend.for_config
+    from harness.gpu import GpuBackend
+
+    got: dict = {}
+    monkeypatch.setattr(GpuBackend, "__init__", lambda self, *a, **kw: got.update(args=a, kw=kw))
+    for path, pdl in ((PDL_CFG, True), (ROOT / "configs" / "fp4_matvec.yaml", False)):
+        cfg = load_config(path)
+        GpuBackend.for_config(cfg, Builder(cfg.family, cfg.geometries, "sm_90", defines=cfg.build_defines))
+        c = cfg.gates.correctness
+        assert got["kw"]["pdl"] is pdl and got["kw"]["batch_ms"] == cfg.gates.perf.batch_ms
+        assert (got["kw"]["seeds"], got["kw"]["runs"]) == (c.seeds, c.runs)
+        assert [g.name for g in got["args"][1]] == [g.name for g in cfg.geometries]
