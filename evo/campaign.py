@@ -600,6 +600,8 @@ class Campaign:
             check["geometries"] = ceiling_mod.summarize(trials, {g.name: self.family.bytes_moved(g) for g in geos})
         except Exception as e:  # a GPU fault here must not cost the campaign its ledger
             check["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        except KeyboardInterrupt:  # Ctrl-C during the check ends the run as the loop's would, with a record
+            check["error"] = "interrupted by the user"
         self.ledger.append_meta("ceiling_checks", check)  # (workers sharing a campaign each add theirs)
         for line in ceiling_mod.describe(check):
             self.out(f"champion #{champ.id} against the copy ceiling, side by side: {line}")

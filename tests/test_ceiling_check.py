@@ -131,3 +131,24 @@ def test_a_failing_check_is_recorded_and_loses_nothing(tmp_path):
     assert c["error"] == "RuntimeError: cudaErrorIllegalAddress: an illegal memory access"
     assert any(m.startswith(f"champion #{summary.champion.id} against the copy ceiling, side by side: not measured: "
                             "RuntimeError") for m in out)
+
+
+def test_ctrl_c_during_the_check_is_recorded(tmp_path):
+    cfg = load_config(_config(tmp_path, 3))
+    rec = RecordedBackend(cfg.family, cfg.geometries, seeds=cfg.gates.correctness.seeds,
+                          runs=cfg.gates.correctness.runs)
+
+    class Interrupted:
+        name, simulated = rec.name, True
+
+        def __getattr__(self, k):
+            return getattr(rec, k)
+
+        def copy_ceiling(self, **kw):
+            if kw:
+                raise KeyboardInterrupt
+            return rec.copy_ceiling()
+
+    camp = Campaign(cfg, out=lambda m: None, command="pytest", backend=Interrupted())
+    assert camp.run().attempts == 3
+    assert camp.ledger.meta("ceiling_checks")[0]["error"] == "interrupted by the user"
