@@ -107,24 +107,29 @@ def test_off_and_out_of_range(tmp_path):
         load_config(_config(tmp_path, 3, ", ceiling_check: -1"))
 
 
+class CheckFails:
+    """The recorded backend, except that the check's ceiling trials raise ``exc`` (the campaign's own ceiling at
+    its start, asked without arguments, works)."""
+
+    def __init__(self, cfg, exc: BaseException):
+        c = cfg.gates.correctness
+        self.rec, self.exc = RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs), exc
+        self.name, self.simulated = self.rec.name, True
+
+    def __getattr__(self, k):
+        return getattr(self.rec, k)
+
+    def copy_ceiling(self, **kw):
+        if kw:
+            raise self.exc
+        return self.rec.copy_ceiling()
+
+
 def test_a_failing_check_is_recorded_and_loses_nothing(tmp_path):
     cfg = load_config(_config(tmp_path, 4))
-    rec = RecordedBackend(cfg.family, cfg.geometries, seeds=cfg.gates.correctness.seeds,
-                          runs=cfg.gates.correctness.runs)
-
-    class Failing:
-        name, simulated = rec.name, True
-
-        def __getattr__(self, k):
-            return getattr(rec, k)
-
-        def copy_ceiling(self, **kw):
-            if kw:  # the campaign's own ceiling at its start works; the check's trials fail
-                raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access\nmore")
-            return rec.copy_ceiling()
-
     out: list[str] = []
-    camp = Campaign(cfg, out=out.append, command="pytest", backend=Failing())
+    backend = CheckFails(cfg, RuntimeError("cudaErrorIllegalAddress: an illegal memory access\nmore"))
+    camp = Campaign(cfg, out=out.append, command="pytest", backend=backend)
     summary = camp.run()
     assert summary.attempts == 4 and len(camp.ledger.attempts()) == 4
     (c,) = camp.ledger.meta("ceiling_checks")
@@ -135,20 +140,6 @@ def test_a_failing_check_is_recorded_and_loses_nothing(tmp_path):
 
 def test_ctrl_c_during_the_check_is_recorded(tmp_path):
     cfg = load_config(_config(tmp_path, 3))
-    rec = RecordedBackend(cfg.family, cfg.geometries, seeds=cfg.gates.correctness.seeds,
-                          runs=cfg.gates.correctness.runs)
-
-    class Interrupted:
-        name, simulated = rec.name, True
-
-        def __getattr__(self, k):
-            return getattr(rec, k)
-
-        def copy_ceiling(self, **kw):
-            if kw:
-                raise KeyboardInterrupt
-            return rec.copy_ceiling()
-
-    camp = Campaign(cfg, out=lambda m: None, command="pytest", backend=Interrupted())
+    camp = Campaign(cfg, out=lambda m: None, command="pytest", backend=CheckFails(cfg, KeyboardInterrupt()))
     assert camp.run().attempts == 3
     assert camp.ledger.meta("ceiling_checks")[0]["error"] == "interrupted by the user"
