@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -118,7 +118,11 @@ class Campaign:
         self.champion: Attempt | None = None
         self._loaded: dict[str, Any] = {}
         self._base_resources: dict[str, Any] = {}
-        self.launches: dict[str, int] = {}
+        self.launches: dict[str, int] = {}  # geometry -> the baseline's launches a graph (A/A)
+        # (genome key, geometry) -> launches a graph of that genome's own: each part's graph is sized for itself.
+        # With every part sized by the baseline, the fp4 champion's 55-launch graphs (1.1 ms) read 20.78 µs where
+        # graphs of its own 410 launches read 20.29 in the same rounds (logs/h200/2026-12-01-session18/e).
+        self._sizes: dict[tuple[str, str], int] = {}
         self._pending_baseline: tuple[Built, Any] | None = None
         self._aa_timing: dict[str, Any] = {}
         self._aa_clocks: dict[str, Any] = {}
@@ -196,7 +200,7 @@ class Campaign:
         ev = self.backend.correctness(loaded, freeze=True)
         hashes = dict(self.backend.baseline_hashes)
         for g in self.cfg.geometries:
-            self.launches[g.name] = self.backend.launches_for(loaded, g)
+            self.launches[g.name] = self._sizes[Genome(base_genome).key, g.name] = self.backend.launches_for(loaded, g)
         if existing is not None:
             frozen = led.meta("baseline_hashes") or {}
             moved = [k for k, v in frozen.items() if hashes.get(k) != v]
@@ -247,6 +251,15 @@ class Campaign:
                                    "baseline_errors": dict(self.backend.baseline_errors), "baseline_id": trial.number})
         self.baseline = a
 
+    def part_launches(self, parts: Sequence[tuple[str, Any]], keys: Sequence[str], g: Any) -> dict[str, int]:
+        """Label -> launches a graph, each part's for itself (about batch_ms), remembered by genome key."""
+        out = {}
+        for (label, loaded), key in zip(parts, keys):
+            if (key, g.name) not in self._sizes:
+                self._sizes[key, g.name] = self.backend.launches_for(loaded, g)
+            out[label] = self._sizes[key, g.name]
+        return out
+
     def _launches_note(self, parts, g) -> str:
         """'; launches: cand PDL, base plain' under gates.perf.launch = pdl (nothing under plain launches): only a
         kernel the family calls PDL-safe (Family.pdl_safe) is launched with PDL."""
@@ -272,7 +285,7 @@ class Campaign:
             if r:
                 self._aa_timing[g.name] = Timing(
                     median(s.times_us["A"]), spread_pct(s.times_us["A"]), len(r), s.discarded,
-                    f"A/A: baseline vs a second copy of itself; batch: graph x {s.launches} launches; pairs: {len(r)}"
+                    f"A/A: baseline vs a second copy of itself; batch: {s.batch_text()}; pairs: {len(r)}"
                     + self._launches_note([("A", a)], g)
                     + (f"; {SIMULATED_LABEL}" if self.simulated else ""))
             for k, v in s.clocks.items():
@@ -529,8 +542,10 @@ class Campaign:
             champ_loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
         base_loaded = self._loaded[self.baseline.genome_key]
         parts = [("cand", loaded), ("champ", champ_loaded)]
+        keys = [a.genome_key, champ.genome_key]
         if champ.id != self.baseline.id:
             parts.append(("base", base_loaded))
+            keys.append(self.baseline.genome_key)
         samples = []
         devinfo: dict[str, Any] = {}
         stop = EarlyStop(p.early_rounds) if p.early_rounds else None
@@ -539,8 +554,9 @@ class Campaign:
         # Weighted geometries first: a clear loser there ends the attempt before the watched ones cost time.
         for g in sorted(self.cfg.geometries, key=lambda g: g.weight <= 0):
             # watched geometries only must not regress beyond noise, which "slower in every pair" does not show
-            s = self.backend.measure(parts, g, p.rounds, self.launches[g.name], stop=stop if g.weight > 0 else None)
-            method = (f"batch: graph x {s.launches} launches; pairs: {len(s.times_us['cand'])} interleaved "
+            s = self.backend.measure(parts, g, p.rounds, self.part_launches(parts, keys, g),
+                                     stop=stop if g.weight > 0 else None)
+            method = (f"batch: {s.batch_text()}; pairs: {len(s.times_us['cand'])} interleaved "
                       f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
                       f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
                       f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}"
@@ -592,8 +608,8 @@ class Campaign:
         check["method"] += self._launches_note([("champ", champ)], geos[0])
         try:
             loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
-            # batches of about batch_ms of the champion itself (the campaign's are sized by the baseline's launch)
-            launches = {g.name: self.backend.launches_for(loaded, g) for g in geos}
+            # batches of about batch_ms of the champion itself, as the campaign timed it
+            launches = {g.name: self.part_launches([("champ", loaded)], [champ.genome_key], g)["champ"] for g in geos}
             check["launches"] = launches
             trials = ceiling_mod.run_check(self.backend, loaded, geos, launches, p.rounds, p.ceiling_check)
             check["trials"] = trials

@@ -4,9 +4,9 @@ Every attempt's "% of the copy ceiling" divides its time by the ceiling measured
 minutes earlier and on a cooler card. At the end of a run the champion's time and the copy ceiling are measured
 alternately (``gates.perf.ceiling_check`` times, the order swapped every other time so that a drift weighs on both),
 and each alternation gives its own ratio: the figure a roofline claim should quote. The champion's batches are
-sized for the champion itself (about batch_ms each; a campaign times every part with the baseline's launch count):
-right after the ceiling's copies of 4 GiB the card ran the fp4 champion's 1 ms batches 11% slower for all of their 12
-rounds (logs/h200/2026-12-01-session17/d), and the log gives the two orders' medians apart. The result is kept in the
+sized for the champion itself (about batch_ms each, as the campaign sizes every part): right after the ceiling's
+copies of 4 GiB the card ran the fp4 champion's 54-launch (1 ms) batches 11% slower in every round, its 414-launch
+ones not (logs/h200/2026-12-01-session17/d, 2026-12-01-session18/e); the log gives the two orders' medians apart. The result is kept in the
 ledger's ``ceiling_checks`` (one entry a run) and shown in the log.
 """
 

@@ -1,8 +1,9 @@
 """The GPU backend: run, check and time compiled variants on the local GPU.
 
 Measuring ideas (printed beside every number, nvbench style):
-- batch: one sample is a CUDA-graph replay of N launches (N chosen so a replay
-  takes about ``batch_ms``), so launch gaps and event resolution drop out;
+- batch: one sample is a CUDA-graph replay of N launches (N chosen for each
+  part so its replay takes about ``batch_ms``), so launch gaps and event
+  resolution drop out;
 - interleaved: candidate, champion and baseline take turns within a round,
   the order rotating, and speedups are per-round ratios;
 - noise: an A/A floor (baseline against a second copy of itself) at start;
@@ -50,9 +51,17 @@ class Loaded:
 class Samples:
     times_us: dict[str, list[float]]  # label -> per-round µs per launch (throttled rounds removed)
     discarded: int
-    launches: int
+    launches: int | dict[str, int]  # per graph: one count for every part, or label -> its own count
     clocks: dict[str, Any]
     stopped_early: bool = False  # gates.perf.EarlyStop cut the rounds short
+
+    def batch_text(self) -> str:
+        """'graph x 55 launches', or 'graphs of cand x 414, champ x 402, base x 55 launches'."""
+        if isinstance(self.launches, dict):
+            if len(set(self.launches.values())) > 1:
+                return "graphs of " + ", ".join(f"{k} x {v}" for k, v in self.launches.items()) + " launches"
+            return f"graph x {next(iter(self.launches.values()), 0)} launches"
+        return f"graph x {self.launches} launches"
 
 
 def _dtype(name: str):
@@ -416,10 +425,17 @@ class GpuBackend:
         return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
 
     def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | None = None, stop: Any = None) -> Samples:
-        """Interleave the parts for ``rounds`` rounds; return µs per launch of each, throttled rounds removed."""
+                launches: int | Mapping[str, int] | None = None, stop: Any = None) -> Samples:
+        """Interleave the parts for ``rounds`` rounds; return µs per launch of each, throttled rounds removed.
+
+        ``launches``: the launches in each part's graph, one count for all, or label -> count (a campaign sizes each
+        part's graph for that part, to about batch_ms); None sizes every graph for the first part."""
         torch = self.torch
-        n = launches or self.launches_for(parts[0][1], g)
+        if isinstance(launches, Mapping):
+            counts = {lb: int(launches[lb]) for lb, _ in parts}
+        else:
+            n = launches or self.launches_for(parts[0][1], g)
+            counts = {lb: n for lb, _ in parts}
         inputs = self.inputs(g, 0)
         # One set of output buffers for every part: the parts run one after another, and a candidate must not
         # win or lose by where its buffers landed in HBM. (Suspect, not yet proven: with a buffer set per part,
@@ -428,7 +444,7 @@ class GpuBackend:
         outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
         graphs = {}
         for label, loaded in parts:
-            graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), n), outs)
+            graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), counts[label]), outs)
         self._warm_up([g for g, _ in graphs.values()])
         labels = [p[0] for p in parts]
         times: dict[str, list[float]] = {lb: [] for lb in labels}
@@ -442,7 +458,7 @@ class GpuBackend:
             throttled = False
             for lb in order:
                 before = self.clock()
-                us = self._time_graph(graphs[lb][0]) / n
+                us = self._time_graph(graphs[lb][0]) / counts[lb]
                 after = self.clock()
                 for c in (before, after):
                     if c is not None:
@@ -462,7 +478,7 @@ class GpuBackend:
         clocks = {"sm_mhz_min": min(sm) if sm else None, "sm_mhz_max": max(sm) if sm else None,
                   "throttled_samples": discarded, "throttle_reasons": reasons}
         del graphs
-        return Samples(times, discarded, n, clocks, early)
+        return Samples(times, discarded, dict(counts) if isinstance(launches, Mapping) else n, clocks, early)
 
     # --- ceilings and peers -------------------------------------------------
     def copy_ceiling(self, gib: float = 4.0, reps: int = 10, trials: int = 3) -> dict[str, Any]:

@@ -149,7 +149,8 @@ class RecordedBackend:
         return int(self.sweep.data["launches"][self.sweep.geo_map[g.name]])
 
     def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | None = None, stop: Any = None) -> Samples:
+                launches: int | Mapping[str, int] | None = None, stop: Any = None) -> Samples:
+        # (the sweep timed every part with its baseline's launch count: that count is what the samples say)
         rg = self.sweep.geo_map[g.name]
         keys = [p[1].functions["key"] for p in parts]
         if len(set(keys)) == 1 and keys[0] == self.baseline_key and len(parts) == 2:

@@ -220,8 +220,8 @@ class WorkerBackend:
     def launches_for(self, loaded: RemoteLoaded, g: Any) -> int:
         return self._call("launches_for", (loaded, g))
 
-    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int, launches: int | None = None,
-                stop: Any = None):
+    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int,
+                launches: int | Mapping[str, int] | None = None, stop: Any = None):
         return self._call("measure", (list(parts), g, rounds, launches), {"stop": stop} if stop is not None else {})
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:

@@ -107,9 +107,8 @@ def test_copy_ceiling_is_the_best_of_its_trials():
     assert c["ceiling_tbps"] == max(c["own_kernel_tbps"], c["copyto_tbps"]) < 10.0
 
 
-def test_ceiling_check_alternates_on_the_gpu():
-    # evo/ceiling.py on the GPU backend: a copy-ceiling trial of 4 GiB and the kernel's own batches, in turns
-    from evo import ceiling
+def _baseline_at_t4096():
+    """mhc_pre_big_fuse's baseline loaded on the GPU backend at T4096_H4096 (batches of about 2 ms)."""
     from harness.gpu import GpuBackend
 
     fam = load_family("mhc_pre_big_fuse")
@@ -118,6 +117,14 @@ def test_ceiling_check_alternates_on_the_gpu():
     be = GpuBackend(fam, [g], b, seeds=1, runs=1, batch_ms=2.0)
     base = fam.baseline()
     loaded = be.load(b.build(base), base)
+    return fam, g, be, loaded
+
+
+def test_ceiling_check_alternates_on_the_gpu():
+    # evo/ceiling.py on the GPU backend: a copy-ceiling trial of 4 GiB and the kernel's own batches, in turns
+    from evo import ceiling
+
+    fam, g, be, loaded = _baseline_at_t4096()
     trials = ceiling.run_check(be, loaded, [g], {g.name: be.launches_for(loaded, g)}, 6, 2)
     assert [t["first"] for t in trials] == ["ceiling", "champion"]
     s = ceiling.summarize(trials, {g.name: fam.bytes_moved(g)})[g.name]
@@ -126,3 +133,16 @@ def test_ceiling_check_alternates_on_the_gpu():
         assert 1.0 < t["ceiling_tbps"] < 10.0
     if s["alternations"]:  # (every round of an alternation may be throttled on a busy card)
         assert 5.0 < s["pct_median"] < 105.0, s
+
+
+def test_measure_sizes_each_parts_graph_as_asked():
+    # a campaign gives each part a graph of its own length; per-launch times must not depend on it beyond noise
+    _, g, be, loaded = _baseline_at_t4096()
+    n = be.launches_for(loaded, g)
+    s = be.measure([("short", loaded), ("long", loaded)], g, 8, {"short": max(3, n // 4), "long": n})
+    assert s.launches == {"short": max(3, n // 4), "long": n}
+    assert s.batch_text() == f"graphs of short x {max(3, n // 4)}, long x {n} launches"
+    if s.times_us["long"]:  # (every round may be throttled on a busy card)
+        short, long = sorted(s.times_us["short"]), sorted(s.times_us["long"])
+        assert 0.8 < short[len(short) // 2] / long[len(long) // 2] < 1.25
+    assert be.measure([("a", loaded)], g, 2, 7).launches == 7

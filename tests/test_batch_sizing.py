@@ -1,0 +1,71 @@
+"""A campaign sizes each part's CUDA graph for that part (about gates.perf.batch_ms of it), not every part by the
+baseline's launch count: short graphs of a fast candidate read slower than long ones (logs/h200/2026-12-01-session18/e)."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+
+from evo.campaign import Campaign
+from evo.config import load_config
+from evo.genome import Genome
+from harness.gpu import Samples
+from harness.recorded import RecordedBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SizingBackend(RecordedBackend):
+    """The recorded H200 sweep, with a launch count of each genome's own and every measure call noted."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.sized: list[tuple[str, str]] = []
+        self.measured: list[tuple[list[str], list[str], object]] = []
+
+    @staticmethod
+    def count(key: str, geometry: str) -> int:
+        return 10 + zlib.crc32(f"{key}/{geometry}".encode()) % 500
+
+    def launches_for(self, loaded, g):
+        self.sized.append((loaded.functions["key"], g.name))
+        return self.count(loaded.functions["key"], g.name)
+
+    def measure(self, parts, g, rounds, launches=None, stop=None):
+        self.measured.append(([p[0] for p in parts], [p[1].functions["key"] for p in parts], launches))
+        n = len(self.sized)
+        s = super().measure(parts, g, rounds, launches, stop)
+        del self.sized[n:]  # (the recorded samples' own count of the sweep's launches)
+        return Samples(s.times_us, s.discarded, launches, s.clocks, s.stopped_early)
+
+
+def test_each_part_gets_a_graph_of_its_own_size(tmp_path):
+    text = (ROOT / "configs" / "fp4_matvec.yaml").read_text()
+    text = re.sub(r"^budget: .*$", "budget: {attempts: 14}", text, flags=re.M)
+    text = re.sub(r"^backend: .*$", "backend: recorded", text, flags=re.M)
+    p = tmp_path / "c.yaml"
+    p.write_text(text + f"storage: sqlite:///{tmp_path / 'c.db'}\n")
+    cfg = load_config(p)
+    backend = SizingBackend(cfg.family, cfg.geometries)
+    camp = Campaign(cfg, out=lambda m: None, command="pytest", backend=backend)
+    summary = camp.run()
+    base_key = Genome(camp.family.baseline()).key
+    measured = [(keys, n) for labels, keys, n in backend.measured if labels[0] == "cand"]
+    assert measured, "no attempt reached the performance gate"
+    for keys, n in measured:
+        # n: label -> count, each the count launches_for gave that part's own genome
+        assert isinstance(n, dict) and len(n) == len(keys) and set(n) <= {"cand", "champ", "base"}
+        for key, label in zip(keys, ["cand", "champ", "base"]):
+            assert n[label] in {backend.count(key, g.name) for g in cfg.geometries}
+    # A/A: the baseline's own count for both copies
+    aa = [n for labels, keys, n in backend.measured if labels == ["A", "B"]]
+    assert aa and all(n in {backend.count(base_key, g.name) for g in cfg.geometries} for n in aa)
+    # the ceiling check's: the champion's own
+    champ = [(keys, n) for labels, keys, n in backend.measured if labels == ["champ"]]
+    assert champ and all(n in {backend.count(keys[0], g.name) for g in cfg.geometries} for keys, n in champ)
+    # each genome is sized once a geometry, however often it is timed
+    assert len(backend.sized) == len(set(backend.sized))
+    timed = [a for a in camp.ledger.attempts() if a.timings]
+    assert any("graphs of cand x " in t.method for a in timed for t in a.timings.values())
+    assert summary.attempts == 14
