@@ -6,8 +6,9 @@ alternately (``gates.perf.ceiling_check`` times, the order swapped every other t
 and each alternation gives its own ratio: the figure a roofline claim should quote. The champion's batches are
 sized for the champion itself (about batch_ms each, as the campaign sizes every part): right after the ceiling's
 copies of 4 GiB the card ran the fp4 champion's 54-launch (1 ms) batches 11% slower in every round, its 414-launch
-ones not (logs/h200/2026-12-01-session17/d, 2026-12-01-session18/e); the log gives the two orders' medians apart. The result is kept in the
-ledger's ``ceiling_checks`` (one entry a run) and shown in the log.
+ones not (logs/h200/2026-12-01-session17/d, 2026-12-01-session18/e); the log gives the two orders' medians apart,
+and the NVML reasons of throttled rounds. The result is kept in the ledger's ``ceiling_checks`` (one entry a run)
+and shown in the log.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from harness.device import reason_text
 
 
 def pct(bytes_moved: int, us: float | None, tbps: float | None) -> float | None:
@@ -42,6 +45,8 @@ def summarize(trials: Sequence[Mapping[str, Any]], bytes_moved: Mapping[str, int
                   "ceiling_median_tbps": statistics.median(ceils) if ceils else None,
                   "ceiling_min_tbps": min(ceils) if ceils else None, "ceiling_max_tbps": max(ceils) if ceils else None,
                   "alternations": len(ratios), "unmeasured": len(pairs) - len(ratios),
+                  # why rounds were dropped: the NVML reasons of the throttled rounds, over all alternations
+                  "throttle": sorted({r for t in trials for r in (t.get("throttle") or {}).get(g, "").split(",") if r}),
                   # the champion's median time where the ceiling's copies came just before it, and where they did not
                   "us_median_ceiling_first": statistics.median(by_first["ceiling"]) if by_first["ceiling"] else None,
                   "us_median_champion_first": (statistics.median(by_first["champion"]) if by_first["champion"]
@@ -55,13 +60,15 @@ def describe(check: Mapping[str, Any]) -> list[str]:
         return [f"not measured: {check['error']}"]
     lines = []
     for g, s in (check.get("geometries") or {}).items():
+        why = f": {', '.join(s['throttle'])}" if s.get("throttle") else ""
         if s.get("pct_median") is None:
-            lines.append(f"{g}: no alternation measured (every round throttled)")
+            lines.append(f"{g}: no alternation measured (every round throttled{why})")
             continue
         lines.append(f"{g}: {s['us_median']:.2f} µs, {s['pct_median']:.1f}% of the copy ceiling "
                      f"(alternations {s['pct_min']:.1f}-{s['pct_max']:.1f}%; ceiling {s['ceiling_min_tbps']:.3f}-"
                      f"{s['ceiling_max_tbps']:.3f} TB/s; {s['alternations']} of {s['alternations'] + s['unmeasured']}"
-                     " measured" + _order(s) + ")")
+                     " measured" + (f", the others' every round throttled{why}" if s["unmeasured"] else "")
+                     + _order(s) + ")")
     return lines
 
 
@@ -84,6 +91,8 @@ def run_check(backend: Any, loaded: Any, geometries: Sequence[Any], launches: Ma
             ts = s.times_us.get("champ") or []
             row["us"][g.name] = statistics.median(ts) if ts else None
             row["discarded"][g.name] = s.discarded
+            if s.discarded and s.clocks.get("throttle_reasons"):
+                row.setdefault("throttle", {})[g.name] = reason_text(int(s.clocks["throttle_reasons"]))
         if i % 2 == 1:
             row["ceiling_tbps"] = backend.copy_ceiling(trials=1)["ceiling_tbps"]
         trials.append(row)

@@ -81,9 +81,13 @@ class ClockSample:
 
     def describe(self) -> str:
         """Names of the set reason bits, e.g. ``"gpu_idle,sw_power_cap"``; ``"none"`` if none."""
-        names = [REASON_NAMES.get(1 << i, hex(1 << i))
-                 for i in range(self.reasons.bit_length()) if self.reasons >> i & 1]
-        return ",".join(names) or "none"
+        return reason_text(self.reasons)
+
+
+def reason_text(reasons: int) -> str:
+    """NVML clock-event reason bits by name, e.g. ``"gpu_idle,sw_power_cap"``; ``"none"`` if none."""
+    names = [REASON_NAMES.get(1 << i, hex(1 << i)) for i in range(reasons.bit_length()) if reasons >> i & 1]
+    return ",".join(names) or "none"
 
 
 def _text(value: Any) -> str:

@@ -63,7 +63,7 @@ def test_alternations_swap_which_comes_first():
 
         def measure(self, parts, g, rounds, launches):
             calls.append(("measure", g.name, rounds, launches, [p[0] for p in parts]))
-            return SimpleNamespace(times_us={"champ": [3.0, 1.0, 2.0]}, discarded=1)
+            return SimpleNamespace(times_us={"champ": [3.0, 1.0, 2.0]}, discarded=1, clocks={"throttle_reasons": 0x5})
 
     geos = [SimpleNamespace(name="g1"), SimpleNamespace(name="g2")]
     trials = ceiling.run_check(Backend(), object(), geos, {"g1": 10, "g2": 20}, 12, 3)
@@ -73,6 +73,21 @@ def test_alternations_swap_which_comes_first():
     assert [t["us"] for t in trials] == [{"g1": 2.0, "g2": 2.0}] * 3
     assert [t["first"] for t in trials] == ["ceiling", "champion", "ceiling"]
     assert trials[0]["discarded"] == {"g1": 1, "g2": 1}
+    assert trials[0]["throttle"] == {"g1": "gpu_idle,sw_power_cap", "g2": "gpu_idle,sw_power_cap"}
+
+
+def test_unmeasured_alternations_say_why():
+    trials = [{"ceiling_tbps": 4.0, "us": {"a": 20.0}, "first": "ceiling"},
+              {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "champion", "throttle": {"a": "sw_power_cap"}},
+              {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "ceiling",
+               "throttle": {"a": "hw_slowdown,sw_power_cap"}}]
+    s = ceiling.summarize(trials, {"a": 70_000_000})
+    assert s["a"]["throttle"] == ["hw_slowdown", "sw_power_cap"]
+    assert ("1 of 3 measured, the others' every round throttled: hw_slowdown, sw_power_cap"
+            in ceiling.describe({"geometries": s})[0])
+    s = ceiling.summarize(trials[1:], {"a": 70_000_000})
+    assert ceiling.describe({"geometries": s}) == [
+        "a: no alternation measured (every round throttled: hw_slowdown, sw_power_cap)"]
 
 
 def test_a_run_ends_with_the_check_and_each_run_adds_one(tmp_path):
