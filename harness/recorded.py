@@ -150,7 +150,7 @@ class RecordedBackend:
 
     def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
                 launches: int | Mapping[str, int] | None = None, stop: Any = None) -> Samples:
-        # (the sweep timed every part with its baseline's launch count: that count is what the samples say)
+        # (the counts the sweep timed with, whatever ``launches`` asks: that is what the samples say)
         rg = self.sweep.geo_map[g.name]
         keys = [p[1].functions["key"] for p in parts]
         if len(set(keys)) == 1 and keys[0] == self.baseline_key and len(parts) == 2:
@@ -175,7 +175,10 @@ class RecordedBackend:
         early = stop is not None and stop.after < n and stop.hit({k: v[:stop.after] for k, v in times.items()})
         if early:
             n = stop.after
-        return Samples({k: v[:n] for k, v in times.items()}, disc, self.launches_for(parts[0][1], g), clocks, early)
+        # sweeps from session 18 on keep each genome's own graph length ("n"); older ones timed all by the baseline's
+        counts = {label: self._entry(key).get("n", {}).get(rg, self.launches_for(loaded, g))
+                  for (label, loaded), key in zip(parts, keys)}
+        return Samples({k: v[:n] for k, v in times.items()}, disc, counts, clocks, early)
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
         rec = self.sweep.data.get("peer_torch_compile", {})

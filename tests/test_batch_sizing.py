@@ -70,3 +70,26 @@ def test_each_part_gets_a_graph_of_its_own_size(tmp_path):
     timed = [a for a in camp.ledger.attempts() if a.timings]
     assert any("graphs of cand x " in t.method for a in timed for t in a.timings.values())
     assert summary.attempts == 14
+
+
+def test_recorded_samples_carry_the_counts_the_sweep_timed_with():
+    # older sweeps timed every genome with the baseline's count; a sweep from tools/sweep.py now keeps each
+    # genome's own ("n"), and the recorded samples say which
+    cfg = load_config(ROOT / "configs" / "fp4_matvec.yaml")
+    be = RecordedBackend(cfg.family, cfg.geometries)
+    g = cfg.geometries[0]
+    rg = be.sweep.geo_map[g.name]
+    base = be.load(None, cfg.family.baseline())
+    key = next(k for k, e in be.sweep.data["genomes"].items()
+               if "t" in e and rg in e["t"] and k != be.baseline_key)
+    other = be.load(None, dict(Genome.from_key(key)))
+    old = be.measure([("cand", other), ("base", base)], g, 4, {"cand": 999, "base": 999})
+    assert old.launches == {"cand": be.launches_for(base, g), "base": be.launches_for(base, g)}
+    be.sweep.data["genomes"][key]["n"] = {rg: 412}
+    try:
+        new = be.measure([("cand", other), ("base", base)], g, 4)
+    finally:  # (the sweep's data may be shared with other tests)
+        del be.sweep.data["genomes"][key]["n"]
+    assert new.launches == {"cand": 412, "base": be.launches_for(base, g)}
+    assert new.batch_text() == f"graphs of cand x 412, base x {be.launches_for(base, g)} launches"
+    assert new.times_us == old.times_us

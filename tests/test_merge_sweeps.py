@@ -305,6 +305,8 @@ def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_pa
     assert whole["space"]["order"] == keys and whole["space"]["product"] == 1152 and whole["seed"] == 0
     assert {k: e["same_as"] for k, e in whole["genomes"].items() if "same_as" in e} == {
         keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}
+    timed = [e for e in whole["genomes"].values() if "t" in e]
+    assert timed and all(e["n"].keys() == e["t"].keys() for e in timed)  # each genome's own launches a graph
     paths = []
     for i in (1, 2, 3):
         fake_gpu.slow = 1.0 if i != 2 else 1.02  # shard 2 on a slower GPU

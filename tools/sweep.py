@@ -13,7 +13,8 @@ For every valid genome (baseline first, the rest in a seeded random order so a
 time-limited sweep is a uniform sample): compile (in parallel processes),
 check correctness on every geometry x seed x run against the frozen baseline,
 and time it interleaved with the baseline (``--rounds`` rounds of CUDA-graph
-batches). Genomes whose SASS equals one already swept are stored as
+batches, each graph about ``--batch-ms`` of its own launches, as a campaign
+times them; the genome's count is kept as ``n``). Genomes whose SASS equals one already swept are stored as
 ``same_as``. The A/A pairs of the baseline, the copy ceiling, device facts and
 torch.compile peer timings are stored too, and so are the seed, the knob space
 and the seeded order of its valid genomes (``space``), which the merge checks.
@@ -231,9 +232,13 @@ def main() -> int:
                 for c in ev.checks]
             broken = any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks)
             if not broken:
-                entry["t"], entry["b"], entry["disc"], entry["clk"] = {}, {}, {}, {}
+                entry["t"], entry["b"], entry["disc"], entry["clk"], entry["n"] = {}, {}, {}, {}, {}
                 for geo in geos:
-                    s = be.measure([("g", loaded), ("b", base_loaded)], geo, args.rounds, launches[geo.name])
+                    # each graph about batch_ms of its own launches, as a campaign times them (evo/campaign.py)
+                    n = launches[geo.name] if g == base else be.launches_for(loaded, geo)
+                    s = be.measure([("g", loaded), ("b", base_loaded)], geo, args.rounds,
+                                   {"g": n, "b": launches[geo.name]})
+                    entry["n"][geo.name] = n
                     entry["t"][geo.name] = [round(x, 4) for x in s.times_us["g"]]
                     entry["b"][geo.name] = [round(x, 4) for x in s.times_us["b"]]
                     entry["disc"][geo.name] = s.discarded
