@@ -15,7 +15,6 @@ sweep.
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from evo.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
 from harness.gpu import Loaded, Samples
+from harness.sweepfile import load as load_sweep
+from harness.sweepfile import sweep_files
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
 SAME = "="  # a stored hash equal to the baseline's
@@ -48,9 +49,8 @@ def _params_key(params: Mapping[str, Any]) -> str:
 
 def load_sweeps(family: Family) -> list[dict[str, Any]]:
     out = []
-    for p in sorted((family.folder / "recorded").glob("*.json.gz")):
-        with gzip.open(p, "rt") as f:
-            d = json.load(f)
+    for p in sweep_files(family.folder / "recorded"):
+        d = load_sweep(p)
         d["_path"] = str(p)
         out.append(d)
     return out

@@ -9,7 +9,6 @@ the unsharded sweep gives, to harness/recorded.py and to tools/search_bench.py.
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import harness.gpu
 import harness.recorded as recorded
 from evo.config import load_config
 from evo.genome import Genome
+from harness import sweepfile
 from harness.recorded import RecordedBackend
 from tools import merge_sweeps as ms
 from tools import search_bench as sb
@@ -28,7 +28,7 @@ from tools import sweep
 
 FAMILY = "mhc_pre_big_fuse"
 CONFIG = f"configs/{FAMILY}.yaml"
-REAL = Path(f"candidates/{FAMILY}/recorded/h200-sweep.json.gz")
+REAL = Path(f"candidates/{FAMILY}/recorded/h200-sweep.json.xz")
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def real():
-    with gzip.open(REAL, "rt") as f:
-        return json.load(f)
+    return sweepfile.load(REAL)
 
 
 @pytest.fixture(scope="module")
@@ -62,19 +61,16 @@ def shards_of(data, order, count):
                  space={"knobs": {}, "product": n_product, "valid": len(keys), "order": keys})
         d["genomes"] = {k: copy.deepcopy(e) for k, e in data["genomes"].items() if sweep.in_shard(pos[k], i, count)}
         d["shard"]["genomes"] = len(d["genomes"])
-        out.append((f"s{i}.json.gz", d))
+        out.append((f"s{i}.json.xz", d))
     return out
 
 
 def write(path: Path, data) -> Path:
-    with gzip.open(path, "wt") as f:
-        json.dump(data, f)
-    return path
+    return sweepfile.save(path, data)
 
 
 def backend_on(monkeypatch, cfg, path: Path) -> RecordedBackend:
-    with gzip.open(path, "rt") as f:
-        d = json.load(f)
+    d = sweepfile.load(path)
     d["_path"] = str(path)
     monkeypatch.setattr(recorded, "load_sweeps", lambda family: [d])
     return RecordedBackend(cfg.family, cfg.geometries)
@@ -114,7 +110,7 @@ def test_merge_of_the_partitioned_real_sweep_is_the_sweep(real, order, cfg, tmp_
     assert [s["scale"] for s in merged["merged"]["shards"]] == [{g["name"]: 1.0 for g in real["geometries"]}] * 3
     for k in ("baseline_key", "baseline_hashes", "baseline_errors", "aa", "launches", "geometries", "rounds"):
         assert merged[k] == real[k]
-    path = write(tmp_path / "merged.json.gz", merged)
+    path = write(tmp_path / "merged.json.xz", merged)
     assert sb.load_space(FAMILY, path).scores == sb.load_space(FAMILY, REAL).scores
     keys = list(real["genomes"])[:: 97]
     assert served(backend_on(monkeypatch, cfg, path), cfg, keys) == served(backend_on(monkeypatch, cfg, REAL), cfg,
@@ -132,7 +128,7 @@ def test_a_slower_shard_is_scaled_to_the_reference(real, order, cfg, tmp_path, m
     assert all(v == pytest.approx(1 / 1.03) for v in scale.values())
     assert merged["merged"]["shards"][1]["baseline_median_us"]["T4096_H4096"] == pytest.approx(
         1.03 * merged["merged"]["shards"][0]["baseline_median_us"]["T4096_H4096"])
-    path = write(tmp_path / "merged.json.gz", merged)
+    path = write(tmp_path / "merged.json.xz", merged)
     got, want = sb.load_space(FAMILY, path).scores, sb.load_space(FAMILY, REAL).scores
     assert got.keys() == want.keys()
     for k, v in want.items():
@@ -174,7 +170,7 @@ def _one_line(excinfo) -> str:
 
 def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     s1, s2, s3 = shards_of(real, order, 3)
-    with pytest.raises(ms.MergeError, match=r"s1\.json\.gz and s1\.json\.gz are both shard 1/3") as e:
+    with pytest.raises(ms.MergeError, match=r"s1\.json\.xz and s1\.json\.xz are both shard 1/3") as e:
         ms.merge([s1, s2, s3, s1])
     _one_line(e)
     with pytest.raises(ms.MergeError, match=r"incomplete: 384 of 1152 valid genomes not recorded \(shard 2/3 not "
@@ -187,20 +183,20 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     # A shard of another partition overlaps the others: refused.
     whole = shards_of(real, order, 1)[0]
     with pytest.raises(ms.MergeError, match="not shards of one partition") as e:
-        ms.merge([s1, ("whole.json.gz", whole[1])])
+        ms.merge([s1, ("whole.json.xz", whole[1])])
     _one_line(e)
     # A genome filed under the wrong shard.
     bad = copy.deepcopy(s2)
     stray = next(k for k in s3[1]["genomes"] if k != real["baseline_key"])
     bad[1]["genomes"][stray] = s3[1]["genomes"][stray]
-    with pytest.raises(ms.MergeError, match=r"s2\.json\.gz: genome .* belongs to another shard than 2/3") as e:
+    with pytest.raises(ms.MergeError, match=r"s2\.json\.xz: genome .* belongs to another shard than 2/3") as e:
         ms.merge([s1, bad, s3])
     _one_line(e)
     for field, value, what in [("rounds", 8, r"rounds differs \(10 vs 8\)"), ("seed", 1, "seed differs"),
                                ("family", "fp4_matvec", "family differs"), ("seeds", 2, "seeds differs")]:
         other = copy.deepcopy(s2)
         other[1][field] = value
-        with pytest.raises(ms.MergeError, match=f"s2.json.gz and s1.json.gz are not shards of one sweep: {what}") as e:
+        with pytest.raises(ms.MergeError, match=f"s2.json.xz and s1.json.xz are not shards of one sweep: {what}") as e:
             ms.merge([s1, other, s3])
         _one_line(e)
     other = copy.deepcopy(s2)
@@ -210,7 +206,7 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     other = copy.deepcopy(s2)
     k = next(iter(other[1]["baseline_hashes"]))
     other[1]["baseline_hashes"][k] = "0" * 16
-    with pytest.raises(ms.MergeError, match=r"the baseline's outputs differ between s1.json.gz and s2.json.gz "
+    with pytest.raises(ms.MergeError, match=r"the baseline's outputs differ between s1.json.xz and s2.json.xz "
                                             r"\(1 of 27 hashes\)"):
         ms.merge([s1, other, s3])
     other = copy.deepcopy(s2)
@@ -218,22 +214,22 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     with pytest.raises(ms.MergeError, match="different GPU models"):
         ms.merge([s1, other, s3])
     with pytest.raises(ms.MergeError, match="not a shard file"):
-        ms.merge([("old.json.gz", real)])
+        ms.merge([("old.json.xz", real)])
     with pytest.raises(ms.MergeError, match="already a merge"):
-        ms.merge([("m.json.gz", ms.merge([s1, s2, s3]))])
+        ms.merge([("m.json.xz", ms.merge([s1, s2, s3]))])
 
 
 def test_cli_writes_one_file_or_one_error_line(real, order, tmp_path, capsys):
     paths = [str(write(tmp_path / n, d)) for n, d in shards_of(real, order, 2)]
-    out = tmp_path / "m.json.gz"
+    out = tmp_path / "m.json.xz"
     assert ms.main([*paths, "--out", str(out)]) == 0
     assert "merged: 1152 of 1152 valid genomes; complete" in capsys.readouterr().out
     assert ms.load(out)["genomes"] == real["genomes"]
-    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.gz")]) == 2
+    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.xz")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("merge_sweeps: error: incomplete: 575 of 1152") and err.count("\n") == 1
-    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.gz"), "--allow-partial"]) == 0
-    assert ms.load(tmp_path / "p.json.gz")["stopped"].startswith("partial merge")
+    assert ms.main([paths[0], "--out", str(tmp_path / "p.json.xz"), "--allow-partial"]) == 0
+    assert ms.load(tmp_path / "p.json.xz")["stopped"].startswith("partial merge")
 
 
 # --- tools/sweep.py itself, on a stand-in GPU that serves the recorded sweep -----------------------------------
@@ -299,8 +295,8 @@ def run_sweep(monkeypatch, *args: str) -> int:
 def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_path, order, real, cfg):
     keys = order[1]
     fake_gpu.twins = {keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}  # identical code, across shards
-    assert run_sweep(monkeypatch, "--out", str(tmp_path / "all.json.gz")) == 0
-    whole = ms.load(tmp_path / "all.json.gz")
+    assert run_sweep(monkeypatch, "--out", str(tmp_path / "all.json.xz")) == 0
+    whole = ms.load(tmp_path / "all.json.xz")
     assert whole["shard"] == {"index": 1, "count": 1, "genomes": 1152} and whole["stopped"] == "complete"
     assert whole["space"]["order"] == keys and whole["space"]["product"] == 1152 and whole["seed"] == 0
     assert {k: e["same_as"] for k, e in whole["genomes"].items() if "same_as" in e} == {
@@ -310,13 +306,13 @@ def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_pa
     paths = []
     for i in (1, 2, 3):
         fake_gpu.slow = 1.0 if i != 2 else 1.02  # shard 2 on a slower GPU
-        paths.append(str(tmp_path / f"s{i}.json.gz"))
+        paths.append(str(tmp_path / f"s{i}.json.xz"))
         assert run_sweep(monkeypatch, "--shard", f"{i}/3", "--out", paths[-1]) == 0
         d = ms.load(paths[-1])
         assert d["shard"] == {"index": i, "count": 3, "genomes": 1 + 1151 // 3 + (i <= 1151 % 3)}
         assert len(d["genomes"]) == d["shard"]["genomes"]
-    assert ms.main([*paths, "--out", str(tmp_path / "m.json.gz")]) == 0
-    merged = ms.load(tmp_path / "m.json.gz")
+    assert ms.main([*paths, "--out", str(tmp_path / "m.json.xz")]) == 0
+    merged = ms.load(tmp_path / "m.json.xz")
     assert merged["stopped"] == "complete" and list(merged["genomes"]) == list(whole["genomes"])
     for k, e in whole["genomes"].items():
         m = merged["genomes"][k]
@@ -327,7 +323,7 @@ def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_pa
     assert [s["scale"]["T4096_H4096"] for s in merged["merged"]["shards"]] == pytest.approx([1.0, 1 / 1.02, 1.0])
     twice = merged["merged"]["identical_sass_measured_twice"]
     assert twice["pairs_x_geometries"] == 2 * 3  # keys[5] and keys[9] were measured in their own shards too
-    a, b = sb.load_space(FAMILY, tmp_path / "m.json.gz").scores, sb.load_space(FAMILY, tmp_path / "all.json.gz").scores
+    a, b = sb.load_space(FAMILY, tmp_path / "m.json.xz").scores, sb.load_space(FAMILY, tmp_path / "all.json.xz").scores
     assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in b if b[k] is not None)
     assert [k for k in b if b[k] is None] == [k for k in a if a[k] is None]
 
@@ -339,17 +335,17 @@ def test_sweep_shard_with_compile_only_and_limit(fake_gpu, monkeypatch, tmp_path
     assert _Pool.compiled == [k for j, k in enumerate(keys) if sweep.in_shard(j, 2, 4)]
     # --limit-s: the clock advances 1 s per reading; the baseline is measured even past the limit.
     fake_gpu.tick = 1.0
-    out = tmp_path / "s.json.gz"
+    out = tmp_path / "s.json.xz"
     assert run_sweep(monkeypatch, "--shard", "2/4", "--limit-s", "0", "--out", str(out)) == 0
     d = ms.load(out)
     assert list(d["genomes"]) == [keys[0]] and d["stopped"] == "time limit after 1 of 289 genomes"
-    assert run_sweep(monkeypatch, "--shard", "1/4", "--limit-s", "1e9", "--out", str(tmp_path / "s1.json.gz")) == 0
+    assert run_sweep(monkeypatch, "--shard", "1/4", "--limit-s", "1e9", "--out", str(tmp_path / "s1.json.xz")) == 0
     fake_gpu.clock = 0.0
-    assert run_sweep(monkeypatch, "--shard", "3/4", "--limit-s", "30", "--out", str(tmp_path / "s3.json.gz")) == 0
-    s3 = ms.load(tmp_path / "s3.json.gz")
+    assert run_sweep(monkeypatch, "--shard", "3/4", "--limit-s", "30", "--out", str(tmp_path / "s3.json.xz")) == 0
+    s3 = ms.load(tmp_path / "s3.json.xz")
     n3 = len(s3["genomes"])
     assert s3["stopped"] == f"time limit after {n3} of 289 genomes" and 1 < n3 < 289
-    files = [(p.name, ms.load(p)) for p in (tmp_path / "s1.json.gz", out, tmp_path / "s3.json.gz")]
+    files = [(p.name, ms.load(p)) for p in (tmp_path / "s1.json.xz", out, tmp_path / "s3.json.xz")]
     with pytest.raises(ms.MergeError, match=r"shard 4/4 not given; shard 2/4 stopped: time limit after 1 of 289 "
                                             r"genomes; shard 3/4 stopped: time limit after"):
         ms.merge(files)
@@ -363,18 +359,18 @@ def test_sweep_resume_completes_a_time_limited_sweep(fake_gpu, monkeypatch, tmp_
     genomes only (and the baseline again, for the scale), its times scaled to the first run's baseline, code the
     first run measured linked as same_as, and harness/recorded.py and search_bench read it as the unsharded one."""
     keys = order[1]
-    whole = tmp_path / "all.json.gz"
+    whole = tmp_path / "all.json.xz"
     fake_gpu.twins = {keys[700]: keys[3]}  # in the second part, the same code as a genome of the first
     assert run_sweep(monkeypatch, "--out", str(whole)) == 0
     fake_gpu.tick = 1.0  # one second per clock reading: the first run stops early
-    first = tmp_path / "first.json.gz"
+    first = tmp_path / "first.json.xz"
     assert run_sweep(monkeypatch, "--limit-s", "40", "--out", str(first)) == 0
     f = ms.load(first)
     n1 = len(f["genomes"])
     assert f["stopped"] == f"time limit after {n1} of 1152 genomes" and 1 < n1 < 700
     fake_gpu.tick, fake_gpu.slow = 0.0, 1.03
     _Pool.compiled = []
-    out = tmp_path / "resumed.json.gz"
+    out = tmp_path / "resumed.json.xz"
     assert run_sweep(monkeypatch, "--resume", str(first), "--out", str(out)) == 0
     assert _Pool.compiled == [keys[0]] + keys[n1:]  # the baseline again, then only what the first run lacks
     r = ms.load(out)
@@ -406,14 +402,14 @@ def test_sweep_resume_redo_measures_the_matching_genomes_again(fake_gpu, monkeyp
     """--resume PREV --redo KNOB=VALUE: a complete sweep whose genomes with that value changed code is measured
     again for exactly those (and the baseline, for the scale); the rest of PREV is kept as it was."""
     keys = order[1]
-    whole = tmp_path / "all.json.gz"
+    whole = tmp_path / "all.json.xz"
     assert run_sweep(monkeypatch, "--out", str(whole)) == 0
     w = ms.load(whole)
     match = [k for k in keys[1:] if Genome.from_key(k)["meta"] == "slice" and Genome.from_key(k)["vec"] == 16]
     assert 0 < len(match) < len(keys) - 1
     fake_gpu.slow = 1.5  # their new code: 1.5x slower on this GPU, and the baseline is measured again at 1.5x
     _Pool.compiled = []
-    out = tmp_path / "redone.json.gz"
+    out = tmp_path / "redone.json.xz"
     assert run_sweep(monkeypatch, "--resume", str(whole), "--redo", "meta=slice,vec=16", "--out", str(out)) == 0
     assert _Pool.compiled == [keys[0]] + match
     r = ms.load(out)
@@ -422,7 +418,7 @@ def test_sweep_resume_redo_measures_the_matching_genomes_again(fake_gpu, monkeyp
         assert ("same_as" in r["genomes"][k]) == ("same_as" in w["genomes"][k]), k
     # the re-done file is a merge; doing it again (another change to the same genomes) joins onto it as it stands
     _Pool.compiled = []
-    again = tmp_path / "again.json.gz"
+    again = tmp_path / "again.json.xz"
     assert run_sweep(monkeypatch, "--resume", str(out), "--redo", "meta=slice,vec=16", "--out", str(again)) == 0
     assert _Pool.compiled == [keys[0]] + match
     a = ms.load(again)

@@ -69,7 +69,7 @@ def test_config_loads():
         ("T2048_H7168", 0.0)]
     assert dict(cfg.geometries[0].params) == {"T": 40, "H": 4096}
     assert cfg.gates.correctness.mode == "tolerance"
-    assert "recorded/h200-sweep.json.gz" in CONFIG.read_text()
+    assert "recorded/h200-sweep.json.xz" in CONFIG.read_text()
 
 
 def test_launch_outputs_and_args():

@@ -1,7 +1,7 @@
 """Join the shards of a sweep (``tools/sweep.py --shard I/N``) into one sweep file.
 
-    python tools/merge_sweeps.py s1.json.gz s2.json.gz [...] --out candidates/<family>/recorded/h200-sweep.json.gz
-    python tools/merge_sweeps.py s1.json.gz --out partial.json.gz --allow-partial   # shard 2/2 not there yet
+    python tools/merge_sweeps.py s1.json.xz s2.json.xz [...] --out candidates/<family>/recorded/h200-sweep.json.xz
+    python tools/merge_sweeps.py s1.json.xz --out partial.json.xz --allow-partial   # shard 2/2 not there yet
 
 The output has the format ``tools/sweep.py`` writes, so ``harness/recorded.py`` and ``tools/search_bench.py``
 read it as they read an unsharded sweep. Refused, with a one-line error: files that are not shards of one sweep
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gzip
 import json
 import statistics
 import sys
@@ -45,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import sweepfile  # noqa: E402
 from tools.sweep import in_shard  # noqa: E402
 
 # Fields every shard of one sweep must agree on (a missing field counts as None, so older files compare too).
@@ -57,8 +57,7 @@ class MergeError(ValueError):
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    with gzip.open(path, "rt") as f:
-        return json.load(f)
+    return sweepfile.load(path, check=False)
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -272,14 +271,14 @@ def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = Fal
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("shards", nargs="+", help="the shard files (tools/sweep.py --shard I/N --out ...)")
-    ap.add_argument("--out", required=True, help="the merged sweep's .json.gz")
+    ap.add_argument("--out", required=True, help="the merged sweep's .json.xz")
     ap.add_argument("--allow-partial", action="store_true",
                     help="write the file even when genomes are missing (its 'stopped' says so)")
     args = ap.parse_args(argv)
     try:
         files = [(p, load(p)) for p in args.shards]
         out = merge(files, args.allow_partial, "python tools/merge_sweeps.py " + " ".join(sys.argv[1:]))
-    except (MergeError, OSError, json.JSONDecodeError) as e:
+    except (MergeError, OSError, sweepfile.SweepFileError) as e:
         print(f"merge_sweeps: error: {e}", file=sys.stderr)
         return 2
     for s in out["merged"]["shards"]:
@@ -290,9 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"identical SASS measured in two shards: {tw['pairs_x_geometries']} genome x geometry pairs, time "
               f"ratio median {tw['time_ratio_median']}, largest deviation {tw['time_ratio_max_dev']}")
     print(f"merged: {len(out['genomes'])} of {out['space']['valid']} valid genomes; {out['stopped']}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(args.out, "wt") as f:
-        json.dump(out, f, separators=(",", ":"))
+    sweepfile.save(args.out, out)
     print(f"wrote {args.out}")
     return 0
 

@@ -3,7 +3,7 @@
     python tools/search_bench.py [--family mhc_pre_big_fuse] [--seeds 20] [--out docs/search-efficiency.md]
 
 CPU only. The objective of a genome is looked up in the family's recorded H200
-sweep (``candidates/<family>/recorded/*.json.gz``): the weighted geometric mean,
+sweep (``candidates/<family>/recorded/*.json.xz``): the weighted geometric mean,
 over the weighted geometries, of median(baseline time) / median(genome time).
 A genome whose recorded checks fail the campaign's correctness gate, or whose
 recorded status is not ok, is invalid (objective None). "Best" is the largest
@@ -62,7 +62,6 @@ import argparse
 import contextlib
 import datetime as dt
 import functools
-import gzip
 import io
 import itertools
 import json
@@ -85,6 +84,8 @@ sys.path.insert(0, str(ROOT))
 
 from evo.family import Family, Geometry, load_family  # noqa: E402
 from evo.genome import Genome  # noqa: E402
+from harness import sweepfile  # noqa: E402
+from harness.sweepfile import sweep_files  # noqa: E402
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
@@ -221,12 +222,11 @@ def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None =
                config: str | Path | None = None) -> Space:
     family = load_family(family_name)
     settings = campaign_settings(family_name, config)
-    paths = [Path(sweep)] if sweep else sorted((family.folder / "recorded").glob("*.json.gz"))
+    paths = [Path(sweep)] if sweep else sweep_files(family.folder / "recorded")
     if not paths:
         raise SystemExit(f"family {family_name} has no recorded sweep under {family.folder / 'recorded'}")
     path = paths[0]
-    with gzip.open(path, "rt") as f:
-        data = json.load(f)
+    data = sweepfile.load(path)
     geometries = [Geometry(g["name"], dict(g["params"]), float(g["weight"])) for g in data["geometries"]]
     names = [k.name for k in family.knobs]
     genomes = [Genome(dict(zip(names, vals))) for vals in itertools.product(*(k.values for k in family.knobs))]

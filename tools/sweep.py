@@ -1,13 +1,13 @@
 """Sweep a family's knob space on the GPU and save it for the recorded backend.
 
     python tools/sweep.py configs/mhc_pre_big_fuse.yaml \
-        --out candidates/mhc_pre_big_fuse/recorded/h200-sweep.json.gz [--limit-s 300]
+        --out candidates/mhc_pre_big_fuse/recorded/h200-sweep.json.xz [--limit-s 300]
 
     # a space too large for one run: shards, one per GPU or per call, then one file
-    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 1/2 --out /tmp/s1.json.gz   # GPU 0
-    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 2/2 --out /tmp/s2.json.gz   # GPU 1
-    python tools/merge_sweeps.py /tmp/s1.json.gz /tmp/s2.json.gz \
-        --out candidates/mhc_prenorm_gemm/recorded/h200-sweep.json.gz
+    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 1/2 --out /tmp/s1.json.xz   # GPU 0
+    python tools/sweep.py configs/mhc_prenorm_gemm.yaml --shard 2/2 --out /tmp/s2.json.xz   # GPU 1
+    python tools/merge_sweeps.py /tmp/s1.json.xz /tmp/s2.json.xz \
+        --out candidates/mhc_prenorm_gemm/recorded/h200-sweep.json.xz
 
 For every valid genome (baseline first, the rest in a seeded random order so a
 time-limited sweep is a uniform sample): compile (in parallel processes),
@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import datetime as dt
-import gzip
 import itertools
 import json
 import os
@@ -55,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evo.config import load_config  # noqa: E402
 from evo.genome import Genome  # noqa: E402
+from harness import sweepfile  # noqa: E402
 from harness.build import BuildError, Builder  # noqa: E402
 
 _builder: Builder | None = None
@@ -104,7 +104,7 @@ def in_shard(position: int, index: int, count: int) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--out", help="the sweep's .json.gz (required unless --compile-only)")
+    ap.add_argument("--out", help="the sweep's .json.xz (required unless --compile-only)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--aa-rounds", type=int, default=30)
     ap.add_argument("--limit-s", type=float, default=1e9, help="stop measuring after this many seconds")
@@ -281,9 +281,7 @@ def main() -> int:
             print(f"sweep: error: cannot join {args.resume} and this run: {e}", file=sys.stderr)
             return 2
         genomes, stopped = out["genomes"], out["stopped"]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(args.out, "wt") as f:
-        json.dump(out, f, separators=(",", ":"))
+    sweepfile.save(args.out, out)
     # A short table last: best per geometry against the baseline.
     print(f"sweep: {stopped}; {measured} measured, {len(genomes)} recorded, {time.monotonic() - t_start:.0f} s")
     for geo in geos:
