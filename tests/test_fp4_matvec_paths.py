@@ -1179,13 +1179,13 @@ def test_tma_constraints():
 
 
 def test_timeline_stamps_apply_to_the_committed_kernel_and_compile():
-    """tools/h200/timeline.py's stamps (a device tool) find their anchors in kernel.cu and the stamped kernel
+    """tools/probes/fp4_timeline.py's stamps (a device tool) find their anchors in kernel.cu and the stamped kernel
     builds: a change of the tma section that moves an anchor fails here, not on the GPU."""
     import importlib.util
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("evo_timeline_tool", root / "tools" / "h200" / "timeline.py")
+    spec = importlib.util.spec_from_file_location("evo_timeline_tool", root / "tools" / "probes" / "fp4_timeline.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     src = (root / "candidates" / "fp4_matvec" / "kernel.cu").read_text()
