@@ -21,7 +21,7 @@ from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
 from evo.ledger import Ledger
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
-from gates import CorrectnessEvidence, EarlyStop, PairSamples, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
+from gates import CorrectnessEvidence, EarlyStop, PairSamples, baseline_problem, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
 from harness.build import BuildError, Builder, Built
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
@@ -210,14 +210,9 @@ class Campaign:
             self.baseline = existing
             return
         # The baseline itself must be right against float64 before it can be the reference.
-        for c in ev.checks:
-            bound = self.family.error_bound(c.output)
-            if c.rel_err is None or not c.rel_err <= bound or c.nonfinite or c.unwritten:
-                raise CampaignError(f"the baseline is wrong: {c.output} at {c.geometry} seed {c.seed} has relative "
-                                    f"error {c.rel_err} vs float64 (bound {bound}), {c.nonfinite} NaN/Inf, "
-                                    f"{c.unwritten} unwritten")
-            if len(set(c.hashes)) > 1:
-                raise CampaignError(f"the baseline races: {c.output} at {c.geometry} seed {c.seed} hash moved")
+        problem = baseline_problem(ev, self.family.error_bound)
+        if problem:
+            raise CampaignError(problem)
         # baseline_hashes/baseline_errors are written with the baseline attempt itself (_record_baseline).
         self._pending_baseline = (built, ev)
 

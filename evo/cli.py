@@ -69,11 +69,20 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
     sub.add_parser("families", help="list kernel families and their knobs")
+    ck = sub.add_parser("check", help="is a family ready for a campaign? (compiles, CPU reference; GPU if present)")
+    ck.add_argument("config", help="campaign YAML")
+    ck.add_argument("--sample", type=int, default=8, help="random genomes to compile beside the baseline (default 8)")
+    ck.add_argument("--seed", type=int, default=0, help="seed of that sample")
+    ck.add_argument("--cpu", action="store_true", help="skip the GPU part even where a GPU is visible")
+    nw = sub.add_parser("new", help="write a new family folder (a working starter, or stubs around --kernel FILE)")
+    nw.add_argument("name", help="the family's name (letters, digits, _)")
+    nw.add_argument("--kernel", help="your kernel's .cu file: copied in, its entry point and template knobs read")
+    nw.add_argument("-o", "--output", default=".", help="the folder to create NAME/ in (default: here)")
     # ideas (evo/ideas.py): source-level patches as genes
     ia = sub.add_parser("idea", help="register a source-level idea (a patch against a family's kernel.cu)")
     isub = ia.add_subparsers(dest="idea_cmd", metavar="action", parser_class=_Parser)
     add = isub.add_parser("add", help="check that a patch applies to kernel.cu and compiles, then register it")
-    add.add_argument("family", help="a family under candidates/")
+    add.add_argument("family", help="a family: its name, or a path to its folder")
     add.add_argument("patch", help="a unified diff against kernel.cu, with Title:/Rationale:/Exact: lines before it")
     add.add_argument("--name", help="the idea's name (default: the patch file's name)")
     add.add_argument("--title", help="the title, if the file has no Title: line")
@@ -84,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--force", action="store_true", help="replace an idea of the same name")
     add.add_argument("--candidates", help=argparse.SUPPRESS)  # another candidates/ folder (tests)
     il = sub.add_parser("ideas", help="a family's ideas and their history across campaigns")
-    il.add_argument("family", help="a family under candidates/")
+    il.add_argument("family", help="a family: its name, or a path to its folder")
     il.add_argument("--storage", action="append", default=[],
                     help="a ledger URL to read (repeatable; default: every logs/*/ledger.db here)")
     il.add_argument("--candidates", help=argparse.SUPPRESS)
@@ -114,6 +123,16 @@ def _cap_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `evo status | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None = None) -> int:
     _cap_blas_threads()
     if argv is None and threading.current_thread() is threading.main_thread():
         # SIGTERM (a `timeout` around evo, a batch system) stops like Ctrl-C: children such as the sanitizer's
@@ -128,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "families":
             return _families()
+        if args.cmd == "check":
+            return _check(args)
+        if args.cmd == "new":
+            return _new(args)
         if args.cmd == "idea":
             return _idea_add(args) if args.idea_cmd == "add" else _fail("idea: give an action (evo idea add ...)")
         if args.cmd == "ideas":
@@ -158,26 +181,62 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _families() -> int:
-    from evo.family import FamilyError, family_names, load_family
+    """Every family evo can find, where it comes from, and its knobs; a broken one is one line, the rest still
+    listed. Exit 1 when any failed to load."""
+    from evo.family import FamilyError, find_families, load_source
 
-    for name in family_names():
-        try:
-            fam = load_family(name)
-        except FamilyError as e:
-            print(f"{name}: cannot load ({e})")
+    seen: dict[str, str] = {}
+    failed = 0
+    for src in find_families():
+        if src.name in seen:
+            print(f"{src.name}: {src.origin} ({src.where}), shadowed by the one from {seen[src.name]}")
             continue
-        print(f"{fam.name}: {fam.description}")
+        seen[src.name] = src.origin
+        try:
+            fam = load_source(src)
+        except FamilyError as e:
+            print(f"cannot load {e}")
+            failed += 1
+            continue
+        print(f"{fam.name}: {fam.description}  [{src.origin}: {src.where}]")
         for k in fam.knobs:
             tag = "bit-preserving" if k.exact else "may change bits"
             vals = ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values)
             print(f"  {k.name:<14} {vals:<28} {tag:<16} {k.doc}")
+    if not seen:
+        print("no families found (shipped ones missing: reinstall evo; yours: EVO_FAMILY_PATH or a path in family:)")
+    from evo.config import shipped_config_names
+
+    print(f"shipped configs (evo run NAME): {', '.join(shipped_config_names()) or 'none'}")
+    return 1 if failed else 0
+
+
+def _check(args) -> int:
+    from evo.check import run_check
+
+    if args.sample < 0:
+        return _fail("check: --sample must be 0 or more")
+    ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
+    print(line)
+    return 0 if ok else 1
+
+
+def _new(args) -> int:
+    from evo.scaffold import ScaffoldError, new_family
+
+    try:
+        dest = new_family(args.name, Path(args.output), Path(args.kernel) if args.kernel else None)
+    except ScaffoldError as e:
+        return _fail(f"new: {e}")
+    cfg = dest / "evo.yaml"
+    print(f"wrote {dest}/ (kernel.cu, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
     return 0
 
 
 def _family_for(args):
-    from evo.family import CANDIDATES_DIR, FamilyError, load_family
+    from evo.family import FamilyError, is_family_path, load_family
 
-    root = Path(args.candidates) if getattr(args, "candidates", None) else CANDIDATES_DIR
+    root = Path(args.candidates) if getattr(args, "candidates", None) and not is_family_path(args.family) else None
     try:
         return load_family(args.family, root)
     except FamilyError as e:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from evo.family import Family, FamilyError, Geometry, load_family
+from evo.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.genome import Genome
 
 
@@ -237,7 +237,7 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
 
 TOP_KEYS = {
     "campaign": "name of the campaign (letters, digits, _ . -)",
-    "family": "kernel family under candidates/",
+    "family": "a family's name, or a path to its folder (relative to this file)",
     "geometries": "list of shapes with weights",
     "budget": "attempts and/or minutes",
     "proposer": "search strategy",
@@ -261,6 +261,19 @@ TOP_KEYS = {
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
 
 
+def shipped_config_names() -> list[str]:
+    return sorted(q.stem for q in CONFIGS_DIR.glob("*.yaml"))
+
+
+def shipped_config(name: str) -> Path | None:
+    """A config shipped with evo, by name (``fp4_matvec`` or ``fp4_matvec.yaml``), or None."""
+    stem = name[:-5] if name.endswith(".yaml") else name
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", stem) or stem.startswith("."):
+        return None
+    q = CONFIGS_DIR / f"{stem}.yaml"
+    return q if q.is_file() else None
+
+
 def load_config(path: str | Path, *, backend_override: str | None = None,
                 storage_override: str | None = None) -> CampaignConfig:
     """Read and validate a campaign config; raise ConfigError with one line on any problem."""
@@ -268,7 +281,11 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
 
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{p}: no such config file (give the path of a campaign YAML, e.g. configs/mhc_pre_big_fuse.yaml)")
+        p = shipped_config(str(path)) or p
+    if not p.is_file():
+        names = ", ".join(shipped_config_names()) or "none"
+        raise ConfigError(f"{p}: no such config file (give the path of a campaign YAML, or the name of a shipped "
+                          f"one: {names})")
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
@@ -289,7 +306,7 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
 
     fam_name = _expect(raw["family"], str, "family")
     try:
-        family = load_family(fam_name)
+        family = load_family(fam_name, base=p.resolve().parent)  # a path is relative to the config's folder
     except FamilyError as e:
         raise ConfigError(f"family: {e}") from None
 

@@ -1,25 +1,26 @@
-"""The kernel-family interface, and discovery of families under ``candidates/``.
+"""The kernel-family interface, and where families are found.
 
-A family lives entirely in ``candidates/<name>/``: ``kernel.cu`` (the kernel
-with its knobs as preprocessor macros ``EVO_<KNOB>``), ``family.py`` (a
-subclass of :class:`Family` assigned to a module-level ``FAMILY``), and
-optionally ``recorded/`` (H200 measurements) and ``ideas/``. Nothing outside
-that folder has to change to add one.
+A family is one folder: ``kernel.cu`` (the kernel; its knobs are preprocessor macros ``EVO_<KNOB>`` or template
+parameters of its entry point), ``family.py`` (a subclass of :class:`Family` assigned to a module-level
+``FAMILY``), and optionally ``recorded/`` (measured sweeps) and ``ideas/``. Nothing outside that folder has to
+change to add one: a config names it by path, or by name when it lies in a folder of ``EVO_FAMILY_PATH``, comes
+from an installed package's ``evo.families`` entry point, or ships with evo (``candidates/``).
 """
 
 from __future__ import annotations
 
 import abc
+import hashlib
 import importlib.util
+import os
+import re
 import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from evo.genome import Genome
-
-CANDIDATES_DIR = Path(__file__).resolve().parent.parent / "candidates"
-
 
 class FamilyError(Exception):
     """A family cannot be found or loaded (one line, shown to the user)."""
@@ -144,6 +145,11 @@ class Family(abc.ABC):
         """Return why this family cannot take a geometry, or None."""
         return None
 
+    def small_geometry(self) -> Geometry | None:
+        """A small geometry for `evo check`, which runs :meth:`make_inputs` and :meth:`reference` there on the
+        CPU (seconds, not minutes). None: the campaign's geometry that moves the fewest bytes."""
+        return None
+
     def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
         """The compile-time part of a geometry (one module is built per distinct value)."""
         return {}
@@ -251,32 +257,176 @@ class Family(abc.ABC):
         return 1e-2
 
 
+# ---------------------------------------------------------------------------
+# Where families come from: a path, EVO_FAMILY_PATH, the evo.families entry points, the shipped ones.
+
+
+def _shipped(folder: str) -> Path:
+    """A folder shipped with evo: inside the package in a wheel (pyproject's package-dir puts candidates/ and
+    configs/ there), beside it in a source checkout or an editable install."""
+    pkg = Path(__file__).resolve().parent
+    return pkg / folder if (pkg / folder).is_dir() else pkg.parent / folder
+
+
+CANDIDATES_DIR = _shipped("candidates")  # the ready-made families
+CONFIGS_DIR = _shipped("configs")  # their campaign configs
+PATH_ENV = "EVO_FAMILY_PATH"  # os.pathsep-separated folders of family folders, searched before the shipped ones
+ENTRY_POINT_GROUP = "evo.families"  # installed packages: name = "module" or "module:attribute" giving a Family
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+@dataclass(frozen=True)
+class FamilySource:
+    """Where one family was found: ``origin`` is "path", "EVO_FAMILY_PATH", "entry point <dist>" or "shipped"."""
+
+    name: str
+    origin: str
+    folder: Path | None = None  # the family folder (None for an entry point until loaded)
+    entry_point: Any = None  # an importlib.metadata.EntryPoint
+
+    @property
+    def where(self) -> str:
+        return str(self.folder) if self.folder is not None else str(getattr(self.entry_point, "value", "?"))
+
+
+def is_family_path(ref: str) -> bool:
+    """``family:`` names a folder when it looks like a path (``./x``, ``../x``, ``a/b``, ``/abs``, ``~/x``)."""
+    return "/" in ref or os.sep in ref or ref.startswith((".", "~"))
+
+
+def check_family_name(name: str) -> None:
+    if not _NAME_RE.fullmatch(name):
+        raise FamilyError(f"{name!r} is not a family name (letters, digits, _ and -; a folder is written as a "
+                          f"path, e.g. ./{name})")
+
+
+def _folders_of(root: Path, origin: str) -> list[FamilySource]:
+    if not root.is_dir():
+        return []
+    return [FamilySource(p.parent.name, origin, p.parent) for p in sorted(root.glob("*/family.py"))
+            if _NAME_RE.fullmatch(p.parent.name)]
+
+
+def _entry_points() -> list[FamilySource]:
+    from importlib.metadata import entry_points
+
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
+        out.append(FamilySource(ep.name, f"entry point {dist}", None, ep))
+    return out
+
+
+def find_families(root: Path | None = None) -> list[FamilySource]:
+    """Every family that can be found by name, first match first: the folders of EVO_FAMILY_PATH in order, the
+    evo.families entry points, then the shipped ones. Later ones of the same name are shadowed (still listed).
+    ``root``: only that folder (tests, another candidates/ folder)."""
+    if root is not None:
+        return _folders_of(Path(root), "folder")
+    out: list[FamilySource] = []
+    for d in filter(None, os.environ.get(PATH_ENV, "").split(os.pathsep)):
+        out += _folders_of(Path(d).expanduser(), PATH_ENV)
+    out += _entry_points()
+    out += _folders_of(CANDIDATES_DIR, "shipped")
+    return out
+
+
+def family_names(root: Path | None = None) -> list[str]:
+    return sorted({s.name for s in find_families(root)})
+
+
+def resolve_family(ref: str, root: Path | None = None, base: Path | None = None) -> FamilySource:
+    """A family named ``ref`` (searched as :func:`find_families` says) or the folder ``ref`` is a path to
+    (relative to ``base``, e.g. the config's folder; else the working directory). Raises FamilyError."""
+    if is_family_path(ref):
+        folder = Path(ref).expanduser()
+        if not folder.is_absolute():
+            folder = (base or Path.cwd()) / folder
+        folder = folder.resolve()
+        if not (folder / "family.py").is_file():
+            raise FamilyError(f"{ref!r} is a path, and {folder} holds no family.py")
+        return FamilySource(folder.name, "path", folder)
+    check_family_name(ref)
+    found = find_families(root)
+    for s in found:
+        if s.name == ref:
+            return s
+    known = ", ".join(sorted({s.name for s in found})) or "none"
+    raise FamilyError(f"unknown family {ref!r} (known: {known}; a folder is written as a path, e.g. ./{ref})")
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, SyntaxError):
+        return f"{Path(e.filename or '?').name} line {e.lineno}: {e.msg}"
+    msg = " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {msg}"[:300]
+
+
 def _load_module(path: Path, modname: str):
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise FamilyError(f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception:
+        sys.modules.pop(modname, None)
+        raise
     return mod
 
 
-def family_names(root: Path = CANDIDATES_DIR) -> list[str]:
-    return sorted(p.parent.name for p in root.glob("*/family.py"))
-
-
-def load_family(name: str, root: Path = CANDIDATES_DIR) -> Family:
-    """Load ``candidates/<name>/family.py`` and return its ``FAMILY``."""
-    folder = root / name
-    path = folder / "family.py"
-    if not path.is_file():
-        known = ", ".join(family_names(root)) or "none"
-        raise FamilyError(f"unknown family {name!r} (known: {known})")
-    mod = _load_module(path, f"evo_family_{name}")
-    fam = getattr(mod, "FAMILY", None)
+def load_source(src: FamilySource) -> Family:
+    """Import one found family and check it; any failure is a FamilyError of one line naming the family."""
+    label = f"family {src.name} ({src.where})"
+    try:
+        if src.entry_point is not None:
+            obj = src.entry_point.load()
+            fam = getattr(obj, "FAMILY", obj)
+            if isinstance(fam, Family) and fam.folder == Path():  # its folder: the module's own
+                modname = obj.__name__ if isinstance(obj, types.ModuleType) else type(fam).__module__
+                mod = sys.modules.get(modname)
+                if mod is not None and getattr(mod, "__file__", None):
+                    fam.folder = Path(mod.__file__).resolve().parent
+        else:
+            assert src.folder is not None
+            path = src.folder / "family.py"
+            tag = hashlib.sha1(str(path).encode()).hexdigest()[:8]  # two folders may hold families of one name
+            mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
+            fam = getattr(mod, "FAMILY", None)
+            if not isinstance(fam, Family):
+                raise FamilyError(f"{label}: family.py does not define FAMILY = <a Family instance>")
+            fam.folder = src.folder
+    except FamilyError:
+        raise
+    except Exception as e:  # a broken family is one line, whatever it raised
+        raise FamilyError(f"{label}: {_one_line(e)}") from None
     if not isinstance(fam, Family):
-        raise FamilyError(f"{path} does not define FAMILY = <Family instance>")
-    fam.folder = folder
+        raise FamilyError(f"{label}: the entry point gives {type(fam).__name__}, not a Family")
     if not fam.name:
-        fam.name = name
+        fam.name = src.name
+    problem = family_problem(fam)
+    if problem:
+        raise FamilyError(f"{label}: {problem}")
     return fam
+
+
+def family_problem(fam: Family) -> str | None:
+    """What is wrong with a loaded family that would fail later, or None (checked as it is loaded)."""
+    names = [k.name for k in fam.knobs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        return f"knob {dup[0]} is declared twice"
+    bad = [n for n in names if not re.fullmatch(r"[a-z_][a-z0-9_]*", n)]
+    if bad:
+        return f"knob name {bad[0]!r}: lower-case letters, digits and _ only (it becomes EVO_{bad[0].upper()})"
+    if not fam.entry:
+        return "entry (the kernel's name) is empty"
+    if not fam.kernel_path.is_file():
+        return f"no kernel source at {fam.kernel_path}"
+    return None
+
+
+def load_family(ref: str, root: Path | None = None, base: Path | None = None) -> Family:
+    """The family ``ref`` names (a name, or a path to its folder; see :func:`resolve_family`)."""
+    return load_source(resolve_family(ref, root, base))

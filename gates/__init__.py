@@ -4,11 +4,11 @@ Cheapest first: static (compiler report), correctness (hashes / float64
 tolerance), perf (paired timings), and, later, the share-derived decode bound.
 """
 
-from gates.correctness import CorrectnessEvidence, OutputCheck, correctness_gate
+from gates.correctness import CorrectnessEvidence, OutputCheck, baseline_problem, correctness_gate
 from gates.perf import EarlyStop, PairSamples, PerfResult, noise_floor, perf_gate, threshold
 from gates.static import identical_sass, static_gate
 
 __all__ = [
-    "CorrectnessEvidence", "OutputCheck", "correctness_gate", "EarlyStop", "PairSamples", "PerfResult", "noise_floor",
+    "CorrectnessEvidence", "OutputCheck", "baseline_problem", "correctness_gate", "EarlyStop", "PairSamples", "PerfResult", "noise_floor",
     "perf_gate", "threshold", "identical_sass", "static_gate",
 ]

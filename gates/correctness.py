@@ -6,7 +6,7 @@ ran each seeded input set ``runs`` times, and hashed the output bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evo.records import PASS, Verdict
@@ -80,3 +80,16 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
                 "correctness", f"error vs float64 of {where} is {c.rel_err:.3e}, over {tolerance_factor:g}x the "
                                f"baseline's {base_err:.3e}")
     return PASS
+
+
+def baseline_problem(evidence: CorrectnessEvidence, error_bound: Callable[[str], float]) -> str | None:
+    """Why the baseline cannot be the campaign's reference, or None: every output within the family's
+    ``error_bound(output)`` of float64, finite, fully written, and the same bits on every run."""
+    for c in evidence.checks:
+        bound = error_bound(c.output)
+        if c.rel_err is None or not c.rel_err <= bound or c.nonfinite or c.unwritten:
+            return (f"the baseline is wrong: {c.output} at {c.geometry} seed {c.seed} has relative error "
+                    f"{c.rel_err} vs float64 (bound {bound}), {c.nonfinite} NaN/Inf, {c.unwritten} unwritten")
+        if len(set(c.hashes)) > 1:
+            return f"the baseline races: {c.output} at {c.geometry} seed {c.seed} hash moved"
+    return None

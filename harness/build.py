@@ -380,6 +380,11 @@ class Builder:
             self.specs.setdefault(spec_key(s), s)
         self._ideas = ideas
 
+    @classmethod
+    def for_config(cls, cfg: Any, arch: str | None = None, ideas: Mapping[str, Any] | None = None) -> "Builder":
+        """The builder a campaign config asks for: its family, geometries, arch and build macros."""
+        return cls(cfg.family, list(cfg.geometries), arch or cfg.arch, ideas=ideas, defines=cfg.build_defines)
+
     @property
     def ideas(self) -> Mapping[str, Any]:
         """slug -> :class:`evo.ideas.Idea` (a campaign sets its own; default: the family's ``ideas/`` folder)."""

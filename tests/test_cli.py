@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evo.family import load_family
+from evo.family import family_names, load_family
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
@@ -54,16 +54,23 @@ def test_families_lists_every_knob(tmp_path):
     r = evo(tmp_path, "families")
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
-    assert "mhc_pre_big_fuse:" in r.stdout
-    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith("  ")}
-    fam = load_family("mhc_pre_big_fuse")
-    for k in fam.knobs:
-        assert k.name in rows, f"knob {k.name} not listed:\n{r.stdout}"
-        tag = "bit-preserving" if k.exact else "may change bits"
-        assert tag in rows[k.name], rows[k.name]
-        assert f"[{k.default}]" in rows[k.name], rows[k.name]  # the default is marked
-    assert "may change bits" in rows["split_reduce"]
-    assert "bit-preserving" in rows["block"]
+    rows: dict[tuple[str, str], str] = {}  # (family, knob) -> its row: two families may share a knob's name
+    family = None
+    for ln in r.stdout.splitlines():
+        if ln.startswith("  "):
+            rows[(family, ln.split()[0])] = ln
+        else:
+            family = ln.split(":")[0]
+    for name in family_names():
+        fam = load_family(name)
+        assert any(ln.startswith(f"{name}: ") and "[shipped: " in ln for ln in r.stdout.splitlines()), r.stdout
+        for k in fam.knobs:
+            assert (name, k.name) in rows, f"knob {name}.{k.name} not listed:\n{r.stdout}"
+            row = rows[(name, k.name)]
+            assert ("bit-preserving" if k.exact else "may change bits") in row, row
+            assert f"[{k.default}]" in row, row  # the default is marked
+    assert "may change bits" in rows[("mhc_pre_big_fuse", "split_reduce")]
+    assert "bit-preserving" in rows[("mhc_pre_big_fuse", "block")]
 
 
 def test_no_command_exits_2(tmp_path):

@@ -144,7 +144,7 @@ BAD = [
     ("campaign_dotdot", _doc(campaign="'..'"), "campaign", "not . or .."),  # would put the ledger outside logs/
     ("campaign_empty", _doc(campaign="''"), "campaign", "allowed: letters, digits"),
     ("campaign_not_string", _doc(campaign="[a]"), "campaign", "expected a string"),
-    ("missing_family", _doc(family=DROP), "family", "required: kernel family"),
+    ("missing_family", _doc(family=DROP), "family", "required: a family's name, or a path"),
     ("unknown_family", _doc(family="nope"), "family", "(known: "),
     # --- geometries
     ("missing_geometries", _doc(geometries=DROP), "geometries", "required: list of shapes"),

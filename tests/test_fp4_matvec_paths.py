@@ -23,7 +23,7 @@ from evo.genome import Genome
 from harness.build import Builder
 
 FAM = load_family("fp4_matvec")
-MOD = sys.modules["evo_family_fp4_matvec"]
+MOD = sys.modules[type(FAM).__module__]
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 M32 = 0xFFFFFFFF
 

@@ -30,8 +30,7 @@ def fam_of(name):
 
 
 def module_of(name):
-    load_family(name)
-    return sys.modules[f"evo_family_{name}"]
+    return sys.modules[type(load_family(name)).__module__]
 
 
 # Real geometries (compiles, space size) and small ones (CPU reference, inputs).

@@ -25,7 +25,7 @@ from gates.static import static_gate
 from harness.build import Builder, Resources
 
 FAM = load_family("moe_q2_matvec")
-MOD = sys.modules["evo_family_moe_q2_matvec"]
+MOD = sys.modules[type(FAM).__module__]
 M32 = 0xFFFFFFFF
 NEW = ("registers_pairs", "split", "shared_replicated_prmt")
 

@@ -1,0 +1,208 @@
+"""`evo check CONFIG`: is this family ready for a campaign? Answered on a CPU machine, in one final line.
+
+In order, stopping at the first problem: the config and its family load (knobs, geometries, the entry point);
+the baseline is valid at every geometry; NVRTC compiles the baseline and a seeded random sample of genomes at
+every specialization (ptxas's registers, spills and stack frame through the static gate, against the baseline's);
+``make_inputs`` and ``reference`` run on the CPU at the family's small geometry (random, finite, seed-dependent
+inputs; finite outputs keyed like ``outputs``); and, where a CUDA GPU is visible, the baseline passes the
+campaign's own baseline check against float64 (every output within the family's error bound, no race).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evo.config import CampaignConfig, ConfigError, load_config
+from evo.family import Family, FamilyError, Geometry
+from evo.genome import Genome
+
+
+class CheckFailed(Exception):
+    """The first problem found (one line)."""
+
+
+@dataclass
+class CheckReport:
+    facts: list[str] = field(default_factory=list)  # what passed, for the final line
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a failure
+
+
+def sample_genomes(family: Family, geometries: list[Geometry], n: int, seed: int = 0) -> list[Genome]:
+    """Up to ``n`` distinct valid genomes other than the baseline, drawn knob by knob (the space may be huge)."""
+    rng = random.Random(seed)
+    base = family.baseline()
+    out: dict[str, Genome] = {}
+    for _ in range(50 * max(n, 1)):
+        if len(out) >= n:
+            break
+        g = base.replace(**{k.name: rng.choice(k.values) for k in family.knobs})
+        if g.key != base.key and g.key not in out and family.check(g, geometries) is None:
+            out[g.key] = g
+    return list(out.values())
+
+
+def small_geometry(family: Family, cfg: CampaignConfig) -> Geometry:
+    """The family's own small geometry, else the config's geometry that moves the fewest bytes."""
+    g = family.small_geometry()
+    if g is not None:
+        return g
+    return min(cfg.geometries, key=lambda x: (family.bytes_moved(x) or 0, x.name))
+
+
+def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: int,
+                  say: Callable[[str], None]) -> None:
+    from gates.static import static_gate
+    from harness.build import BuildError, Builder
+
+    fam = cfg.family
+    builder = Builder.for_config(cfg)
+    base = fam.baseline()
+    try:
+        built = builder.build(base)
+    except BuildError as e:
+        raise CheckFailed(f"the baseline does not compile: {e}") from None
+    base_res = {k: m.resources for k, m in built.modules.items()}
+    for k, r in sorted(base_res.items()):
+        say(f"  baseline [{k}] ({builder.arch}): {r.registers} registers, {r.spill_stores} B spill stores, "
+            f"{r.stack_frame} B stack, {r.shared_static} B static shared")
+    sass = {built.sass_sha256}
+    rejected = 0
+    genomes = sample_genomes(fam, list(cfg.geometries), sample, seed)
+    for g in genomes:
+        try:
+            b = builder.build(g)
+        except BuildError as e:
+            raise CheckFailed(f"genome {g.key} does not compile ({e}); refuse it in check() if it is invalid") from None
+        v = static_gate({k: m.resources for k, m in b.modules.items()}, base_res, cfg.gates.static.max_registers,
+                        cfg.gates.static.allow_new_spills)
+        if not v.ok:
+            rejected += 1
+            say(f"  {g.key}: rejected by the static gate ({v.reason})")
+        sass.add(b.sass_sha256)
+    report.facts.append(f"baseline and {len(genomes)} sampled genomes compiled ({len(sass)} distinct SASS"
+                        + (f", {rejected} over the static gate" if rejected else "") + ")")
+    if genomes and len(sass) == 1:
+        report.notes.append("every sampled genome gave the baseline's machine code: do the knobs reach the kernel?")
+
+
+def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:
+    import torch
+
+    return {k: v for k, v in d.items() if isinstance(v, torch.Tensor)}
+
+
+def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
+    import torch
+
+    fam = cfg.family
+    geo = small_geometry(fam, cfg)
+    runs = []
+    for seed in (0, 1):
+        try:
+            inputs = fam.make_inputs(geo, seed, "cpu")
+        except NotImplementedError as e:
+            raise CheckFailed(f"make_inputs: {e or 'not written yet'}") from None
+        except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
+            raise CheckFailed(f"make_inputs at {geo.name} raised {type(e).__name__}: {e}") from None
+        ts = _tensors(inputs)
+        if not ts:
+            raise CheckFailed(f"make_inputs at {geo.name} gave no torch tensors")
+        for k, t in ts.items():
+            if t.is_floating_point() and not bool(torch.isfinite(t.float()).all()):
+                raise CheckFailed(f"make_inputs: {k} at {geo.name} has NaN/Inf values")
+            if t.numel() > 1 and int(torch.count_nonzero(t)) == 0:
+                raise CheckFailed(f"make_inputs: {k} at {geo.name} is all zeros (inputs must be random, never zeros)")
+        try:
+            ref = fam.reference(inputs, geo)
+        except NotImplementedError as e:
+            raise CheckFailed(f"reference: {e or 'not written yet'}") from None
+        except Exception as e:  # noqa: BLE001
+            raise CheckFailed(f"reference at {geo.name} raised {type(e).__name__}: {e}") from None
+        names = [o.name for o in fam.outputs(geo)]
+        if not isinstance(ref, Mapping) or set(ref) - set(names) or not ref:
+            raise CheckFailed(f"reference gives {sorted(ref) if isinstance(ref, Mapping) else type(ref).__name__}; "
+                              f"outputs are {names}")
+        for k, t in ref.items():
+            if t.dtype != torch.float64:
+                report.notes.append(f"reference {k} is {t.dtype}, not float64")
+            if not bool(torch.isfinite(t).all()):
+                raise CheckFailed(f"reference: {k} at {geo.name} has NaN/Inf values")
+        runs.append(ts)
+    same = [k for k in runs[0] if runs[0][k].shape == runs[1][k].shape and runs[0][k].numel() > 1
+            and torch.equal(runs[0][k], runs[1][k])]
+    if same and len(same) == len(runs[0]):
+        raise CheckFailed(f"make_inputs gives the same inputs for seeds 0 and 1 ({', '.join(same)})")
+    if not fam.bytes_moved(geo):
+        report.notes.append("bytes_moved is 0: no % of the copy ceiling will be shown")
+    say(f"  make_inputs and reference on the CPU at {geo.name} {dict(geo.params)}: finite, seed-dependent")
+    report.facts.append(f"CPU reference at {geo.name}")
+
+
+def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
+    from gates.correctness import baseline_problem
+    from harness.build import Builder
+    from harness.gpu import GpuBackend, gpu_available
+
+    if not gpu_available():
+        report.facts.append("no GPU here: the baseline's correctness on the GPU not run")
+        return
+    fam = cfg.family
+    builder = Builder.for_config(cfg)
+    be = GpuBackend.for_config(cfg, builder)
+    base = fam.baseline()
+    ev = be.correctness(be.load(builder.build(base), base), freeze=True)
+    problem = baseline_problem(ev, fam.error_bound)
+    if problem:
+        raise CheckFailed(problem)
+    worst = max((c.rel_err or 0.0) for c in ev.checks)
+    say(f"  GPU: the baseline at {len(cfg.geometries)} geometries x {cfg.gates.correctness.seeds} seeds within "
+        f"its error bounds (largest relative error vs float64 {worst:.2e}), same bits every run")
+    report.facts.append("GPU baseline correct")
+
+
+def first_todo(path: Path) -> str | None:
+    """The first line of a file that still says TODO (what `evo new` left to fill), or None."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for i, line in enumerate(lines, 1):
+        if "TODO" in line:
+            return f"{path.name} line {i}: {line.strip()[:200]}"
+    return None
+
+
+def run_check(config: str | Path, *, sample: int = 8, seed: int = 0, gpu: bool = True,
+              say: Callable[[str], None] = print) -> tuple[bool, str]:
+    """All the checks; returns (passed, the final line)."""
+    report = CheckReport()
+    try:
+        todo = first_todo(Path(config))
+        if todo:
+            raise CheckFailed(todo)
+        try:
+            cfg = load_config(config)
+        except (ConfigError, FamilyError) as e:
+            raise CheckFailed(f"config error: {e}") from None
+        fam = cfg.family
+        todo = first_todo(fam.folder / "family.py")
+        if todo:
+            raise CheckFailed(todo)
+        say(f"family {fam.name} ({fam.folder}): {len(fam.knobs)} knobs, entry {fam.entry}; "
+            f"{len(cfg.geometries)} geometries in {Path(config).name}")
+        why = fam.check(fam.baseline(), list(cfg.geometries))
+        if why:
+            raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")
+        check_compile(cfg, report, sample, seed, say)
+        check_cpu_reference(cfg, report, say)
+        if gpu:
+            check_gpu_baseline(cfg, report, say)
+    except CheckFailed as e:
+        return False, f"evo check: FAIL: {e}"
+    for n in report.notes:
+        say(f"  note: {n}")
+    return True, f"evo check: pass ({fam.name}: " + "; ".join(report.facts) + ")"

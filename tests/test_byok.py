@@ -1,0 +1,225 @@
+"""Bring your own kernel: families found by path, EVO_FAMILY_PATH and entry points; broken ones are one line;
+`evo new` and `evo check`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evo.check import run_check
+from evo.config import ConfigError, load_config
+from evo.family import CANDIDATES_DIR, FamilyError, find_families, load_family, resolve_family
+from evo.scaffold import ScaffoldError, new_family, read_entries
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
+
+
+def evo(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), "EVO_CACHE_DIR": str(cwd / ".cache"), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "evo", *args], cwd=cwd, env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def copy_family(dest: Path, name: str = "mhc_pre_big_fuse") -> Path:
+    shutil.copytree(CANDIDATES_DIR / name, dest, ignore=shutil.ignore_patterns("__pycache__", "recorded"))
+    return dest
+
+
+def config_for(path: Path, family: str, **extra) -> Path:
+    raw = yaml.safe_load(SHIPPED.read_text())
+    raw.update(family=family, storage=f"sqlite:///{path.parent / 'ledger.db'}", **extra)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+# --- where families come from ----------------------------------------------------------------------------
+
+
+def test_a_path_in_the_config_is_relative_to_the_config_file(tmp_path, monkeypatch):
+    copy_family(tmp_path / "fams" / "mine")
+    cfg = config_for(tmp_path / "cfgs" / "c.yaml", "../fams/mine")
+    monkeypatch.chdir(tmp_path / "fams")  # not the config's folder: the path must not depend on it
+    c = load_config(cfg)
+    assert c.family.folder == (tmp_path / "fams" / "mine").resolve() and c.family.name == "mhc_pre_big_fuse"
+    assert resolve_family("../fams/mine", base=tmp_path / "cfgs").origin == "path"
+    with pytest.raises(ConfigError, match=r"'\./nothere' is a path, and .* holds no family\.py"):
+        load_config(config_for(tmp_path / "cfgs" / "d.yaml", "./nothere"))
+
+
+@pytest.mark.parametrize("bad", ["a b", "x;y", "-x", "", "é"])
+def test_a_name_that_is_no_name_is_refused_in_one_line(bad):
+    with pytest.raises(FamilyError) as e:
+        load_family(bad)
+    assert "is not a family name" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_names_never_leave_their_folders(tmp_path):
+    """``..`` and anything with a slash are paths (said so when nothing is there), never names to search."""
+    with pytest.raises(FamilyError, match="is a path"):
+        load_family("../candidates", base=tmp_path)
+    with pytest.raises(FamilyError, match="is a path"):
+        load_family("x/../../etc", base=tmp_path)
+
+
+def test_evo_family_path_finds_families_by_name_first(tmp_path, monkeypatch):
+    copy_family(tmp_path / "a" / "mhc_pre_big_fuse")
+    copy_family(tmp_path / "b" / "second_fam")
+    monkeypatch.setenv("EVO_FAMILY_PATH", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "nope"),
+                                                          str(tmp_path / "b")]))
+    found = [(s.name, s.origin) for s in find_families()]
+    assert ("second_fam", "EVO_FAMILY_PATH") in found
+    assert found.index(("mhc_pre_big_fuse", "EVO_FAMILY_PATH")) < found.index(("mhc_pre_big_fuse", "shipped"))
+    assert load_family("mhc_pre_big_fuse").folder == tmp_path / "a" / "mhc_pre_big_fuse"  # shadows the shipped one
+    assert load_family("second_fam").folder == tmp_path / "b" / "second_fam"
+
+
+def test_installed_packages_give_families_through_entry_points(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    copy_family(site / "acme_kernels" / "gate")
+    (site / "acme_kernels" / "__init__.py").write_text("")
+    dist = site / "acme_kernels-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-kernels\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[evo.families]\nacme_gate = acme_kernels.gate.family\n")
+    monkeypatch.syspath_prepend(str(site))
+    src = next(s for s in find_families() if s.name == "acme_gate")
+    assert src.origin == "entry point acme-kernels"
+    fam = load_family("acme_gate")
+    assert fam.folder == (site / "acme_kernels" / "gate").resolve() and fam.kernel_path.is_file()
+    r = evo(tmp_path, "families", env={"PYTHONPATH": f"{site}{os.pathsep}{ROOT}"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert any(ln.startswith("mhc_pre_big_fuse: ") and "[entry point acme-kernels: " in ln
+               for ln in r.stdout.splitlines()), r.stdout  # the family's own name, from the package
+
+
+# --- broken families: one line naming them, everywhere -----------------------------------------------------
+
+BROKEN = {
+    "syntax": ("family.py", lambda s: s.replace("class MhcPreBigFuse(Family):", "class MhcPreBigFuse(Family)"),
+               "family.py line"),
+    "bad_default": ("family.py", lambda s: s.replace('Knob("block", (128, 256, 512), 256',
+                                                     'Knob("block", (128, 256, 512), 999'),
+                    "ValueError: knob block: default 999 not in (128, 256, 512)"),
+    "no_method": ("family.py", lambda s: s.replace("    def outputs(self, geometry: Geometry)", "    def outputz(self, geometry: Geometry)"),
+                  "abstract method"),
+    "no_family": ("family.py", lambda s: s.replace("FAMILY = MhcPreBigFuse(", "FAMILIES = MhcPreBigFuse("),
+                  "does not define FAMILY"),
+    "raises": ("family.py", lambda s: s.replace("HC = 4\n", "HC = 4\nraise RuntimeError('boom at import')\n"),
+               "RuntimeError: boom at import"),
+    "no_kernel": ("kernel.cu", None, "no kernel source"),
+}
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    root = tmp_path_factory.mktemp("broken")
+    for name, (file, edit, _) in BROKEN.items():
+        folder = copy_family(root / "fams" / f"bad_{name}")
+        p = folder / file
+        if edit is None:
+            p.unlink()
+        else:
+            new = edit(p.read_text())
+            assert new != p.read_text(), name
+            p.write_text(new)
+    return root
+
+
+def test_evo_families_lists_each_broken_family_in_one_line_and_the_rest(broken):
+    r = evo(broken, "families", env={"EVO_FAMILY_PATH": str(broken / "fams")})
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for name, (_, _, why) in BROKEN.items():
+        mine = [ln for ln in lines if f"bad_{name}" in ln]
+        assert len(mine) == 1 and mine[0].startswith(f"cannot load family bad_{name} (") and why in mine[0], mine
+    for shipped in ("fp4_matvec", "mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec"):
+        assert any(ln.startswith(f"{shipped}: ") for ln in lines), r.stdout  # the others are still listed
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_evo_run_and_check_name_a_broken_family_in_one_line(broken, name):
+    cfg = config_for(broken / "cfgs" / f"{name}.yaml", f"../fams/bad_{name}")
+    why = BROKEN[name][2]
+    r = evo(broken, "run", str(cfg), "--backend", "recorded")
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and f"family bad_{name}" in r.stderr and why in r.stderr, r.stderr
+    assert not (broken / "cfgs" / "ledger.db").exists()  # nothing written
+    r = evo(broken, "check", str(cfg))
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("evo check: FAIL: config error: family: ") and f"bad_{name}" in last and why in last
+
+
+# --- evo new / evo check -----------------------------------------------------------------------------------
+
+
+def test_evo_new_writes_a_starter_that_evo_check_passes(tmp_path):
+    r = evo(tmp_path, "new", "my_axpy")
+    assert r.returncode == 0, r.stderr
+    folder = tmp_path / "my_axpy"
+    assert sorted(p.name for p in folder.iterdir()) == ["evo.yaml", "family.py", "kernel.cu", "test_family.py"]
+    src = (folder / "kernel.cu").read_text()
+    assert "#include <cuda_bf16.h>" in src and "template <int BLOCK, int VEC>" in src
+    r = evo(tmp_path, "check", "my_axpy/evo.yaml", "--sample", "4", "--cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith("evo check: pass (my_axpy: baseline and 4 sampled genomes compiled")
+    r = evo(tmp_path, "new", "my_axpy")  # never into an existing folder
+    assert r.returncode == 2 and "exists" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+ENGINE_KERNEL = textwrap.dedent("""\
+    #include <cuda_bf16.h>
+    // the reference study's mHC kernel signature, as an engine writes it
+    template <int NUM_SPLITS, int BLOCK_SIZE = 256, bool COMPUTE_SQRSUM = false>
+    __global__ void __launch_bounds__(BLOCK_SIZE) mhc_pre(const float* __restrict__ partial,
+                                                          __nv_bfloat16* out, float eps, int T) {
+      if (threadIdx.x < NUM_SPLITS && COMPUTE_SQRSUM) out[threadIdx.x] = __float2bfloat16(partial[0] * eps + T);
+    }
+    """)
+
+
+def test_evo_new_around_a_users_kernel_reads_its_template_knobs_and_check_names_the_first_todo(tmp_path):
+    (tmp_path / "mine.cu").write_text(ENGINE_KERNEL)
+    (e,) = read_entries(ENGINE_KERNEL)
+    assert e.name == "mhc_pre" and [t[1] for t in e.template] == ["NUM_SPLITS", "BLOCK_SIZE", "COMPUTE_SQRSUM"]
+    assert e.expression() == "mhc_pre<{num_splits}, {block_size}, {compute_sqrsum}>"
+    dest = new_family("mhc_pre", tmp_path, tmp_path / "mine.cu")
+    assert (dest / "kernel.cu").read_text() == ENGINE_KERNEL
+    fam_src = (dest / "family.py").read_text()
+    assert 'entry="mhc_pre<{num_splits}, {block_size}, {compute_sqrsum}>"' in fam_src
+    assert 'Knob("block_size", (256,), 256' in fam_src and 'Knob("compute_sqrsum", (False, True), False' in fam_src
+    assert 'return "ppfi"' in fam_src
+    ok, line = run_check(dest / "evo.yaml", gpu=False, say=lambda s: None)
+    assert not ok and line.startswith("evo check: FAIL: evo.yaml line ") and "TODO" in line
+
+
+def test_evo_new_refuses_what_it_cannot_do(tmp_path):
+    with pytest.raises(ScaffoldError, match="cannot name a family"):
+        new_family("../up", tmp_path)
+    (tmp_path / "empty.cu").write_text("// nothing here\n")
+    with pytest.raises(ScaffoldError, match="no __global__ function"):
+        new_family("x", tmp_path, tmp_path / "empty.cu")
+    assert not (tmp_path / "x").exists()
+
+
+def test_evo_check_passes_a_shipped_config_on_the_cpu(tmp_path):
+    r = evo(tmp_path, "check", str(SHIPPED), "--sample", "3", "--cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "baseline [S=1,prenorm=0]" in r.stdout
+    assert r.stdout.splitlines()[-1].startswith("evo check: pass (mhc_pre_big_fuse: baseline and 3 sampled genomes")
+
+
+def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path):
+    cfg = load_config("mhc_pre_big_fuse")
+    assert cfg.path.name == "mhc_pre_big_fuse.yaml" and cfg.family.name == "mhc_pre_big_fuse"
+    with pytest.raises(ConfigError, match="no such config file .* shipped one: fp4_matvec"):
+        load_config(tmp_path / "nope.yaml")

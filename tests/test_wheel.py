@@ -1,0 +1,78 @@
+"""evo as a user installs it: the built wheel in a fresh venv, used from a folder outside the checkout.
+
+The venv sees this machine's site-packages for evo's dependencies (torch, cupy, optuna: gigabytes we do not
+download again), but evo itself must come from the wheel: the test checks where it is imported from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "fused_add_rmsnorm"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                        str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
+    (wheel,) = (work / "dist").glob("evo-*.whl")
+    env_dir = work / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    py = env_dir / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    user = work / "user"  # a folder of the user's, outside the checkout
+    user.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EVO_FAMILY_PATH")}
+    env.update(EVO_CACHE_DIR=str(work / "cache"), PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+
+    def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([str(env_dir / "bin" / "evo"), *args], cwd=user, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    r = subprocess.run([str(py), "-c", "import evo, harness, gates; print(evo.__file__, harness.__file__)"],
+                       cwd=user, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and all(p.startswith(str(env_dir)) for p in r.stdout.split()), r.stdout + r.stderr
+    return run, user
+
+
+def test_the_wheel_lists_the_shipped_families_from_any_folder(installed):
+    run, _ = installed
+    r = run("families")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("fp4_matvec", "mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec"):
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith(f"{name}: "))
+        assert "[shipped: " in line and "site-packages" in line, line
+
+
+def test_the_wheel_runs_a_shipped_campaign_on_recorded_data(installed):
+    run, user = installed
+    r = run("run", "mhc_pre_big_fuse", "--backend", "recorded", "--attempts", "12", "--plain")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "simulated from recorded H200 measurements" in r.stdout
+    assert (user / "logs" / "mhc_pre_big_fuse" / "ledger.db").is_file()  # under the user's folder, not the package's
+    r = run("status", "mhc_pre_big_fuse")
+    assert r.returncode == 0 and "attempts: 12 recorded" in r.stdout, r.stdout  # the baseline is one of them
+
+
+def test_the_wheel_checks_a_family_made_by_evo_new_and_the_example(installed):
+    run, user = installed
+    r = run("new", "my_axpy")
+    assert r.returncode == 0, r.stderr
+    r = run("check", "my_axpy/evo.yaml", "--sample", "3", "--cpu")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
+    shutil.copytree(EXAMPLE, user / "rmsnorm")  # the example, as a user keeps it in their own repo
+    r = run("check", "rmsnorm/evo.yaml", "--sample", "3", "--cpu")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
