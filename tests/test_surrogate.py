@@ -4,15 +4,13 @@ honoured, identical machine code screened out, fast, and clearly better than ran
 from __future__ import annotations
 
 import dataclasses
-import random
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pytest
 
-from evo.family import Family, Geometry, Knob, Launch, OutputSpec, load_family
+from evo.family import Family, Geometry, Knob, Launch, OutputSpec
 from evo.genome import Genome
 from evo.proposers import PROPOSERS, Surrogate
 from evo.records import Attempt, Verdict
@@ -187,27 +185,6 @@ def test_registered_with_its_options_table():
     assert PROPOSERS["surrogate"] is Surrogate
     for name in Surrogate.OPTIONS:
         assert f"| {name} |" in mod.__doc__, name
-
-
-def test_proposals_are_fast_on_a_space_of_7000():
-    """The largest family (mhc_prenorm_gemm, 7056 genomes before its check) at 150 measured attempts."""
-    fam = load_family("mhc_prenorm_gemm")
-    geos = [Geometry("T40_H4096", {"T": 40, "H": 4096}, 1.0)]
-    rng = random.Random(0)
-    prop = Surrogate(fam, geos, {}, 0)
-    prop.propose([_baseline_attempt(fam)], {fam.baseline().key})  # enumerates the space once
-    attempts = [_baseline_attempt(fam)]
-    valid = [g for g in prop.space() if prop.valid(g, set())]
-    for g in rng.sample(valid, 150):
-        attempts.append(Attempt(len(attempts), "t", fam.name, dict(g), g.key, "x",
-                                verdict=Verdict.rejected("perf", "x"), score=rng.uniform(0.5, 2.0)))
-    seen = {a.genome_key for a in attempts}
-    t0 = time.perf_counter()
-    for _ in range(5):
-        p = prop.propose(attempts, seen)
-        assert p is not None and p.genome.key not in seen
-    per = (time.perf_counter() - t0) / 5
-    assert per < 0.25, f"{per * 1000:.0f} ms per proposal"  # ~30 ms here; loose for slow CI machines
 
 
 def test_beats_random_search_on_the_recorded_sweep():
