@@ -133,6 +133,15 @@ class SanitizerConfig:
     timeout_s: float = 300.0  # per tool
 
 
+@dataclass(frozen=True)
+class BuildConfig:
+    """What NVRTC gets beyond the family's own: header folders (absolute, resolved against the config's folder)
+    searched after the family's, and extra options for every module."""
+
+    include_dirs: tuple[Path, ...] = ()
+    nvrtc_options: tuple[str, ...] = ()
+
+
 @dataclass
 class CampaignConfig:
     path: Path
@@ -155,6 +164,7 @@ class CampaignConfig:
     e2e: E2EConfig | None = None
     ideas: IdeasConfig | None = None  # None: no idea genes are proposed (ideas in the ledger still build)
     sanitizer: SanitizerConfig = field(default_factory=SanitizerConfig)
+    build: BuildConfig = field(default_factory=lambda: BuildConfig())
 
     @property
     def build_defines(self) -> dict[str, int]:
@@ -236,6 +246,7 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
 
 
 TOP_KEYS = {
+    "build": "include_dirs and nvrtc_options for NVRTC",
     "campaign": "name of the campaign (letters, digits, _ . -)",
     "family": "a family's name, or a path to its folder (relative to this file)",
     "geometries": "list of shapes with weights",
@@ -382,12 +393,29 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
                           _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0), prefetch)
 
     return CampaignConfig(
+        build=_build(raw.get("build"), p),
         bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
         ideas=_ideas(raw["ideas"]) if "ideas" in raw else None, sanitizer=_sanitizer(raw.get("sanitizer")),
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
         gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
     )
+
+
+def _build(raw: Any, cfg_path: Path) -> BuildConfig:
+    b = _section(raw, "build", {"include_dirs": 0, "nvrtc_options": 0})
+    dirs, opts = b.get("include_dirs") or [], b.get("nvrtc_options") or []
+    for key, v in (("include_dirs", dirs), ("nvrtc_options", opts)):
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+            raise ConfigError(f"build.{key}: expected a list of strings, got {v!r}")
+    resolved = []
+    for d in dirs:
+        q = Path(d).expanduser()
+        q = q if q.is_absolute() else (cfg_path.resolve().parent / q)
+        if not q.is_dir():
+            raise ConfigError(f"build.include_dirs: {d!r} is not a folder ({q})")
+        resolved.append(q.resolve())
+    return BuildConfig(tuple(resolved), tuple(opts))
 
 
 def _geometries(raw: Any, family: Family) -> list[Geometry]:
