@@ -164,7 +164,26 @@ def step_source(family: Family, genome: Mapping[str, Any], book: Mapping[str, An
             src = apply_ideas(src, genome, book)
         except IdeaError as e:
             raise ValueError(f"cannot export: {e}") from None
-    return resolved_kernel(family, genome, src)
+    return resolved_kernel(family, genome, src) + instantiation(family, genome, src)
+
+
+def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str:
+    """For a template entry: the explicit instantiation a step launches, appended to its kernel, so the step's
+    patch shows its template arguments change ("" for a plain entry, or one whose arguments need a geometry)."""
+    if "<" not in family.entry:
+        return ""
+    from evo.scaffold import read_entries
+
+    try:
+        expr = family.entry_expression(genome, {})
+    except KeyError:  # an argument comes from a geometry's specialization: no single instantiation to name
+        return ""
+    name = family.entry.split("<", 1)[0].strip()
+    entry = next((e for e in read_entries(source) if e.name == name), None)
+    if entry is None:
+        return ""
+    return (f"\n// evo: the instantiation this step launches (its template-parameter knobs)\n"
+            f"template __global__ void {expr}({entry.params});\n")
 
 
 def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any],
