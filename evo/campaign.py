@@ -121,7 +121,8 @@ class Campaign:
         self.launches: dict[str, int] = {}  # geometry -> the baseline's launches a graph (A/A)
         # (genome key, geometry) -> launches a graph of that genome's own: each part's graph is sized for itself.
         # With every part sized by the baseline, the fp4 champion's 55-launch graphs (1.1 ms) read 20.78 µs where
-        # graphs of its own 410 launches read 20.29 in the same rounds (logs/h200/2026-12-01-session18/e).
+        # graphs of its own 410 launches read 20.29 in the same rounds
+        # (benchmarks/results/2026-12-01-batch-sizing-probe).
         self._sizes: dict[tuple[str, str], int] = {}
         self._pending_baseline: tuple[Built, Any] | None = None
         self._aa_timing: dict[str, Any] = {}

@@ -6,9 +6,9 @@ alternately (``gates.perf.ceiling_check`` times, the order swapped every other t
 and each alternation gives its own ratio: the figure a roofline claim should quote. The champion's batches are
 sized for the champion itself (about batch_ms each, as the campaign sizes every part): right after the ceiling's
 copies of 4 GiB the card ran the fp4 champion's 54-launch (1 ms) batches 11% slower in every round, its 414-launch
-ones not (logs/h200/2026-12-01-session17/d, 2026-12-01-session18/e); the log gives the two orders' medians apart,
-and the NVML reasons of throttled rounds. The result is kept in the ledger's ``ceiling_checks`` (one entry a run)
-and shown in the log.
+ones not (benchmarks/results/2026-12-01-fp4-matvec-pdl-campaign-watched-slack, 2026-12-01-batch-sizing-probe); the
+log gives the two orders' medians apart, and the NVML reasons of throttled rounds. The result is kept in the ledger's
+``ceiling_checks`` (one entry a run) and shown in the log.
 """
 
 from __future__ import annotations

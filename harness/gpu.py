@@ -440,7 +440,7 @@ class GpuBackend:
         # One set of output buffers for every part: the parts run one after another, and a candidate must not
         # win or lose by where its buffers landed in HBM. (Suspect, not yet proven: with a buffer set per part,
         # the A/A floor of the HBM-bound T4096_H7168 stayed at 0.34% over 300 rounds on the H200, an offset
-        # that more rounds did not shrink; logs/h200/2026-11-30-campaign2.)
+        # that more rounds did not shrink; benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign-early-out.)
         outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
         graphs = {}
         for label, loaded in parts:
@@ -488,7 +488,7 @@ class GpuBackend:
         cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
         buffers each; the ceiling is the best of them all, since a ceiling is what a copy reached, not what it
         usually reaches. (One trial of 1 GiB read 3.92-4.07 TB/s in one process where 4 GiB read 4.14-4.23,
-        logs/h200/2026-12-01-session11/c.) Every trial's figures are kept beside the result.
+        benchmarks/results/2026-12-01-copy-ceiling-1gib-vs-4gib.) Every trial's figures are kept beside the result.
         """
         cupy = self.cupy
         src = r'''

@@ -1,6 +1,6 @@
 """A campaign sizes each part's CUDA graph for that part (about gates.perf.batch_ms of it), not every part by the
 baseline's launch count: short graphs of a fast candidate read slower than long ones
-(logs/h200/2026-12-01-session18/e)."""
+(benchmarks/results/2026-12-01-batch-sizing-probe)."""
 
 from __future__ import annotations
 

@@ -109,8 +109,8 @@ def test_replay_of_the_committed_h200_campaign_on_the_recorded_backend(tmp_path)
     from evo.config import load_config
 
     db = tmp_path / "h200.db"
-    with gzip.open(ROOT / "logs/h200/2026-11-30-campaign/ledger.db.gz") as src, open(db, "wb") as dst:
-        shutil.copyfileobj(src, dst)  # committed ledgers are gzipped (logs/h200/README.md)
+    with gzip.open(ROOT / "benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/ledger.db.gz") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)  # committed ledgers are gzipped (benchmarks/results/README.md)
     cfg = load_config(ROOT / "configs/mhc_pre_big_fuse.yaml", backend_override="recorded",
                       storage_override=f"sqlite:///{db}")
     camp = Campaign(cfg, out=lambda s: None, replaying=True)

@@ -24,7 +24,7 @@ FAMILIES = ("mhc_prenorm_gemm", "moe_q2_matvec", "fp4_matvec")
 RANDOM_SAMPLE = 8
 # Knob values whose error may exceed the tolerance gate: a rejection is their right verdict, not a bug.
 # mhc_prenorm_gemm math=mma: the tensor core's fp32 accumulation over a long K run (few splits) reached
-# 95x the baseline's relative error in the H200 sweep (logs/h200/2026-11-30-family-sweeps); fma stayed <= 2x.
+# 95x the baseline's relative error in the H200 sweep (benchmarks/results/2026-11-30-family-sweeps); fma stayed <= 2x.
 MAY_FAIL_TOLERANCE = {"mhc_prenorm_gemm": {"math": "mma"}}
 
 
@@ -106,10 +106,11 @@ FP4_MMA = [  # expand = mma: tensor cores, K split 1/2/4, 1-4 tiles per warp, un
 def test_fp4_mma_is_sound_and_k_split_within_tolerance(env):
     """Every expand=mma genome writes every output once, finite, without races; with K split (row_groups 2, 4)
     its error stays within the gate's 2x of the baseline's. Without the split one lane sums 224 block
-    products in a row: 2.1x at in7168_out7168_bf16 on the H200 (logs/h200/2026-11-30-session4/a), so the
-    gate rejects those genomes in tolerance mode; their right verdict, not a bug. qload = cp_async keeps 4
-    chains per lane (one per block position in a group of 4): within the gate at any split (<= 1.12x on the H200,
-    logs/h200/2026-12-01-session5/a)."""
+    products in a row: 2.1x at in7168_out7168_bf16 on the H200
+    (benchmarks/results/2026-11-30-fp4-moe-complete-sweeps), so the gate rejects those genomes in tolerance
+    mode; their right verdict, not a bug. qload = cp_async keeps 4 chains per lane (one per block position
+    in a group of 4): within the gate at any split (<= 1.12x on the H200,
+    benchmarks/results/2026-12-01-fp4-mma-cp-async-probe)."""
     fam, geos, b, be, _ = env
     problems = []
     for ch in FP4_MMA:

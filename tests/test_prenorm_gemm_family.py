@@ -419,7 +419,8 @@ def test_gpu_partials_match_reference(changes, within):
             errs[which] = {n: _rel(cmp[n], ref[n]) for n in ref}
             emu = FAM.emulate({k: v.cpu() for k, v in inputs.items()}, gen, g)
             # the emulation models an mma's inner sum as a plain fp32 sum; the tensor cores' accumulation
-            # differs from it by 1.3e-5 at split_k 1 (logs/h200/2026-11-30-session4/e/pytest-gpu.txt)
+            # differs from it by 1.3e-5 at split_k 1
+            # (benchmarks/results/2026-11-30-prenorm-partials-gpu-test/pytest-gpu.txt)
             agree = 1e-4 if gen["math"] == "mma" else 1e-5
             for n, w in FAM.written_view(outs, gen, g).items():
                 assert _rel(w.cpu(), emu[n]) < agree, (which, n, g.name, _rel(w.cpu(), emu[n]))
