@@ -343,7 +343,7 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
 # --- Kernel Tuner's simulation mode -------------------------------------------------------
 KT_STRATEGIES = ("genetic_algorithm", "bayes_opt")
 # What one evaluation costs on the H200, for the cache's timing fields: the first campaign made 213 attempts
-# in 5 min 01 s (logs/h200/2026-11-30-campaign/status.txt). Compile, check and measurement are not separated,
+# in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement are not separated,
 # so it is all stored as benchmark_time.
 EVAL_MS = 1410.0
 

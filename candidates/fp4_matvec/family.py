@@ -97,7 +97,7 @@ def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
 # copies): the whole row when unroll + 1 stages of it fit, else as few steps as fit, as even as 16 blocks allow
 
 
-TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: tools/h200/tma_blocks_probe.py)
+TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: git show c6520b9:tools/h200/tma_blocks_probe.py)
 
 
 def tma_pitch(row_bytes: int) -> int:
