@@ -1,16 +1,18 @@
 """The kernel-family interface, and discovery of families under ``candidates/``.
 
 A family lives entirely in ``candidates/<name>/``: ``kernel.cu`` (the kernel
-with its knobs as preprocessor macros ``EVO_<KNOB>``), ``family.py`` (a
+with its knobs as preprocessor macros ``EVO_<KNOB>``, or as template
+arguments of a template entry, see :attr:`Family.entry`), ``family.py`` (a
 subclass of :class:`Family` assigned to a module-level ``FAMILY``), and
-optionally ``recorded/`` (H200 measurements) and ``ideas/``. Nothing outside
-that folder has to change to add one.
+optionally ``recorded/`` (H200 measurements), ``ideas/`` and headers the
+kernel includes. Nothing outside that folder has to change to add one.
 """
 
 from __future__ import annotations
 
 import abc
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from evo.genome import Genome
 
 CANDIDATES_DIR = Path(__file__).resolve().parent.parent / "candidates"
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")  # {knob} in a template entry
 
 
 class FamilyError(Exception):
@@ -93,7 +96,8 @@ class Family(abc.ABC):
 
     The campaign calls, in this order: :meth:`check_geometry` when the config
     is loaded; :meth:`check` on every genome the proposer makes (invalid ones
-    are never built); :meth:`defines` when the builder resolves a genome into
+    are never built); :meth:`defines` (and, for a template entry,
+    :meth:`entry_expression`) when the builder resolves a genome into
     source for one geometry's :meth:`specialization`; :meth:`make_inputs`,
     :meth:`outputs`, :meth:`launch` and :meth:`kernel_args` on the GPU;
     :meth:`reference` once per geometry and seed for the float64 check;
@@ -102,7 +106,10 @@ class Family(abc.ABC):
 
     name: str = ""
     description: str = ""
-    entry: str = "kernel"  # the __global__ function's name (extern "C")
+    # The __global__ function: a plain name is an extern "C" function; a template-id with {name}
+    # placeholders (knobs or specialization keys), e.g. "rmsnorm<{block}, {vec}, {two_pass}>", is
+    # instantiated per genome through NVRTC name expressions (entry_expression).
+    entry: str = "kernel"
     knobs: tuple[Knob, ...] = ()
     geometry_params: tuple[GeometryParam, ...] = ()
     # Deliberately broken source edits: title -> (old text, new text[, expected verdict label]).
@@ -110,6 +117,11 @@ class Family(abc.ABC):
     # "rejected: correctness".
     faults: dict[str, tuple[str, ...]] = field(default_factory=dict)
     folder: Path = field(default_factory=Path)
+    # Header folders NVRTC searches after the family's own (relative to the folder unless absolute),
+    # and NVRTC options for every module (e.g. "-default-device", "-DUSE_X=1"). Headers found there
+    # are part of the compile-cache key.
+    include_dirs: tuple[str, ...] = ()
+    nvrtc_options: tuple[str, ...] = ()
 
     # --- knobs and genomes ---------------------------------------------
     def knob(self, name: str) -> Knob:
@@ -180,11 +192,41 @@ class Family(abc.ABC):
             if isinstance(v, bool):
                 v = int(v)
             elif isinstance(v, str):
-                v = f"EVO_{k.name.upper()}_{v.upper()}"
+                v = f"EVO_{k.name.upper()}_{_ident(v)}"
             out[f"EVO_{k.name.upper()}"] = v
         for n, v in spec.items():
             out[f"EVO_{n.upper()}"] = int(v) if isinstance(v, bool) else v
         return out
+
+    # --- template entries -------------------------------------------------
+    @property
+    def template_knobs(self) -> tuple[str, ...]:
+        """The knobs named as ``{knob}`` in :attr:`entry`, in order (none for a plain entry)."""
+        names = {k.name for k in self.knobs}
+        return tuple(dict.fromkeys(n for n in _PLACEHOLDER_RE.findall(self.entry) if n in names))
+
+    def check_entry(self, spec: Mapping[str, Any] | None = None) -> None:
+        """Raise a one-line ValueError when a ``{name}`` in :attr:`entry` is neither a knob nor a geometry
+        parameter (given ``spec``: a key of that specialization). Called when the family is loaded, and by
+        the builder for each specialization it compiles."""
+        knobs = {k.name for k in self.knobs}
+        other = set(spec) if spec is not None else {p.name for p in self.geometry_params}
+        bad = [n for n in dict.fromkeys(_PLACEHOLDER_RE.findall(self.entry)) if n not in knobs | other]
+        if bad:
+            what = "specialization keys" if spec is not None else "geometry params"
+            raise ValueError(f"family {self.name}: entry {self.entry!r} names {', '.join(map(repr, bad))}, not a knob "
+                             f"or one of the {what} (knobs: {', '.join(sorted(knobs)) or 'none'}; "
+                             f"{what}: {', '.join(sorted(other)) or 'none'})")
+
+    def entry_expression(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+        """:attr:`entry` with its placeholders filled from the genome (else ``spec``): bools as true/false,
+        strings verbatim (a type name or an enum constant). Called by the builder for every module."""
+        def value(m: re.Match) -> str:
+            n = m.group(1)
+            v = genome[n] if n in genome else spec[n]
+            return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+        return _PLACEHOLDER_RE.sub(value, self.entry)
 
     def value_macros(self) -> dict[str, int]:
         """Numeric values for string-valued knobs, so ``#if EVO_META == EVO_META_SLICE`` works."""
@@ -192,7 +234,7 @@ class Family(abc.ABC):
         for k in self.knobs:
             if any(isinstance(v, str) for v in k.values):
                 for i, v in enumerate(k.values):
-                    out[f"EVO_{k.name.upper()}_{str(v).upper()}"] = i
+                    out[f"EVO_{k.name.upper()}_{_ident(str(v))}"] = i
         return out
 
     # --- running (GPU only) ---------------------------------------------
@@ -251,6 +293,12 @@ class Family(abc.ABC):
         return 1e-2
 
 
+def _ident(value: str) -> str:
+    """A string knob value as part of a macro name: upper case, with anything but [A-Za-z0-9_] (as in
+    ``Mode::kFast`` or ``unsigned int``) as ``_``."""
+    return re.sub(r"\W", "_", value).upper()
+
+
 def _load_module(path: Path, modname: str):
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
@@ -279,4 +327,8 @@ def load_family(name: str, root: Path = CANDIDATES_DIR) -> Family:
     fam.folder = folder
     if not fam.name:
         fam.name = name
+    try:
+        fam.check_entry()
+    except ValueError as e:
+        raise FamilyError(str(e)) from None
     return fam

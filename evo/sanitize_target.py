@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 backend._launcher(loaded, g, inputs, outs)()
             backend._sync()
             lc = fam.launch(genome, g)
-            _say(f"launched {fam.entry} at {g.name}: grid {lc.grid}, block {lc.block}, {lc.shared_bytes} B shared")
+            fn = built.modules[builder.spec_of(g)].function  # a template entry's instantiation by its lowered name
+            _say(f"launched {fn} at {g.name}: grid {lc.grid}, block {lc.block}, {lc.shared_bytes} B shared")
     except KernelCrash as e:
         _say(f"the launch failed: {e}")
         return TARGET_CRASH
