@@ -100,7 +100,7 @@ class Campaign:
         self.on_attempt = on_attempt
         self.command = command or " ".join(sys.argv)
         self.replaying = replaying  # replay may re-judge a ledger made on another backend
-        self.builder = Builder(cfg.family, cfg.geometries, cfg.arch, defines=cfg.build_defines)
+        self.builder = Builder.for_config(cfg)
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         if self.simulated:  # every line a user reads says where its numbers come from

@@ -298,7 +298,7 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
         return False, ["the campaign has no baseline attempt yet"]
     champ = chain[-1]
     knobs = {k.name: champ.genome[k.name] for k in fam.knobs}  # the file already holds the champion's ideas
-    builder = Builder(fam, list(cfg.geometries), cfg.arch, defines=cfg.build_defines)
+    builder = Builder.for_config(cfg)
     try:
         built = builder.build(knobs, base_source=Path(final).read_text())
     except BuildError as e:

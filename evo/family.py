@@ -1,10 +1,11 @@
 """The kernel-family interface, and where families are found.
 
 A family is one folder: ``kernel.cu`` (the kernel; its knobs are preprocessor macros ``EVO_<KNOB>`` or template
-parameters of its entry point), ``family.py`` (a subclass of :class:`Family` assigned to a module-level
-``FAMILY``), and optionally ``recorded/`` (measured sweeps) and ``ideas/``. Nothing outside that folder has to
-change to add one: a config names it by path, or by name when it lies in a folder of ``EVO_FAMILY_PATH``, comes
-from an installed package's ``evo.families`` entry point, or ships with evo (``candidates/``).
+parameters of its entry point, see :attr:`Family.entry`), ``family.py`` (a subclass of :class:`Family` assigned
+to a module-level ``FAMILY``), and optionally ``recorded/`` (measured sweeps), ``ideas/`` and headers the kernel
+includes. Nothing outside that folder has to change to add one: a config names it by path, or by name when it
+lies in a folder of ``EVO_FAMILY_PATH``, comes from an installed package's ``evo.families`` entry point, or ships
+with evo (``candidates/``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from evo.genome import Genome
+
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")  # {knob} in a template entry
+
 
 class FamilyError(Exception):
     """A family cannot be found or loaded (one line, shown to the user)."""
@@ -94,7 +98,8 @@ class Family(abc.ABC):
 
     The campaign calls, in this order: :meth:`check_geometry` when the config
     is loaded; :meth:`check` on every genome the proposer makes (invalid ones
-    are never built); :meth:`defines` when the builder resolves a genome into
+    are never built); :meth:`defines` (and, for a template entry,
+    :meth:`entry_expression`) when the builder resolves a genome into
     source for one geometry's :meth:`specialization`; :meth:`make_inputs`,
     :meth:`outputs`, :meth:`launch` and :meth:`kernel_args` on the GPU;
     :meth:`reference` once per geometry and seed for the float64 check;
@@ -103,7 +108,10 @@ class Family(abc.ABC):
 
     name: str = ""
     description: str = ""
-    entry: str = "kernel"  # the __global__ function's name (extern "C")
+    # The __global__ function: a plain name is an extern "C" function; a template-id with {name}
+    # placeholders (knobs or specialization keys), e.g. "rmsnorm<{block}, {vec}, {two_pass}>", is
+    # instantiated per genome through NVRTC name expressions (entry_expression).
+    entry: str = "kernel"
     knobs: tuple[Knob, ...] = ()
     geometry_params: tuple[GeometryParam, ...] = ()
     # Deliberately broken source edits: title -> (old text, new text[, expected verdict label]).
@@ -111,6 +119,11 @@ class Family(abc.ABC):
     # "rejected: correctness".
     faults: dict[str, tuple[str, ...]] = field(default_factory=dict)
     folder: Path = field(default_factory=Path)
+    # Header folders NVRTC searches after the family's own (relative to the folder unless absolute),
+    # and NVRTC options for every module (e.g. "-default-device", "-DUSE_X=1"). Headers found there
+    # are part of the compile-cache key.
+    include_dirs: tuple[str, ...] = ()
+    nvrtc_options: tuple[str, ...] = ()
 
     # --- knobs and genomes ---------------------------------------------
     def knob(self, name: str) -> Knob:
@@ -186,11 +199,41 @@ class Family(abc.ABC):
             if isinstance(v, bool):
                 v = int(v)
             elif isinstance(v, str):
-                v = f"EVO_{k.name.upper()}_{v.upper()}"
+                v = f"EVO_{k.name.upper()}_{_ident(v)}"
             out[f"EVO_{k.name.upper()}"] = v
         for n, v in spec.items():
             out[f"EVO_{n.upper()}"] = int(v) if isinstance(v, bool) else v
         return out
+
+    # --- template entries -------------------------------------------------
+    @property
+    def template_knobs(self) -> tuple[str, ...]:
+        """The knobs named as ``{knob}`` in :attr:`entry`, in order (none for a plain entry)."""
+        names = {k.name for k in self.knobs}
+        return tuple(dict.fromkeys(n for n in _PLACEHOLDER_RE.findall(self.entry) if n in names))
+
+    def check_entry(self, spec: Mapping[str, Any] | None = None) -> None:
+        """Raise a one-line ValueError when a ``{name}`` in :attr:`entry` is neither a knob nor a geometry
+        parameter (given ``spec``: a key of that specialization). Called when the family is loaded, and by
+        the builder for each specialization it compiles."""
+        knobs = {k.name for k in self.knobs}
+        other = set(spec) if spec is not None else {p.name for p in self.geometry_params}
+        bad = [n for n in dict.fromkeys(_PLACEHOLDER_RE.findall(self.entry)) if n not in knobs | other]
+        if bad:
+            what = "specialization keys" if spec is not None else "geometry params"
+            raise ValueError(f"family {self.name}: entry {self.entry!r} names {', '.join(map(repr, bad))}, not a knob "
+                             f"or one of the {what} (knobs: {', '.join(sorted(knobs)) or 'none'}; "
+                             f"{what}: {', '.join(sorted(other)) or 'none'})")
+
+    def entry_expression(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+        """:attr:`entry` with its placeholders filled from the genome (else ``spec``): bools as true/false,
+        strings verbatim (a type name or an enum constant). Called by the builder for every module."""
+        def value(m: re.Match) -> str:
+            n = m.group(1)
+            v = genome[n] if n in genome else spec[n]
+            return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+        return _PLACEHOLDER_RE.sub(value, self.entry)
 
     def value_macros(self) -> dict[str, int]:
         """Numeric values for string-valued knobs, so ``#if EVO_META == EVO_META_SLICE`` works."""
@@ -198,7 +241,7 @@ class Family(abc.ABC):
         for k in self.knobs:
             if any(isinstance(v, str) for v in k.values):
                 for i, v in enumerate(k.values):
-                    out[f"EVO_{k.name.upper()}_{str(v).upper()}"] = i
+                    out[f"EVO_{k.name.upper()}_{_ident(str(v))}"] = i
         return out
 
     # --- running (GPU only) ---------------------------------------------
@@ -362,6 +405,12 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}"[:300]
 
 
+def _ident(value: str) -> str:
+    """A string knob value as part of a macro name: upper case, with anything but [A-Za-z0-9_] (as in
+    ``Mode::kFast`` or ``unsigned int``) as ``_``."""
+    return re.sub(r"\W", "_", value).upper()
+
+
 def _load_module(path: Path, modname: str):
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
@@ -408,6 +457,10 @@ def load_source(src: FamilySource) -> Family:
     problem = family_problem(fam)
     if problem:
         raise FamilyError(f"{label}: {problem}")
+    try:
+        fam.check_entry()
+    except ValueError as e:
+        raise FamilyError(f"{label}: {e}") from None
     return fam
 
 

@@ -279,7 +279,7 @@ def sanitize_attempt(cfg: Any, ledger: Any, attempt: Any, champion_id: int | Non
         if missing:
             raise BuildError(f"idea(s) {', '.join(missing)} are in neither the ledger nor the ideas folder")
         # Every geometry, as the campaign built it: the source hash then compares with the attempt's.
-        builder = Builder(cfg.family, cfg.geometries, cfg.arch, ideas=book, defines=cfg.build_defines)
+        builder = Builder.for_config(cfg, ideas=book)
         built = builder.build(genome, cfg.family.faulty_source(fault) if fault else None)
     except (BuildError, ValueError, KeyError) as e:
         reason = f"the genome does not build: {' '.join(str(e).split())[:300]}"

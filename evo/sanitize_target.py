@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"the genome file is for family {spec.get('family')!r}, the config's is {fam.name!r}")
         genome = Genome(spec["genome"])
         geoms = [g for g in cfg.geometries if g.weight > 0]
-        builder = Builder(fam, geoms, cfg.arch, ideas=book_from_meta(spec.get("ideas")), defines=cfg.build_defines)
+        builder = Builder.for_config(cfg, ideas=book_from_meta(spec.get("ideas")), geometries=geoms)
         built = builder.build(genome, fam.faulty_source(spec["fault"]) if spec.get("fault") else None)
     except (ConfigError, BuildError, OSError, ValueError, KeyError) as e:
         _say(f"cannot set up: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 backend._launcher(loaded, g, inputs, outs)()
             backend._sync()
             lc = fam.launch(genome, g)
-            _say(f"launched {fam.entry} at {g.name}: grid {lc.grid}, block {lc.block}, {lc.shared_bytes} B shared")
+            fn = built.modules[builder.spec_of(g)].function  # a template entry's instantiation by its lowered name
+            _say(f"launched {fn} at {g.name}: grid {lc.grid}, block {lc.block}, {lc.shared_bytes} B shared")
     except KernelCrash as e:
         _say(f"the launch failed: {e}")
         return TARGET_CRASH

@@ -3,11 +3,19 @@
 Compiling needs no GPU: CuPy's low-level ``cupy.cuda.nvrtc`` emits a cubin
 for a named real architecture, and ptxas's ``-v`` report (registers, stack
 frame, spills) comes back in the program log. Cubins are cached on disk by
-the sha256 of source + options + NVRTC version.
+the sha256 of source + options + NVRTC version, and of every header the
+kernel includes from the family's folders (CUDA's own headers count by their
+folder and version).
+
+NVRTC searches, in order: the family's folder, its ``include_dirs``, the
+campaign's, then CUDA's headers (CCCL's folder first): a CUDA toolkit's where
+one of NVRTC's major version is installed, else the NVIDIA wheels' (found by
+cuda-pathfinder).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -17,7 +25,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from evo.family import Family, Geometry
 from evo.records import Resources
@@ -107,6 +115,9 @@ class Module:
     log: str = ""
     cached: bool = False
     compile_s: float = 0.0
+    # The kernel's symbol in the cubin, what get_function takes: the entry itself for an extern "C"
+    # entry, the lowered (mangled) name NVRTC gave a template entry's instantiation.
+    function: str = ""
 
 
 @dataclass
@@ -200,12 +211,17 @@ def parse_ptxas_report(log: str, entry: str) -> Resources:
     return res
 
 
-def sass_digest(cubin: bytes) -> str:
+def sass_digest(cubin: bytes, rename: Mapping[str, str] | None = None) -> str:
     """sha256 over the cubin's code sections (.text.*), names included.
 
     Two genomes whose machine code is the same share this digest even when
-    their source text differs, so the second is never measured.
+    their source text differs, so the second is never measured. ``rename``
+    maps a section's function name to the one hashed: a template entry's
+    instantiation is hashed under the template's name, so genomes whose
+    template arguments give the same machine code share a digest as macro
+    genomes do (an extern "C" entry's digest is unchanged).
     """
+    renamed = {f".text.{a}".encode(): f".text.{b}".encode() for a, b in (rename or {}).items()}
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
         return hashlib.sha256(cubin).hexdigest()
     (e_shoff,) = struct.unpack_from("<Q", cubin, 0x28)
@@ -221,7 +237,7 @@ def sass_digest(cubin: bytes) -> str:
         end = cubin.index(b"\0", str_off + name)
         sname = cubin[str_off + name:end]
         if sname.startswith(b".text."):
-            h.update(sname + b"\0" + cubin[sh_off:sh_off + size])
+            h.update(renamed.get(sname, sname) + b"\0" + cubin[sh_off:sh_off + size])
     return h.hexdigest()
 
 
@@ -306,59 +322,274 @@ def _debug_opts() -> list[str]:
     return ["--generate-line-info"] if os.environ.get("EVO_LINEINFO") == "1" else []
 
 
-def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu") -> tuple[bytes, str, float]:
-    """NVRTC: source -> (cubin, log, seconds). Raises BuildError with the first error line."""
+# Options a family or a campaign may not give: evo's own target and cubin (ptxas's report in it is what the
+# static gate reads), and include folders, which must come as include_dirs so their headers are keyed.
+_REJECTED_OPTIONS = (
+    (("--gpu-architecture", "-arch"), "evo sets the target architecture (the campaign's arch)"),
+    (("-I", "--include-path"), "name include folders in include_dirs (their headers are part of the cache key)"),
+    (("-dlto", "--dlink-time-opt", "-gen-lto"), "evo needs a cubin, not LTO IR"),
+    (("--fdevice-syntax-only", "-fdevice-syntax-only"), "evo needs a cubin"),
+)
+
+
+def check_nvrtc_options(options: Sequence[str]) -> tuple[str, ...]:
+    """``options`` (a family's or a campaign's) as given; BuildError naming the first that would take an option
+    evo needs away (arch, the ptxas report, the cubin) or hide headers from the cache key."""
+    for o in options:
+        if not isinstance(o, str) or not o.strip():
+            raise BuildError(f"nvrtc option {o!r} is not a non-empty string")
+        for names, why in _REJECTED_OPTIONS:
+            if any(o == n or o.startswith(n + "=") or (n == "-I" and o.startswith("-I")) for n in names):
+                raise BuildError(f"nvrtc option {o!r} is not allowed: {why}")
+    return tuple(options)
+
+
+def _cuda_version(include: Path) -> str | None:
+    """CUDART_VERSION of a folder of CUDA headers (e.g. "13000"), None when it holds none."""
+    try:
+        m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", (include / "cuda_runtime_api.h").read_text(errors="replace"))
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _with_cccl(include: Path) -> tuple[str, ...]:
+    """CCCL's folder before the CUDA headers: CUDA 13 keeps cub/, thrust/ and cuda/std in include/cccl."""
+    cccl = include / "cccl"
+    return ((str(cccl),) if (cccl / "cuda" / "std" / "version").is_file() else ()) + (str(include),)
+
+
+def _toolkit_roots() -> list[Path]:
+    roots = [Path(os.environ[v]) for v in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(v)]
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(os.path.realpath(nvcc)).parent.parent)
+    roots.append(Path("/usr/local/cuda"))
+    return roots
+
+
+def _wheel_include_dirs() -> tuple[str, ...]:
+    """CUDA's headers from the NVIDIA wheels (nvidia-cuda-runtime, -crt, -cccl), through cuda-pathfinder."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        return ()
+    dirs: list[str] = []
+    for lib in ("cccl", "cudart"):
+        try:
+            d = find_nvidia_header_directory(lib)
+        except Exception:  # an older cuda-pathfinder may not know the name
+            d = None
+        if d and d not in dirs:
+            dirs.append(d)
+    return tuple(dirs)
+
+
+@functools.cache
+def cuda_include_dirs() -> tuple[str, ...]:
+    """The folders of CUDA's own headers NVRTC gets, CCCL's first (cub, cuda/std and cuda/barrier need it there).
+
+    A CUDA toolkit (CUDA_PATH, CUDA_HOME, nvcc on the PATH, /usr/local/cuda) whose major version is NVRTC's;
+    else the NVIDIA wheels' (cuda-pathfinder); else a toolkit of another version; else none (then only
+    kernels that include no CUDA header compile).
+    """
+    major = nvrtc_version().split(".")[0]
+    other: tuple[str, ...] = ()
+    for root in _toolkit_roots():
+        ver = _cuda_version(root / "include")
+        if ver is None:
+            continue
+        if str(int(ver) // 1000) == major:
+            return _with_cccl(root / "include")
+        other = other or _with_cccl(root / "include")
+    return _wheel_include_dirs() or other
+
+
+@functools.cache
+def cuda_headers_key() -> str:
+    """What the cache key says of CUDA's headers: their folders and versions (a kernel that includes one)."""
+    parts = []
+    for d in cuda_include_dirs():
+        ver = _cuda_version(Path(d))
+        if ver is None:
+            try:
+                m = re.search(r"#define\s+CCCL_VERSION\s+(\d+)",
+                              (Path(d) / "cuda" / "std" / "__cccl" / "version.h").read_text(errors="replace"))
+                ver = f"cccl{m.group(1)}" if m else "?"
+            except OSError:
+                ver = "?"
+        parts.append(f"{d}@{ver}")
+    return ";".join(parts) or "none"
+
+
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Includes:
+    """Where NVRTC finds headers for one builder's modules.
+
+    ``local``: the family's folder, its include_dirs and the campaign's, in search order (their headers are
+    scanned into the cache key); ``origin``: the folder kernel.cu's quoted includes look in first (NVRTC
+    looks beside the program's name, so the program is named in the family's folder); ``cuda``: CUDA's.
+    """
+
+    local: tuple[str, ...] = ()
+    origin: str = ""
+    cuda: tuple[str, ...] = ()
+
+    def options(self) -> list[str]:
+        return [f"-I{d}" for d in self.local + self.cuda]
+
+    def program_name(self) -> str:
+        return str(Path(self.origin) / "kernel.cu") if self.origin else "kernel.cu"
+
+    def scan(self, source: str) -> tuple[dict[str, str], bool]:
+        """(header -> sha256 of its text, for every header ``source`` includes from the local folders,
+        transitively; whether it includes anything else, i.e. CUDA's headers). Conditionals are not
+        evaluated: a header under ``#if 0`` counts too, which only costs a rebuild."""
+        found: dict[str, str] = {}
+        cuda = False
+        seen: set[Path] = set()
+        todo: list[tuple[str, Path | None]] = [(source, Path(self.origin) if self.origin else None)]
+        while todo:
+            text, here = todo.pop()
+            for quoted, angled in _INCLUDE_RE.findall(text):
+                name = quoted or angled
+                dirs = ([here] if quoted and here is not None else []) + [Path(d) for d in self.local]
+                path = next((d / name for d in dirs if (d / name).is_file()), None)
+                if path is None:
+                    cuda = True
+                    continue
+                path = path.resolve()
+                if path in seen:
+                    continue
+                seen.add(path)
+                data = path.read_bytes()
+                base = Path(self.origin or self.local[0])
+                found[os.path.relpath(path, base)] = hashlib.sha256(data).hexdigest()
+                todo.append((data.decode(errors="replace"), path.parent))
+        return found, cuda
+
+
+class Compiled(NamedTuple):
+    cubin: bytes
+    log: str
+    seconds: float
+    function: str  # the entry's symbol: itself, or a template entry's lowered name
+
+
+_ERROR_LINE_RE = re.compile(r"\(\d+\): (?:catastrophic )?error\b")
+
+
+def first_error(log: str) -> str:
+    """The first error line of an NVRTC log: "file(line): error: ..." (or "catastrophic error"), else the first
+    line that says error (e.g. "nvrtc: error: unrecognized option")."""
+    lines = [ln.strip() for ln in log.replace("\x00", "").splitlines() if ln.strip()]
+    return (next((ln for ln in lines if _ERROR_LINE_RE.search(ln)), None)
+            or next((ln for ln in lines if "error" in ln), None) or (lines[0][:200] if lines else "unknown"))
+
+
+def compile_program(source: str, entry: str, arch: str, options: Sequence[str] | None = None,
+                    name: str = "kernel.cu") -> Compiled:
+    """NVRTC: source -> cubin, log, seconds and the entry's symbol. Raises BuildError with the first error line.
+
+    ``entry`` with ``<`` is a template-id: NVRTC instantiates it as a name expression and says its lowered
+    name. ``options`` come after evo's own (None: CUDA's include folders); a ``-std=`` among them replaces
+    the default c++17.
+    """
     import time
 
     from cupy.cuda import nvrtc
 
-    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-std=c++17"] + _debug_opts()
+    extra = list(cuda_include_options() if options is None else options)
+    std = [] if any(o.startswith(("-std=", "--std=")) for o in extra) else ["-std=c++17"]
+    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v"] + std + _debug_opts() + extra
+    template = "<" in entry
     t0 = time.perf_counter()
     prog = nvrtc.createProgram(source, name, [], [])
     try:
+        if template:
+            nvrtc.addNameExpression(prog, entry)
         try:
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog).replace("\x00", "")
-            first = next((ln.strip() for ln in log.splitlines() if "error" in ln), log.strip()[:200] or "unknown")
+            first = first_error(log)
+            if first.startswith("__nv_name_map"):  # NVRTC's own file for name expressions: say which one
+                first += f" (the entry {entry!r})"
             raise BuildError(f"compile error: {first}", log) from None
+        function = nvrtc.getLoweredName(prog, entry) if template else entry
         # Some NVRTC versions run ptxas lazily: ask for the cubin before the log.
         cubin = nvrtc.getCUBIN(prog)
         log = nvrtc.getProgramLog(prog).replace("\x00", "")
     finally:
         nvrtc.destroyProgram(prog)
-    return cubin, log, time.perf_counter() - t0
+    return Compiled(cubin, log, time.perf_counter() - t0, function)
 
 
-def build_module(source: str, entry: str, arch: str, key: str) -> Module:
-    """Compile (or fetch from the cache) one resolved source."""
+def cuda_include_options() -> list[str]:
+    return [f"-I{d}" for d in cuda_include_dirs()]
+
+
+def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu",
+                   options: Sequence[str] | None = None) -> tuple[bytes, str, float]:
+    """NVRTC: source -> (cubin, log, seconds); :func:`compile_program` without the entry's symbol."""
+    c = compile_program(source, entry, arch, options, name)
+    return c.cubin, c.log, c.seconds
+
+
+def build_module(source: str, entry: str, arch: str, key: str, options: Sequence[str] = (),
+                 includes: Includes | None = None) -> Module:
+    """Compile (or fetch from the cache) one resolved source.
+
+    ``entry``: a function name, or a template-id (:meth:`evo.family.Family.entry_expression`); ``options``: the
+    family's and the campaign's NVRTC options (checked by :func:`check_nvrtc_options`). A kernel that includes
+    nothing and takes no options has the cache key and identity it always had.
+    """
+    includes = includes if includes is not None else Includes(cuda=cuda_include_dirs())
     src_sha = hashlib.sha256(source.encode()).hexdigest()
-    opts = "".join(f"|{o}" for o in _debug_opts())
+    headers, uses_cuda = includes.scan(source)
+    # The compiled source's identity: the text, and the text of every header of the family's it includes.
+    ident = (hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode())
+             .hexdigest() if headers else src_sha)
+    opts = "".join(f"|{o}" for o in _debug_opts() + list(options))
+    opts += "".join(f"|h:{n}={h}" for n, h in sorted(headers.items()))
+    opts += f"|cuda:{cuda_headers_key()}" if uses_cuda else ""
     cache_key = hashlib.sha256(f"{src_sha}|{arch}|{nvrtc_version()}|{entry}{opts}".encode()).hexdigest()[:32]
+    template = "<" in entry
     d = cache_dir()
     cubin_path, meta_path = d / f"{cache_key}.cubin", d / f"{cache_key}.json"
     if cubin_path.is_file() and meta_path.is_file():
         meta = json.loads(meta_path.read_text())
-        return Module(key, src_sha, meta["cubin_sha256"], meta["sass_sha256"], Resources(**meta["resources"]),
-                      str(cubin_path), meta.get("log", ""), cached=True)
-    cubin, log, secs = compile_source(source, entry, arch)
+        function = meta.get("function", "" if template else entry)
+        if function:
+            return Module(key, ident, meta["cubin_sha256"], meta["sass_sha256"], Resources(**meta["resources"]),
+                          str(cubin_path), meta.get("log", ""), cached=True, function=function)
+    nv_opts = includes.options() + list(options)
+    name = includes.program_name()
+    cubin, log, secs, function = compile_program(source, entry, arch, nv_opts, name)
     try:
-        res = parse_ptxas_report(log, entry)
+        res = parse_ptxas_report(log, function)
     except BuildError:
         # Seen on the H200 machine (its NVRTC, 2026-11-30): ~2% of compiles return an empty log.
         # Try once more, then read what the cubin itself records.
-        cubin, log, secs2 = compile_source(source, entry, arch)
+        cubin, log, secs2, function = compile_program(source, entry, arch, nv_opts, name)
         secs += secs2
         try:
-            res = parse_ptxas_report(log, entry)
+            res = parse_ptxas_report(log, function)
         except BuildError:
-            res = resources_from_cubin(cubin, entry)
-    mod = Module(key, src_sha, hashlib.sha256(cubin).hexdigest(), sass_digest(cubin), res, str(cubin_path), log,
-                 compile_s=secs)
+            res = resources_from_cubin(cubin, function)
+    rename = {function: entry.split("<", 1)[0].strip()} if template else None
+    mod = Module(key, ident, hashlib.sha256(cubin).hexdigest(), sass_digest(cubin, rename), res, str(cubin_path),
+                 log, compile_s=secs, function=function)
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(cubin)
     os.replace(tmp, cubin_path)
-    meta = {"cubin_sha256": mod.cubin_sha256, "sass_sha256": mod.sass_sha256, "resources": asdict(res), "log": log}
+    meta = {"cubin_sha256": mod.cubin_sha256, "sass_sha256": mod.sass_sha256, "resources": asdict(res), "log": log,
+            "function": function}
     tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta))
     os.replace(tmp, meta_path)
@@ -369,7 +600,13 @@ class Builder:
     """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
 
     def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto",
-                 ideas: Mapping[str, Any] | None = None, defines: Mapping[str, Any] | None = None):
+                 ideas: Mapping[str, Any] | None = None, defines: Mapping[str, Any] | None = None,
+                 include_dirs: Sequence[str] = (), nvrtc_options: Sequence[str] = ()):
+        """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
+
+        Raises BuildError for an include folder that is not there or an option evo cannot take, and
+        ValueError when the family's template entry names something no specialization has.
+        """
         self.family = family
         self.defines = dict(defines or {})  # the campaign's macros for every module (CampaignConfig.build_defines)
         self.geometries = geometries
@@ -378,12 +615,39 @@ class Builder:
         for g in geometries:
             s = family.specialization(g)
             self.specs.setdefault(spec_key(s), s)
+        for s in self.specs.values():
+            family.check_entry(s)
         self._ideas = ideas
+        # A family made in code has no folder (Path()): then its kernel has no headers of its own.
+        folder = Path(family.folder).resolve() if str(family.folder) not in ("", ".") else None
+        local = [folder] if folder is not None else []
+        for d, whose in [(d, "the family's") for d in family.include_dirs] + [(d, "the campaign's")
+                                                                             for d in include_dirs]:
+            p = Path(d) if folder is None else folder / d  # an absolute d stays itself
+            if not p.is_dir():
+                raise BuildError(f"include folder {d} ({whose} include_dirs) is not a folder: {p}")
+            if p.resolve() not in local:
+                local.append(p.resolve())
+        self._local, self._origin = tuple(map(str, local)), str(folder) if folder is not None else ""
+        self._includes: Includes | None = None
+        self.nvrtc_options = check_nvrtc_options(tuple(family.nvrtc_options) + tuple(nvrtc_options))
+
+    @property
+    def includes(self) -> Includes:
+        """Where this builder's modules find headers (CUDA's are looked up at the first build: that needs NVRTC)."""
+        if self._includes is None:
+            self._includes = Includes(self._local, self._origin, cuda_include_dirs())
+        return self._includes
 
     @classmethod
-    def for_config(cls, cfg: Any, arch: str | None = None, ideas: Mapping[str, Any] | None = None) -> "Builder":
-        """The builder a campaign config asks for: its family, geometries, arch and build macros."""
-        return cls(cfg.family, list(cfg.geometries), arch or cfg.arch, ideas=ideas, defines=cfg.build_defines)
+    def for_config(cls, cfg: Any, arch: str | None = None, ideas: Mapping[str, Any] | None = None,
+                   geometries: Sequence[Geometry] | None = None) -> "Builder":
+        """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
+        section (include folders and NVRTC options)."""
+        b = cfg.build
+        geos = list(cfg.geometries if geometries is None else geometries)
+        return cls(cfg.family, geos, arch or cfg.arch, ideas=ideas, defines=cfg.build_defines,
+                   include_dirs=[str(d) for d in b.include_dirs], nvrtc_options=list(b.nvrtc_options))
 
     @property
     def ideas(self) -> Mapping[str, Any]:
@@ -422,5 +686,6 @@ class Builder:
         for key, spec in self.specs.items():
             src = resolve_source(self.family, genome, spec, body, self.defines)
             built.source[key] = src
-            built.modules[key] = build_module(src, self.family.entry, self.arch, key)
+            entry = self.family.entry_expression(genome, spec)
+            built.modules[key] = build_module(src, entry, self.arch, key, self.nvrtc_options, self.includes)
         return built

@@ -166,7 +166,7 @@ class GpuBackend:
         cupy = self.cupy
         fns = {}
         for key, mod in built.modules.items():
-            fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(self.family.entry)
+            fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(mod.function)  # a template's lowered name
         return Loaded(built, genome, fns, pdl=self.pdl)
 
     def _args(self, inputs, outputs, g: Geometry) -> tuple:

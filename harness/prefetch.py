@@ -24,7 +24,7 @@ def _init(config_path: str, arch: str) -> None:
     from harness.build import Builder
 
     cfg = load_config(config_path)
-    _builder = Builder(cfg.family, cfg.geometries, arch, defines=cfg.build_defines)
+    _builder = Builder.for_config(cfg, arch)
 
 
 def _compile(genome: dict[str, Any]) -> float:

@@ -235,7 +235,7 @@ def gpu_backend(config: str, backend: str | None = None, storage: str | None = N
     from harness.gpu import GpuBackend
 
     cfg = load_config(config, backend_override=backend, storage_override=storage)
-    return GpuBackend.for_config(cfg, Builder(cfg.family, cfg.geometries, cfg.arch, defines=cfg.build_defines))
+    return GpuBackend.for_config(cfg, Builder.for_config(cfg))
 
 
 def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:

@@ -111,15 +111,15 @@ def test_resources_from_cubin_unknown_entry():
 def test_empty_ptxas_log_falls_back_to_the_cubin(monkeypatch, tmp_path):
     want = _builder(G_S1).build(FAM.baseline()).modules[S1].resources  # from ptxas
     monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
-    real = hb.compile_source
+    real = hb.compile_program
     calls = []
 
-    def no_log(source, entry, arch, name="kernel.cu"):
-        cubin, _log, secs = real(source, entry, arch, name)
+    def no_log(source, entry, arch, options=None, name="kernel.cu"):
+        c = real(source, entry, arch, options, name)
         calls.append(1)
-        return cubin, "", secs
+        return c._replace(log="")
 
-    monkeypatch.setattr(hb, "compile_source", no_log)
+    monkeypatch.setattr(hb, "compile_program", no_log)
     m = _builder(G_S1).build(FAM.baseline()).modules[S1]
     assert len(calls) == 2  # one retry before reading the cubin
     assert m.resources.report == "cubin"
@@ -233,3 +233,63 @@ def test_resolve_source_has_the_macros():
     assert src.endswith(FAM.source())
     # The macros come before the kernel, so the kernel's #ifndef defaults do not win.
     assert src.index("#define EVO_BLOCK 256") < src.index('#line 1 "kernel.cu"')
+
+
+# ---------------------------------------------------------------------------
+# Macro families are built as before: the same resolved source, cache key, identity and SASS
+
+
+def test_macro_family_cache_key_identity_and_sass_as_before(monkeypatch, tmp_path):
+    import json
+
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "fresh"))
+    b = _builder(G_S1)
+    built = b.build(FAM.baseline())
+    m, src = built.modules[S1], built.source[S1]
+    src_sha = hashlib.sha256(src.encode()).hexdigest()
+    # The key as it was computed before headers and options took part (no header, no option: nothing added).
+    old_key = hashlib.sha256(f"{src_sha}|{ARCH}|{hb.nvrtc_version()}|{FAM.entry}".encode()).hexdigest()[:32]
+    assert Path(m.cubin_path).name == f"{old_key}.cubin"
+    assert m.source_sha256 == src_sha and m.function == FAM.entry
+    assert m.sass_sha256 == sass_digest(Path(m.cubin_path).read_bytes())
+    assert json.loads(Path(m.cubin_path).with_suffix(".json").read_text())["function"] == FAM.entry
+    # The CUDA include folders NVRTC now gets change nothing in the machine code.
+    bare, _, _ = compile_source(src, FAM.entry, ARCH, options=[])
+    assert hashlib.sha256(bare).hexdigest() == m.cubin_sha256
+
+
+@pytest.mark.parametrize("name", ["mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec", "fp4_matvec"])
+def test_resolve_source_unchanged_for_shipped_families(name):
+    """resolve_source of every shipped family's baseline, against the macros as they were always written."""
+    import json
+
+    from evo.config import load_config
+
+    cfg = load_config(f"configs/{name}.yaml")
+    fam = cfg.family
+    g = fam.baseline()
+    assert fam.template_knobs == () and fam.entry_expression(g, {}) == fam.entry
+    for geo in cfg.geometries:
+        spec = fam.specialization(geo)
+        lines = [f"// evo: family {fam.name}, genome {json.dumps(dict(sorted(g.items())), separators=(',', ':'))}"]
+        for k in fam.knobs:
+            if any(isinstance(v, str) for v in k.values):
+                lines += [f"#define EVO_{k.name.upper()}_{str(v).upper()} {i}" for i, v in enumerate(k.values)]
+        for k in fam.knobs:
+            v = g[k.name]
+            v = int(v) if isinstance(v, bool) else f"EVO_{k.name.upper()}_{v.upper()}" if isinstance(v, str) else v
+            lines.append(f"#define EVO_{k.name.upper()} {v}")
+        lines += [f"#define EVO_{n.upper()} {int(v) if isinstance(v, bool) else v}" for n, v in spec.items()]
+        want = "\n".join(lines) + '\n#line 1 "kernel.cu"\n' + fam.source()
+        assert resolve_source(fam, g, spec) == want, geo.name
+
+
+def test_compile_error_is_exactly_the_first_error_line():
+    with pytest.raises(BuildError) as ei:
+        compile_source('extern "C" __global__ void k(float* y) {\n  y[0] = undefined_x;\n}\n', "k", ARCH)
+    assert str(ei.value) == 'compile error: kernel.cu(2): error: identifier "undefined_x" is undefined'
+    log = ('kernel.cu(1): warning #177-D: variable "error_count" was declared but never referenced\n'
+           'my.cuh(3): error: expected a ";"\n1 error detected in the compilation of "kernel.cu".\n')
+    assert hb.first_error(log) == 'my.cuh(3): error: expected a ";"'
+    assert hb.first_error("nvrtc: error: unrecognized option -foo found\n") == \
+        "nvrtc: error: unrecognized option -foo found"

@@ -400,7 +400,8 @@ def test_gpu_partials_match_reference(changes, within):
     for g in geos:
         errs = {}
         for which, bt, gen in (("base", base_built, FAM.baseline()), ("cand", built, genome)):
-            fn = cupy.RawModule(path=bt.modules[b.spec_of(g)].cubin_path).get_function(FAM.entry)
+            mod = bt.modules[b.spec_of(g)]
+            fn = cupy.RawModule(path=mod.cubin_path).get_function(mod.function)
             inputs = FAM.make_inputs(g, 0, torch.device("cuda"))
             outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device="cuda")
                     for o in FAM.outputs(g)}

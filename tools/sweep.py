@@ -63,7 +63,7 @@ _builder: Builder | None = None
 def _init(config: str, arch: str) -> None:
     global _builder
     cfg = load_config(config)
-    _builder = Builder(cfg.family, cfg.geometries, arch)
+    _builder = Builder.for_config(cfg, arch)
 
 
 def _compile(key: str) -> tuple[str, str | None, str | None]:
@@ -135,7 +135,7 @@ def main() -> int:
 
     cfg = load_config(args.config)
     fam, geos = cfg.family, cfg.geometries
-    builder = Builder(fam, geos, cfg.arch)
+    builder = Builder.for_config(cfg, geometries=geos)
     base = fam.baseline()
     n_product, full = valid_order(fam, geos, args.seed)
     order = [g for j, g in enumerate(full) if in_shard(j, shard_i, shard_n)]
