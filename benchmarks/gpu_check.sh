@@ -5,7 +5,7 @@
 # benchmarks/scratch/gpu-check, ignored); what a document cites is summarised under benchmarks/results/.
 #
 #   python -m pip wheel --no-deps -w .whl .   # beside the device wheels (../shared/tools/device-wheels.sh)
-#   bash benchmarks/gpu_check.sh [campaign minutes, default 3] [GPU-test seconds, default 200]
+#   EVO_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/gpu_check.sh [campaign minutes, default 3] [GPU-test s, default 200]
 set -u
 root=$(pwd)
 OUT=${OUT:-$root/benchmarks/scratch/gpu-check}
@@ -19,7 +19,7 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH EVO_CACHE_DIR=/tmp/evocache
     date -u
     nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
         --format=csv
-    echo "commit: $(git log -1 --format='%H %s' 2>/dev/null || echo '(no git)')"
+    echo "commit: ${EVO_COMMIT:-unknown (set EVO_COMMIT: the device's copy of .git may be older than the tree sent)}"
     echo "evo imported from: $(cd /tmp && python3 -c 'import evo; print(evo.__file__)')"
     echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
 } > "$OUT/device.txt" 2>&1

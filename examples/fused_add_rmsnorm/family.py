@@ -29,11 +29,9 @@ Knobs (all template parameters):
   memory: two barriers) or ``all_warps`` (every warp sums the partials itself with the same butterfly:
   one barrier fewer, the same bits). Bit-preserving.
 
-cub::BlockReduce is not a value of ``reduce``: with the CUDA 13 toolkit CUB lives under
-``include/cccl``, and ``#include <cub/block/block_reduce.cuh>`` does not compile under NVRTC with the
-CUDA include directory alone (it needs ``-I<cuda>/include/cccl`` as an extra flag); this family keeps
-``include_dirs`` and ``nvrtc_options`` empty. (With that flag a small BlockReduce kernel compiles under
-NVRTC 13, in about 2.4 s a program, where one genome of this kernel takes about 0.1 s.)
+cub::BlockReduce is not a value of ``reduce``: its headers compile under evo's builder (CCCL's folder
+comes first on NVRTC's include path), but a program that includes them takes about 2.4 s to compile under
+NVRTC 13 where one genome of this kernel takes about 0.1 s, and it would give a third summation order.
 
 A token row per block; several rows per block would only cut the number of blocks at decode sizes
 (T = 1..128 leaves most of the GPU idle already), so there is no rows-per-block knob.
