@@ -1,9 +1,9 @@
 """Small statistics for the perf gate: distribution-free intervals for a median.
 
 Per-pair speed ratios have rare large outliers (a pair caught by a clock or
-scheduling hiccup: the H200 A-B-A-B check of DESIGN.md saw 0.997 and 1.034
-around a median of 1.0002), so the gate uses the median with the binomial
-order-statistic interval, which needs no normality assumption.
+scheduling hiccup, a few percent off a median within 0.1% of 1 in an A/A run),
+so the gate uses the median with the binomial order-statistic interval, which
+needs no normality assumption (docs/measurement.md).
 """
 
 from __future__ import annotations

@@ -484,7 +484,7 @@ class GpuBackend:
     def copy_ceiling(self, gib: float = 4.0, reps: int = 10, trials: int = 3) -> dict[str, Any]:
         """Device-to-device copy bandwidth (bytes read + written): the roofline every "% of ceiling" divides by.
 
-        Buffers of ``gib`` GiB, as DESIGN.md's figure; our 16-byte copy kernel at 4, 8 and 16 blocks an SM and
+        Buffers of ``gib`` GiB (docs/measurement.md, "copy ceiling"); our 16-byte copy kernel at 4, 8 and 16 blocks an SM and
         cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
         buffers each; the ceiling is the best of them all, since a ceiling is what a copy reached, not what it
         usually reaches. (One trial of 1 GiB read 3.92-4.07 TB/s in one process where 4 GiB read 4.14-4.23,

@@ -1,4 +1,4 @@
-"""CPU checks of the moe_q2_matvec and fp4_matvec families (FAMILIES.md §3, §4).
+"""CPU checks of the moe_q2_matvec and fp4_matvec families (docs/families.md §3, §4).
 
 The formats are checked against decoders written here from the spec, independently of the families'
 own dequantizers; the kernels are compiled with NVRTC for sm_90 (no GPU needed) but not run.
@@ -126,7 +126,7 @@ def spec_fp8(byte: int) -> float:
 
 
 def spec_q2_block(b: bytes, cb) -> list[float]:
-    """Decode one 10-byte block per FAMILIES.md §3, weight by weight."""
+    """Decode one 10-byte block per docs/families.md §3, weight by weight."""
     out = []
     for idx in range(32):
         j, i = divmod(idx, 4)

@@ -1,4 +1,4 @@
-"""The mhc_prenorm_gemm family (FAMILIES.md §2): CPU checks, NVRTC builds for sm_90, and GPU checks.
+"""The mhc_prenorm_gemm family (docs/families.md §2): CPU checks, NVRTC builds for sm_90, and GPU checks.
 
 Everything but the last test runs without a GPU: the float64 reference against a naive loop, a CPU
 model of the kernel's split-K decomposition, the knob space and its constraints, exactness, the

@@ -1,4 +1,4 @@
-"""fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (FAMILIES.md §4).
+"""fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (docs/families.md §4).
 
 MXFP4 (OCP MX v1.0) blocks of 32 weights in 17 bytes:
 

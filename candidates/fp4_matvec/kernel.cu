@@ -1,4 +1,4 @@
-// fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (FAMILIES.md §4).
+// fp4_matvec: dense MXFP4 mat-vec, batch-1 decode (docs/families.md §4).
 //
 // Weights: w [out, ROW_STRIDE] bytes. A row is NBLK = in / 32 blocks of 17 bytes, block b at byte 17*b:
 // byte 0 is the E8M0 scale 2^(e-127) (e = 255 is NaN), bytes 1..16 are E2M1 codes, weight j (0..15) in

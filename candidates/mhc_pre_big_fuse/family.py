@@ -1,4 +1,4 @@
-"""mhc_pre_big_fuse: the post-GEMM part of the mHC pre step (FAMILIES.md §1).
+"""mhc_pre_big_fuse: the post-GEMM part of the mHC pre step (docs/families.md §1).
 
 Inputs per call: dot_mix [S, T, 24] fp32 (split partials of the GEMM), sqrsum
 [S, T] fp32, residual [T, 4, H] bf16, scale [3], base [24]. Outputs: post_mix

@@ -1,4 +1,4 @@
-// mHC pre big-fuse: the post-GEMM half of the mHC pre step (FAMILIES.md §1).
+// mHC pre big-fuse: the post-GEMM half of the mHC pre step (docs/families.md §1).
 //
 // One token per block (or per h_split blocks). Warp 0 lanes 0..3 own the 24
 // mixing values of the token (lane j: row j); the other warps stream the

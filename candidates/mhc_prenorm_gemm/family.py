@@ -1,4 +1,4 @@
-"""mhc_prenorm_gemm: the split-K GEMM + square sum before big-fuse (FAMILIES.md §2).
+"""mhc_prenorm_gemm: the split-K GEMM + square sum before big-fuse (docs/families.md §2).
 
 Inputs: x [T, K] bf16 (K = 4*H, the flattened residual), fn [24, K] fp32.
 Outputs: the split partials dot_mix [S, T, 24] and sqrsum [S, T] fp32, S =

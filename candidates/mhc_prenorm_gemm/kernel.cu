@@ -1,4 +1,4 @@
-// mHC pre-norm GEMM + square sum (FAMILIES.md §2), split-K partials.
+// mHC pre-norm GEMM + square sum (docs/families.md §2), split-K partials.
 //
 //   dot_mix[s, t, j] = sum over k in split s of x[t, k] * fn[j, k]     (j < 24)
 //   sqrsum[s, t]     = sum over k in split s of x[t, k]^2

@@ -1,4 +1,4 @@
-"""moe_q2_matvec: 2-bit codebook MoE expert gate/up mat-vec, batch-1 decode (FAMILIES.md §3).
+"""moe_q2_matvec: 2-bit codebook MoE expert gate/up mat-vec, batch-1 decode (docs/families.md §3).
 
 The 2.5-bit block format (32 weights in 10 bytes):
 

@@ -1,4 +1,4 @@
-// moe_q2_matvec: 2-bit codebook MoE expert gate/up mat-vec, batch-1 decode (FAMILIES.md §3).
+// moe_q2_matvec: 2-bit codebook MoE expert gate/up mat-vec, batch-1 decode (docs/families.md §3).
 //
 // Weights: w [E, 2 (gate, up), out, NBLK * 10] bytes, NBLK = in / 32. Block b of a row is 10 bytes at
 // byte 10*b of the row: bytes 0..7 hold 2-bit codes (weight 4j+i in bits 2i..2i+1 of byte j), byte 8 is
