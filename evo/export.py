@@ -129,11 +129,15 @@ def resolve_conditionals(source: str, macros: Mapping[str, int]) -> str:
 
 def resolved_kernel(family: Family, genome: Mapping[str, Any], source: str | None = None) -> str:
     macros = knob_macros(family, genome)
-    body = resolve_conditionals(source if source is not None else family.source(), macros)
+    src = source if source is not None else family.source()
+    body = resolve_conditionals(src, macros)
     body = re.sub(r"\n{3,}", "\n\n", body)
+    # only the macros the kernel reads (a template-parameter knob has none: its instantiation names it)
     knob_lines = [f"#define EVO_{k.name.upper()} {macros[f'EVO_{k.name.upper()}']}"
                   f"  // {k.name} = {genome[k.name]}" for k in family.knobs
-                  if isinstance(macros.get(f"EVO_{k.name.upper()}"), int)]
+                  if isinstance(macros.get(f"EVO_{k.name.upper()}"), int) and f"EVO_{k.name.upper()}" in src]
+    if not knob_lines:
+        return body
     head = f"// {family.name}: knob values of this step (evo export)\n" + "\n".join(knob_lines) + "\n\n"
     return head + body
 

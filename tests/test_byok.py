@@ -223,3 +223,24 @@ def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path):
     assert cfg.path.name == "mhc_pre_big_fuse.yaml" and cfg.family.name == "mhc_pre_big_fuse"
     with pytest.raises(ConfigError, match="no such config file .* shipped one: fp4_matvec"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_export_of_a_template_family_names_each_steps_instantiation(tmp_path, monkeypatch):
+    """A template knob leaves kernel.cu unchanged, so each exported step appends the explicit instantiation it
+    launches: the patch shows the template arguments change, and the file still builds to the genome's code."""
+    from evo.export import step_source
+    from harness.build import Builder
+
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = load_config(ROOT / "examples" / "fused_add_rmsnorm" / "evo.yaml")
+    fam = cfg.family
+    base, champ = fam.baseline(), fam.genome({"block": 512, "vec": 8, "cache": 2, "reduce": "all_warps"})
+    a, b = step_source(fam, base, {}), step_source(fam, champ, {})
+    assert a.endswith("template __global__ void fused_add_rmsnorm<256, 1, 0, Reduce::warp0>(" +
+                      a.rsplit("<256, 1, 0, Reduce::warp0>(", 1)[1])
+    changed = [(x, y) for x, y in zip(a.splitlines(), b.splitlines()) if x != y]
+    assert len(changed) == 1 and "<512, 8, 2, Reduce::all_warps>" in changed[0][1]
+    builder = Builder.for_config(cfg, "sm_90")
+    exported = builder.build(champ, base_source=b)
+    direct = builder.build(champ)
+    assert exported.sass_sha256 == direct.sass_sha256  # the explicit instantiation is the same machine code
