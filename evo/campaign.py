@@ -17,7 +17,7 @@ from typing import Any
 from evo import ceiling as ceiling_mod
 from evo.config import CampaignConfig
 from evo.genome import Genome
-from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
+from evo.ideas import IdeaError, campaign_book, idea_hook, idea_slugs, inexact_ideas
 from evo.ledger import Ledger
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
@@ -58,7 +58,9 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
 
         if kind == "gpu" and not gpu_available():
             raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
-        factory = "harness.worker:gpu_backend" if kind == "gpu" else "harness.worker:recorded_backend"
+        from evo.backends import WORKER_FACTORIES
+
+        factory = WORKER_FACTORIES[kind]
         try:
             return WorkerBackend(factory, {"config": str(cfg.path), "backend": kind, "storage": cfg.storage},
                                  cfg.worker.timeout_s)
@@ -110,7 +112,7 @@ class Campaign:
         used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}
         self.ideas, self._ideas_changed = campaign_book(cfg.family, self.ledger.meta("ideas"), used,
                                                         folder=cfg.ideas.folder if cfg.ideas is not None else True)
-        self.builder.ideas = self.ideas
+        self.builder.source_hook = idea_hook(self.ideas)
         self.floor = 0.0
         self.floors: dict[str, float] = {}
         self.ceiling: dict[str, float] = {}
@@ -621,13 +623,13 @@ class Campaign:
 
     # --- the loop -------------------------------------------------------------
     def _prefetcher(self):
-        """Compile processes ahead of the GPU (harness/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
+        """Compile processes ahead of the GPU (evo/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
         n = self.cfg.worker.prefetch
         if n < 0:
             n = 0 if self.simulated else 1
         if n == 0 or self.cfg.path is None:
             return None
-        from harness.prefetch import Prefetcher
+        from evo.prefetch import Prefetcher
 
         return Prefetcher(str(self.cfg.path), self.builder.arch, n)
 

@@ -101,7 +101,7 @@ class E2EConfig:
 class WorkerConfig:
     isolation: str = "auto"  # auto (a worker on the GPU, in-process on recorded data) | worker | none
     timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
-    prefetch: int = -1  # compile processes ahead of the GPU (harness/prefetch.py); -1 auto: 1 on the GPU, 0 else
+    prefetch: int = -1  # compile processes ahead of the GPU (evo/prefetch.py); -1 auto: 1 on the GPU, 0 else
 
 
 @dataclass(frozen=True)

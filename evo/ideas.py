@@ -44,7 +44,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -427,6 +427,15 @@ def apply_ideas(source: str, genome: Mapping[str, Any], book: Mapping[str, Idea]
 # Registering (`evo idea add`)
 
 
+def idea_hook(book: Mapping[str, Idea]) -> Callable[[str, Mapping[str, Any]], str]:
+    """The builder's source hook for a campaign's ideas (harness.build.Builder knows nothing of ideas): a genome's
+    idea genes applied to the kernel text. ``book`` is read at each build, so ideas added to it later count."""
+    def hook(body: str, genome: Mapping[str, Any]) -> str:
+        return apply_ideas(body, genome, book) if idea_slugs(genome) else body
+
+    return hook
+
+
 def check_idea(family: Family, idea: Idea, geometries: Sequence[Any] = (), arch: str = "sm_90",
                others: Mapping[str, Idea] | None = None) -> dict[str, Any]:
     """Does ``idea`` apply to the baseline kernel.cu and compile? Raises IdeaError / BuildError; returns facts.
@@ -442,7 +451,7 @@ def check_idea(family: Family, idea: Idea, geometries: Sequence[Any] = (), arch:
         apply_patch(base_src, idea.patch)
     except PatchError as e:
         raise IdeaError(f"does not apply to {family.kernel_path}: {e}") from None
-    builder = Builder(family, list(geometries), arch, ideas={idea.slug: idea})
+    builder = Builder(family, list(geometries), arch, source_hook=idea_hook({idea.slug: idea}))
     if not builder.specs:
         builder.specs = {"default": {}}
     base = family.baseline()

@@ -263,7 +263,7 @@ def _fault_of(attempt: Any) -> str | None:
 def sanitize_attempt(cfg: Any, ledger: Any, attempt: Any, champion_id: int | None = None,
                      out: Callable[[str], None] = print) -> dict[str, Any]:
     """Build ``attempt``'s genome, run the configured tools over it, keep the result in the ledger meta."""
-    from evo.ideas import campaign_book, idea_slugs
+    from evo.ideas import campaign_book, idea_hook, idea_slugs
     from harness.build import BuildError, Builder
 
     sc = cfg.sanitizer
@@ -279,7 +279,7 @@ def sanitize_attempt(cfg: Any, ledger: Any, attempt: Any, champion_id: int | Non
         if missing:
             raise BuildError(f"idea(s) {', '.join(missing)} are in neither the ledger nor the ideas folder")
         # Every geometry, as the campaign built it: the source hash then compares with the attempt's.
-        builder = Builder.for_config(cfg, ideas=book)
+        builder = Builder.for_config(cfg, source_hook=idea_hook(book))
         built = builder.build(genome, cfg.family.faulty_source(fault) if fault else None)
     except (BuildError, ValueError, KeyError) as e:
         reason = f"the genome does not build: {' '.join(str(e).split())[:300]}"

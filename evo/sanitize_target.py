@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         return TARGET_FAILED
     from evo.config import ConfigError, load_config
     from evo.genome import Genome
-    from evo.ideas import book_from_meta
+    from evo.ideas import book_from_meta, idea_hook
     from harness.build import BuildError, Builder
 
     try:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"the genome file is for family {spec.get('family')!r}, the config's is {fam.name!r}")
         genome = Genome(spec["genome"])
         geoms = [g for g in cfg.geometries if g.weight > 0]
-        builder = Builder.for_config(cfg, ideas=book_from_meta(spec.get("ideas")), geometries=geoms)
+        builder = Builder.for_config(cfg, source_hook=idea_hook(book_from_meta(spec.get("ideas"))), geometries=geoms)
         built = builder.build(genome, fam.faulty_source(spec["fault"]) if spec.get("fault") else None)
     except (ConfigError, BuildError, OSError, ValueError, KeyError) as e:
         _say(f"cannot set up: {type(e).__name__}: {' '.join(str(e).split())[:300]}")

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from evo.family import Family, Geometry
 from evo.records import Resources
@@ -596,13 +596,18 @@ def build_module(source: str, entry: str, arch: str, key: str, options: Sequence
     return mod
 
 
+SourceHook = Callable[[str, Mapping[str, Any]], str]
+
+
 class Builder:
     """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
 
     def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto",
-                 ideas: Mapping[str, Any] | None = None, defines: Mapping[str, Any] | None = None,
+                 source_hook: SourceHook | None = None, defines: Mapping[str, Any] | None = None,
                  include_dirs: Sequence[str] = (), nvrtc_options: Sequence[str] = ()):
         """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
+        ``source_hook(body, genome)``: the kernel text a genome with genes beyond the family's knobs builds from
+        (the campaign's source-level ideas, evo/ideas.py ``idea_hook``); the builder knows nothing of them.
 
         Raises BuildError for an include folder that is not there or an option evo cannot take, and
         ValueError when the family's template entry names something no specialization has.
@@ -617,7 +622,7 @@ class Builder:
             self.specs.setdefault(spec_key(s), s)
         for s in self.specs.values():
             family.check_entry(s)
-        self._ideas = ideas
+        self.source_hook = source_hook
         # A family made in code has no folder (Path()): then its kernel has no headers of its own.
         folder = Path(family.folder).resolve() if str(family.folder) not in ("", ".") else None
         local = [folder] if folder is not None else []
@@ -640,42 +645,29 @@ class Builder:
         return self._includes
 
     @classmethod
-    def for_config(cls, cfg: Any, arch: str | None = None, ideas: Mapping[str, Any] | None = None,
+    def for_config(cls, cfg: Any, arch: str | None = None, source_hook: SourceHook | None = None,
                    geometries: Sequence[Geometry] | None = None) -> "Builder":
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
         section (include folders and NVRTC options)."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
-        return cls(cfg.family, geos, arch or cfg.arch, ideas=ideas, defines=cfg.build_defines,
+        return cls(cfg.family, geos, arch or cfg.arch, source_hook=source_hook, defines=cfg.build_defines,
                    include_dirs=[str(d) for d in b.include_dirs], nvrtc_options=list(b.nvrtc_options))
-
-    @property
-    def ideas(self) -> Mapping[str, Any]:
-        """slug -> :class:`evo.ideas.Idea` (a campaign sets its own; default: the family's ``ideas/`` folder)."""
-        if self._ideas is None:
-            from evo.ideas import load_folder_ideas
-
-            self._ideas = load_folder_ideas(self.family)[0]
-        return self._ideas
-
-    @ideas.setter
-    def ideas(self, book: Mapping[str, Any]) -> None:
-        self._ideas = book
 
     def spec_of(self, geometry: Geometry) -> str:
         return spec_key(self.family.specialization(geometry))
 
     def source_for(self, genome: Mapping[str, Any], base_source: str | None = None) -> str:
-        """The kernel text before the knob macros: ``base_source`` (else kernel.cu) with the genome's ideas applied.
-
-        Raises :class:`evo.ideas.IdeaError` (a BuildError) when an idea is unknown, no longer applies, or
-        does not apply together with another idea of the genome.
-        """
-        from evo.ideas import apply_ideas, idea_slugs
-
+        """The kernel text before the knob macros: ``base_source`` (else kernel.cu), through the source hook when
+        the genome has genes beyond the family's knobs (the hook raises a BuildError when one cannot apply)."""
         body = base_source if base_source is not None else self.family.source()
-        if idea_slugs(genome):
-            body = apply_ideas(body, genome, self.ideas)
+        knobs = {k.name for k in self.family.knobs}
+        extra = sorted(k for k in genome if k not in knobs)
+        if extra:
+            if self.source_hook is None:
+                raise BuildError(f"genes {', '.join(extra)} are no knobs of {self.family.name}, and this builder "
+                                 "was given no source hook to build them")
+            body = self.source_hook(body, genome)
         return body
 
     def build(self, genome: Mapping[str, Any], base_source: str | None = None) -> Built:

@@ -226,23 +226,3 @@ class WorkerBackend:
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:
         return self._call("peer_torch_compile", (mode, list(geometries)))
-
-
-def gpu_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
-    """Factory run inside the worker: the GPU backend of a campaign config."""
-    from evo.config import load_config
-    from harness.build import Builder
-    from harness.gpu import GpuBackend
-
-    cfg = load_config(config, backend_override=backend, storage_override=storage)
-    return GpuBackend.for_config(cfg, Builder.for_config(cfg))
-
-
-def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
-    """Factory run inside the worker: the recorded backend (used to test the worker path without a GPU)."""
-    from evo.config import load_config
-    from harness.recorded import RecordedBackend
-
-    cfg = load_config(config, backend_override=backend, storage_override=storage)
-    c = cfg.gates.correctness
-    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)

@@ -15,6 +15,7 @@ from harness.build import Builder
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = family_names()
 ALLOWED_IMPORTS = {"evo", "torch", "__future__"} | set(sys.stdlib_module_names)
+CORE = {"evo.family", "evo.genome", "evo.records"}
 
 
 def test_the_four_shipped_families_are_found():
@@ -34,6 +35,8 @@ def test_family_needs_nothing_outside_its_folder(name):
             assert node.level == 0, f"{name}: relative import"
         for m in mods:
             assert m.split(".")[0] in ALLOWED_IMPORTS, f"{name}/family.py imports {m}"
+            if m.split(".")[0] == "evo":  # a family sees the core types only (pyproject's import contracts)
+                assert m in CORE, f"{name}/family.py imports {m}, not one of the core modules {sorted(CORE)}"
     assert "#include" not in (folder / "kernel.cu").read_text(), "kernels stay header-free (NVRTC on any machine)"
 
 

@@ -22,11 +22,11 @@ from evo.config import ConfigError, load_config
 from evo.family import load_family
 from evo.genome import Genome
 from evo.ideas import (Idea, IdeaError, apply_ideas, change_signature, check_idea, delta, describe_change,
-                       idea_slugs, knob_part, load_folder_ideas, make_patch, normalize_patch, parse_idea, toggled,
+                       idea_hook, idea_slugs, knob_part, load_folder_ideas, make_patch, normalize_patch, parse_idea, toggled,
                        with_ideas)
 from evo.proposers.base import Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Interval, Timing, Verdict
-from harness.build import apply_patch
+from harness.build import BuildError, apply_patch
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
@@ -143,10 +143,12 @@ def test_builder_applies_a_genomes_ideas():
 
     g = Geometry("g", {"T": 4, "H": 4096, "S": 1, "prenorm": False})
     idea = idea_from("one", insert_before(ANCHOR, "#pragma unroll\n"))
-    b = Builder(FAM, [g], "sm_90", ideas={"one": idea})
+    b = Builder(FAM, [g], "sm_90", source_hook=idea_hook({"one": idea}))
     assert b.source_for(FAM.baseline()) == SRC
     built = b.build(with_ideas(FAM.baseline(), ["one"]))
     assert "#pragma unroll\n" + ANCHOR in next(iter(built.source.values()))
+    with pytest.raises(BuildError, match="no source hook"):  # the builder itself knows nothing of ideas
+        Builder(FAM, [g], "sm_90").build(with_ideas(FAM.baseline(), ["one"]))
 
 
 # ---------------------------------------------------------------------------
