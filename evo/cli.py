@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
     e.add_argument("config", help="campaign YAML")
     e.add_argument("--storage", help="override the config's storage URL")
-    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export)")
+    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export; relative to the working directory)")
+    e.add_argument("--force", action="store_true", help="replace an earlier export in that folder (only its files)")
     e.add_argument("--check", action="store_true",
                    help="then build the final file: it must give the champion's machine code and, on a GPU, "
                         "pass the correctness gate")
@@ -168,7 +169,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "log":
             return _log(cfg, args.output)
         if args.cmd == "export":
-            return _export(cfg, args.output, args.check)
+            return _export(cfg, args.output, args.check, args.force)
         if args.cmd == "replay":
             return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
@@ -469,17 +470,22 @@ def _selfcheck(cfg, aa: int) -> int:
     return 1 if bad else 0
 
 
-def _export(cfg, output: str | None, check: bool = False) -> int:
+def _export(cfg, output: str | None, check: bool = False, force: bool = False) -> int:
+    import os
+
     from evo.export import check_final, export
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
     led = _open_ledger(cfg)
-    out = Path(output) if output else cfg.log_dir / "export"
+    out = Path(os.path.abspath(Path(output).expanduser() if output else cfg.log_dir / "export"))
+    notes: list[str] = []
     try:
-        patches = export(cfg.family, led.attempts(), led.all_meta(), out)
+        patches = export(cfg.family, led.attempts(), led.all_meta(), out, force=force, notes=notes)
     except ValueError as e:
         return _fail(str(e))
+    for note in notes:
+        print(f"evo: note: {note}")
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
     print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
           f"{cfg.family.name}.cu)")
