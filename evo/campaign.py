@@ -18,7 +18,7 @@ from evo import ceiling as ceiling_mod
 from evo.config import CampaignConfig
 from evo.genome import Genome
 from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
-from evo.ledger import Ledger
+from evo.ledger import Ledger, SessionTaken, safe_url
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 from gates import CorrectnessEvidence, EarlyStop, PairSamples, baseline_problem, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
@@ -151,12 +151,16 @@ class Campaign:
             self._loaded[key] = self.backend.load(built, genome)
         return self._loaded[key]
 
-    def setup(self) -> None:
+    def _preflight(self) -> None:
+        """What refuses a resume, checked before anything is written."""
         self._check_resume()
         if self._ideas_changed:  # ideas: like a changed knob, a measured idea may not change its text
             raise CampaignError(
                 f"idea(s) {', '.join(self._ideas_changed)} changed in {self.family.folder / 'ideas'} since campaign "
                 f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign")
+
+    def setup(self) -> None:
+        self._preflight()
         interrupted = self.ledger.recover()
         if interrupted:
             self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
@@ -669,7 +673,29 @@ class Campaign:
             return counted, f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
         return counted, None
 
+    SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
+
+    def claim(self) -> None:
+        """Register this process as the campaign's runner, or CampaignError naming the one that runs it."""
+        if self.ledger._session_key is None:
+            self._preflight()  # a refused resume leaves the ledger as it was, session row included
+        try:
+            self.ledger.claim(self.SESSION_MODE)
+        except SessionTaken as e:
+            also = ("several processes share a campaign only as evo worker" if self.SESSION_MODE == "run" and
+                    e.holder.get("mode") != "worker" else "evo worker joins only while no evo run runs it")
+            raise CampaignError(f"campaign {self.cfg.campaign!r} at {safe_url(self.cfg.storage)} is being run by {e}; "
+                                f"wait for it to end or stop it ({also}; a killed one elsewhere counts as stopped "
+                                f"{self.ledger.grace_s} s after its last heartbeat)") from None
+
     def run(self) -> RunSummary:
+        self.claim()
+        try:
+            return self._run()
+        finally:
+            self.ledger.release()
+
+    def _run(self) -> RunSummary:
         self.setup()
         cfg = self.cfg
         led = self.ledger

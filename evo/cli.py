@@ -144,6 +144,7 @@ def _main(argv: list[str] | None = None) -> int:
         _parser().print_help()
         return EXIT_USAGE
     from evo.config import ConfigError, load_config
+    from evo.ledger import LedgerError
 
     try:
         if args.cmd == "families":
@@ -178,6 +179,8 @@ def _main(argv: list[str] | None = None) -> int:
             return _sanitize(cfg, args.id)
     except ConfigError as e:
         return _fail(f"config error: {e}")
+    except LedgerError as e:
+        return _fail(str(e))
     return EXIT_USAGE
 
 
@@ -319,7 +322,7 @@ def _ideas(args) -> int:
             print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue
         for name in names:
-            led = Ledger(url, name, fam.knobs)
+            led = Ledger(url, name, fam.knobs, readonly=True)
             meta = led.all_meta()
             if (meta.get("config") or {}).get("family") == fam.name:
                 campaigns.append((name, led.attempts(), meta))
@@ -328,15 +331,22 @@ def _ideas(args) -> int:
     return 0
 
 
-def _open_ledger(cfg):
+def _open_ledger(cfg, readonly: bool = False):
+    """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
     from evo.ledger import Ledger
 
-    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
+
+
+def _damaged(led) -> None:
+    note = led.damaged_note()
+    if note:
+        sys.stderr.write(f"evo: warning: {note}\n")
 
 
 def _existing(cfg) -> bool:
-    if cfg.storage.startswith("sqlite:///"):
-        return Path(cfg.storage[len("sqlite:///"):]).is_file()
+    if cfg.storage.startswith("sqlite:///"):  # a folder or a damaged file there is the ledger check's to name
+        return Path(cfg.storage[len("sqlite:///"):]).exists()
     return True
 
 
@@ -354,14 +364,18 @@ def _run(cfg, args) -> int:
         return _run_locked(cfg, args)
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
+        camp.claim()  # before anything is printed: a second evo run of this campaign says one line
     except CampaignError as e:
         return _fail(str(e))
+    _damaged(camp.ledger)
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
     try:
         summary = run_with_progress(camp, live=not args.plain)
     except CampaignError as e:
         return _fail(str(e))
+    finally:
+        camp.ledger.release()
     print(f"evo: stopped: {summary.stopped}; {summary.new_attempts} new attempt(s), {summary.attempts} recorded{sim}")
     print_champion(summary, sim)
     _sanitize_after_run(camp, summary)
@@ -454,7 +468,11 @@ def _selfcheck(cfg, aa: int) -> int:
         return _fail("--aa must be >= 1")
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
-        out = selfcheck(camp, aa)
+        camp.claim()
+        try:
+            out = selfcheck(camp, aa)
+        finally:
+            camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
@@ -477,11 +495,13 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
+    led = _open_ledger(cfg, readonly=True)
     out = Path(os.path.abspath(Path(output).expanduser() if output else cfg.log_dir / "export"))
     notes: list[str] = []
+    attempts = led.attempts()
+    _damaged(led)
     try:
-        patches = export(cfg.family, led.attempts(), led.all_meta(), out, force=force, notes=notes)
+        patches = export(cfg.family, attempts, led.all_meta(), out, force=force, notes=notes)
     except ValueError as e:
         return _fail(str(e))
     for note in notes:
@@ -507,7 +527,11 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
-        pairs = replay(camp, gate=gate, ids=ids)
+        camp.claim()
+        try:
+            pairs = replay(camp, gate=gate, ids=ids)
+        finally:
+            camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
@@ -527,8 +551,10 @@ def _status(cfg) -> int:
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
-    print(render_status(led.attempts(), led.all_meta()))
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    print(render_status(attempts, led.all_meta()))
     return 0
 
 
@@ -537,9 +563,11 @@ def _log(cfg, output: str | None) -> int:
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
+    led = _open_ledger(cfg, readonly=True)
     path = Path(output) if output else cfg.log_dir / "attempts.md"
-    write_log(led.attempts(), led.all_meta(), path)
+    attempts = led.attempts()
+    _damaged(led)
+    write_log(attempts, led.all_meta(), path)
     print(f"evo: attempt log written to {path}")
     return 0
 

@@ -184,7 +184,9 @@ class WorkerCampaign(Campaign):
                     raise
         raise AssertionError("unreachable")
 
-    def run(self) -> RunSummary:
+    SESSION_MODE = "worker"
+
+    def _run(self) -> RunSummary:
         self.setup()
         led, budget = self.ledger, self.cfg.budget
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
