@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from evo import ceiling as ceiling_mod
+from evo import stop
 from evo.config import CampaignConfig
 from evo.genome import Genome
 from evo.ideas import IdeaError, campaign_book, idea_slugs, inexact_ideas
@@ -160,7 +161,9 @@ class Campaign:
                 f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign")
 
     def setup(self) -> None:
+        """Meta, A/A and the baseline; a stop request is honoured between its steps (evo/stop.py)."""
         self._preflight()
+        stop.check()
         interrupted = self.ledger.recover()
         if interrupted:
             self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
@@ -178,11 +181,16 @@ class Campaign:
         facts.setdefault("cuda", facts.get("cuda_driver"))
         if not self.replaying or led.meta("device") is None:  # a replay elsewhere keeps the campaign's device
             led.set_meta("device", facts)
+        stop.check()
         self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
         led.set_meta("copy_ceiling", self.ceiling)
+        stop.check()
         self._baseline()
+        stop.check()
         self._noise_floor()
+        stop.check()
         self._record_baseline()
+        stop.check()
         self.champion = led.champion() or self.baseline
         if self.cfg.ideas is not None:  # ideas: freeze the folder's ideas into the ledger (new ones are accepted)
             frozen = led.meta("ideas") or {}
@@ -719,6 +727,7 @@ class Campaign:
         pending: Proposal | None = None  # proposed one step ahead while the GPU measured (worker.prefetch)
         try:
             while True:
+                stop.check()  # the safe point of the loop: between attempts
                 self._cycle_t0 = time.perf_counter()
                 attempts = led.attempts()
                 counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)

@@ -7,8 +7,8 @@ campaign is touched by a failing command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
-import threading
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,10 +106,6 @@ def _fail(msg: str) -> int:
     return EXIT_USAGE
 
 
-def _term_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _cap_blas_threads() -> None:
     """One OpenBLAS thread per evo process unless the user set a number.
 
@@ -124,28 +120,46 @@ def _cap_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from evo import stop
+
+    if argv is None:
+        # SIGINT and SIGTERM (a `timeout` around evo, a batch system) are stop requests, honoured at the next
+        # safe point (evo/stop.py); the exit code says which: 130 or 143
+        stop.install()
     try:
-        return _main(argv)
+        code = _main(argv)
+        stop.check()  # a request during the command's last steps still says it was stopped
+        return code
     except BrokenPipeError:  # `evo status | head`: the reader left; say nothing more
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt as e:  # a stop request at a safe point (or a Ctrl-C before evo took SIGINT)
+        signum = getattr(e, "signum", signal.SIGINT)
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+        sys.stderr.write(f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command "
+                         "resumes a campaign)\n")
+        return stop.exit_code(signum)
 
 
 def _main(argv: list[str] | None = None) -> int:
+    from evo import stop
+
     _cap_blas_threads()
-    if argv is None and threading.current_thread() is threading.main_thread():
-        # SIGTERM (a `timeout` around evo, a batch system) stops like Ctrl-C: children such as the sanitizer's
-        # own process session are killed on the way out instead of holding the GPU after evo is gone
-        signal.signal(signal.SIGTERM, _term_as_interrupt)
     args = _parser().parse_args(argv)
+    stop.check()
     if args.cmd is None:
         _parser().print_help()
         return EXIT_USAGE
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
+
     from evo.config import ConfigError, load_config
     from evo.ledger import LedgerError
 
+    cfg = None
     try:
         if args.cmd == "families":
             return _families()
@@ -159,6 +173,7 @@ def _main(argv: list[str] | None = None) -> int:
             return _ideas(args)
         cfg = load_config(args.config, backend_override=getattr(args, "backend", None),
                           storage_override=getattr(args, "storage", None))
+        stop.check()
         if args.cmd == "run":
             return _run(cfg, args)
         if args.cmd == "worker":
@@ -181,6 +196,16 @@ def _main(argv: list[str] | None = None) -> int:
         return _fail(f"config error: {e}")
     except LedgerError as e:
         return _fail(str(e))
+    except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)
+        from evo.ledger import _first_line, safe_url
+
+        where = safe_url(cfg.storage) if cfg is not None else "the storage"
+        return _fail(f"{where}: {_first_line(e)}; what was committed before is kept")
+    except BrokenPipeError:  # `evo status | head`: main() says nothing more
+        raise
+    except OSError as e:  # a file the command writes or reads (disk full, read-only, no such folder)
+        what = f"{e.filename}: " if e.filename else ""
+        return _fail(f"{what}{e.strerror or type(e).__name__} ({type(e).__name__}); nothing recorded was lost")
     return EXIT_USAGE
 
 

@@ -301,7 +301,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **kw)
-        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError):  # a lock, a busy server
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())

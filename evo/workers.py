@@ -64,6 +64,7 @@ from typing import Any
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from sqlalchemy.exc import SQLAlchemyError
 
+from evo import stop
 from evo.campaign import Campaign, CampaignError, RunSummary
 from evo.ledger import BudgetTaken, GenomeTaken, View, worker_name
 from evo.proposers import PROPOSERS, Proposal
@@ -125,6 +126,7 @@ class WorkerCampaign(Campaign):
             if not any(t.number == holder for t in led.running()):
                 return None
             led.recover()
+            stop.check()
             time.sleep(POLL_S)
 
     # --- one attempt -----------------------------------------------------------
@@ -200,6 +202,7 @@ class WorkerCampaign(Campaign):
             self.on_attempt(self.baseline, self)
 
         def wait() -> None:
+            stop.check()
             time.sleep(POLL_S)
 
         def measure(prop: Proposal, trial: Any) -> None:
@@ -219,6 +222,7 @@ class WorkerCampaign(Campaign):
         pending: tuple[Proposal, Any] | None = None
         try:
             while True:
+                stop.check()  # between attempts
                 self._cycle_t0 = time.perf_counter()
                 if time.monotonic() - last_check >= led.heartbeat_s:  # the periodic check for dead workers
                     self._recover()
