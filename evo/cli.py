@@ -280,7 +280,7 @@ def _idea_add(args) -> int:
     """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
     from evo.config import load_config
     from evo.family import Geometry
-    from evo.ideas import IdeaError, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
+    from evo.ideas import IdeaError, _read_patch, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
     from harness.build import BuildError
     from harness.recorded import recorded_geometries
 
@@ -293,7 +293,7 @@ def _idea_add(args) -> int:
         return _fail(f"{src}: no such patch file")
     slug = args.name or src.name.removesuffix(".patch").removesuffix(".diff")
     try:
-        idea = parse_idea(src.read_text(errors="replace"), slug=slug, origin="cli", path=str(src), title=args.title,
+        idea = parse_idea(_read_patch(src), slug=slug, origin="cli", path=str(src), title=args.title,
                           rationale=args.rationale, exact=None if args.exact is None else args.exact == "yes")
     except IdeaError as e:
         return _fail(f"idea {slug}: {e}")
@@ -377,14 +377,10 @@ def _existing(cfg) -> bool:
 
 def _run(cfg, args) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.config import Budget, ConfigError
+    from evo.config import apply_budget_overrides
     from evo.logmd import write_log
 
-    if args.attempts is not None or args.minutes is not None:
-        if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
-            raise ConfigError("--attempts must be >= 1 and --minutes > 0")
-        cfg.budget = Budget(args.attempts if args.attempts is not None else cfg.budget.attempts,
-                            args.minutes if args.minutes is not None else cfg.budget.minutes)
+    apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
         return _run_locked(cfg, args)
     try:

@@ -150,8 +150,20 @@ class BudgetTaken(Exception):
 
 def heartbeat_settings() -> tuple[int, int]:
     """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
-    hb = int(os.environ.get("EVO_HEARTBEAT_S") or HEARTBEAT_S)
-    grace = int(os.environ.get("EVO_GRACE_S") or max(GRACE_S, 3 * hb))
+    def seconds(name: str, default: int) -> int:
+        raw = os.environ.get(name)
+        if not raw:
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            v = 0
+        if not 1 <= v <= 86400:
+            raise LedgerError(f"{name}={raw[:40]!r}: expected whole seconds from 1 to 86400")
+        return v
+
+    hb = seconds("EVO_HEARTBEAT_S", HEARTBEAT_S)
+    grace = seconds("EVO_GRACE_S", max(GRACE_S, 3 * hb))
     return hb, grace
 
 
@@ -500,7 +512,8 @@ class Ledger:
         self.heartbeat_s = int(heartbeat_s or hb)
         self.grace_s = int(grace_s or max(grace, 2 * self.heartbeat_s))
         if self.grace_s <= self.heartbeat_s:
-            raise ValueError(f"grace period {self.grace_s}s must exceed the heartbeat interval {self.heartbeat_s}s")
+            raise LedgerError(f"grace period {self.grace_s}s (EVO_GRACE_S) must exceed the heartbeat interval "
+                              f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)")
         self.readonly = readonly
         self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
         self.distributions: dict[str, CategoricalDistribution] = {

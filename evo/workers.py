@@ -288,7 +288,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
     """``evo worker``: join the campaign at the config's (or --storage) URL; one line per attempt."""
     import os
 
-    from evo.config import Budget, ConfigError
+    from evo.config import apply_budget_overrides
     from evo.logmd import write_log
     from evo.cli import print_champion, run_with_progress
 
@@ -296,11 +296,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
         sys.stderr.write(f"evo: {msg}\n")
         return 2
 
-    if args.attempts is not None or args.minutes is not None:
-        if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
-            raise ConfigError("--attempts must be >= 1 and --minutes > 0")
-        cfg.budget = Budget(args.attempts if args.attempts is not None else cfg.budget.attempts,
-                            args.minutes if args.minutes is not None else cfg.budget.minutes)
+    apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
         return fail("evo worker does not lock clocks (clocks: lock); use clocks: record, or evo run")
     try:
