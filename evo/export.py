@@ -290,7 +290,7 @@ def check_target(out_dir: Path, force: bool) -> dict[str, str]:
         raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
     for name, digest in old.items():
         f = out_dir / name
-        if f.is_file() and _sha256(f) != digest:
+        if digest and f.is_file() and _sha256(f) != digest:  # "": an export stopped while writing it
             raise ExportError(f"{f} was changed since evo exported it; move it away (--force replaces only files "
                               "as evo wrote them)")
     return old
@@ -346,8 +346,9 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
         (staged / fname).write_text(texts[chain[-1].id])
         new = {p.name: _sha256(p) for p in staged.iterdir()}
         out_dir.mkdir(parents=True, exist_ok=True)
-        # The manifest first names old and new files, so a kill while copying leaves no file it does not own.
-        _write_manifest(out_dir, base.campaign, {**old, **new})
+        # The manifest first names old and new files (new ones as being written: no digest), so a full disk or a
+        # kill while copying leaves no file that a later export with --force may not replace.
+        _write_manifest(out_dir, base.campaign, {**old, **{n: "" for n in new}})
         for name in new:
             shutil.copyfile(staged / name, out_dir / name)
         for name in old:
