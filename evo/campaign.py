@@ -704,11 +704,11 @@ class Campaign:
             self.ledger.release()
 
     def _run(self) -> RunSummary:
+        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
         self.setup()
         cfg = self.cfg
         led = self.ledger
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
-        t_start = time.monotonic()
         new = 0
         stopped = "budget"
         proposer_cls = PROPOSERS[cfg.proposer.name]

@@ -189,10 +189,10 @@ class WorkerCampaign(Campaign):
     SESSION_MODE = "worker"
 
     def _run(self) -> RunSummary:
+        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
         self.setup()
         led, budget = self.ledger, self.cfg.budget
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
-        t_start = time.monotonic()
         self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
         proposer = self._proposer(len(led.attempts()))
         new = 0
