@@ -3,6 +3,11 @@
 The public names live in private-ish modules and are re-exported here.
 """
 
+from evo import stop as _stop
+
+if _stop._evo_command():  # the evo command: a Ctrl-C or SIGTERM during these imports is a stop request too
+    _stop.install()
+
 from evo.config import CampaignConfig, ConfigError, load_config
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec, load_family
 from evo.genome import Genome

@@ -15,10 +15,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from evo import ceiling as ceiling_mod
+from evo import stop
 from evo.config import CampaignConfig
 from evo.genome import Genome
 from evo.ideas import IdeaError, campaign_book, idea_hook, idea_slugs, inexact_ideas
-from evo.ledger import Ledger
+from evo.ledger import Ledger, SessionTaken, safe_url
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 from gates import CorrectnessEvidence, EarlyStop, PairSamples, baseline_problem, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
@@ -154,12 +155,18 @@ class Campaign:
             self._loaded[key] = self.backend.load(built, genome)
         return self._loaded[key]
 
-    def setup(self) -> None:
+    def _preflight(self) -> None:
+        """What refuses a resume, checked before anything is written."""
         self._check_resume()
         if self._ideas_changed:  # ideas: like a changed knob, a measured idea may not change its text
             raise CampaignError(
                 f"idea(s) {', '.join(self._ideas_changed)} changed in {self.family.folder / 'ideas'} since campaign "
                 f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign")
+
+    def setup(self) -> None:
+        """Meta, A/A and the baseline; a stop request is honoured between its steps (evo/stop.py)."""
+        self._preflight()
+        stop.check()
         interrupted = self.ledger.recover()
         if interrupted:
             self.out(f"resume: {len(interrupted)} attempt(s) left running by a stopped process recorded as interrupted")
@@ -177,11 +184,16 @@ class Campaign:
         facts.setdefault("cuda", facts.get("cuda_driver"))
         if not self.replaying or led.meta("device") is None:  # a replay elsewhere keeps the campaign's device
             led.set_meta("device", facts)
+        stop.check()
         self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
         led.set_meta("copy_ceiling", self.ceiling)
+        stop.check()
         self._baseline()
+        stop.check()
         self._noise_floor()
+        stop.check()
         self._record_baseline()
+        stop.check()
         self.champion = led.champion() or self.baseline
         if self.cfg.ideas is not None:  # ideas: freeze the folder's ideas into the ledger (new ones are accepted)
             frozen = led.meta("ideas") or {}
@@ -672,12 +684,34 @@ class Campaign:
             return counted, f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
         return counted, None
 
+    SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
+
+    def claim(self) -> None:
+        """Register this process as the campaign's runner, or CampaignError naming the one that runs it."""
+        if self.ledger._session_key is None:
+            self._preflight()  # a refused resume leaves the ledger as it was, session row included
+        try:
+            self.ledger.claim(self.SESSION_MODE)
+        except SessionTaken as e:
+            also = ("several processes share a campaign only as evo worker" if self.SESSION_MODE == "run" and
+                    e.holder.get("mode") != "worker" else "evo worker joins only while no evo run runs it")
+            raise CampaignError(f"campaign {self.cfg.campaign!r} at {safe_url(self.cfg.storage)} is being run by {e}; "
+                                f"wait for it to end or stop it ({also}; a killed one elsewhere counts as stopped "
+                                f"{self.ledger.grace_s} s after its last heartbeat)") from None
+
     def run(self) -> RunSummary:
+        self.claim()
+        try:
+            return self._run()
+        finally:
+            self.ledger.release()
+
+    def _run(self) -> RunSummary:
+        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
         self.setup()
         cfg = self.cfg
         led = self.ledger
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
-        t_start = time.monotonic()
         new = 0
         stopped = "budget"
         proposer_cls = PROPOSERS[cfg.proposer.name]
@@ -696,6 +730,7 @@ class Campaign:
         pending: Proposal | None = None  # proposed one step ahead while the GPU measured (worker.prefetch)
         try:
             while True:
+                stop.check()  # the safe point of the loop: between attempts
                 self._cycle_t0 = time.perf_counter()
                 attempts = led.attempts()
                 counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)

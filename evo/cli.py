@@ -7,8 +7,8 @@ campaign is touched by a failing command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
-import threading
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
     e.add_argument("config", help="campaign YAML")
     e.add_argument("--storage", help="override the config's storage URL")
-    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export)")
+    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export; relative to the working directory)")
+    e.add_argument("--force", action="store_true", help="replace an earlier export in that folder (only its files)")
     e.add_argument("--check", action="store_true",
                    help="then build the final file: it must give the champion's machine code and, on a GPU, "
                         "pass the correctness gate")
@@ -105,10 +106,6 @@ def _fail(msg: str) -> int:
     return EXIT_USAGE
 
 
-def _term_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _cap_blas_threads() -> None:
     """One OpenBLAS thread per evo process unless the user set a number.
 
@@ -123,27 +120,46 @@ def _cap_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from evo import stop
+
+    if argv is None:
+        # SIGINT and SIGTERM (a `timeout` around evo, a batch system) are stop requests, honoured at the next
+        # safe point (evo/stop.py); the exit code says which: 130 or 143
+        stop.install()
     try:
-        return _main(argv)
+        code = _main(argv)
+        stop.check()  # a request during the command's last steps still says it was stopped
+        return code
     except BrokenPipeError:  # `evo status | head`: the reader left; say nothing more
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt as e:  # a stop request at a safe point (or a Ctrl-C before evo took SIGINT)
+        signum = getattr(e, "signum", signal.SIGINT)
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+        sys.stderr.write(f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command "
+                         "resumes a campaign)\n")
+        return stop.exit_code(signum)
 
 
 def _main(argv: list[str] | None = None) -> int:
+    from evo import stop
+
     _cap_blas_threads()
-    if argv is None and threading.current_thread() is threading.main_thread():
-        # SIGTERM (a `timeout` around evo, a batch system) stops like Ctrl-C: children such as the sanitizer's
-        # own process session are killed on the way out instead of holding the GPU after evo is gone
-        signal.signal(signal.SIGTERM, _term_as_interrupt)
     args = _parser().parse_args(argv)
+    stop.check()
     if args.cmd is None:
         _parser().print_help()
         return EXIT_USAGE
-    from evo.config import ConfigError, load_config
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
 
+    from evo.config import ConfigError, load_config
+    from evo.ledger import LedgerError
+
+    cfg = None
     try:
         if args.cmd == "families":
             return _families()
@@ -157,6 +173,7 @@ def _main(argv: list[str] | None = None) -> int:
             return _ideas(args)
         cfg = load_config(args.config, backend_override=getattr(args, "backend", None),
                           storage_override=getattr(args, "storage", None))
+        stop.check()
         if args.cmd == "run":
             return _run(cfg, args)
         if args.cmd == "worker":
@@ -168,7 +185,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "log":
             return _log(cfg, args.output)
         if args.cmd == "export":
-            return _export(cfg, args.output, args.check)
+            return _export(cfg, args.output, args.check, args.force)
         if args.cmd == "replay":
             return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
@@ -177,6 +194,18 @@ def _main(argv: list[str] | None = None) -> int:
             return _sanitize(cfg, args.id)
     except ConfigError as e:
         return _fail(f"config error: {e}")
+    except LedgerError as e:
+        return _fail(str(e))
+    except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)
+        from evo.ledger import _first_line, safe_url
+
+        where = safe_url(cfg.storage) if cfg is not None else "the storage"
+        return _fail(f"{where}: {_first_line(e)}; what was committed before is kept")
+    except BrokenPipeError:  # `evo status | head`: main() says nothing more
+        raise
+    except OSError as e:  # a file the command writes or reads (disk full, read-only, no such folder)
+        what = f"{e.filename}: " if e.filename else ""
+        return _fail(f"{what}{e.strerror or type(e).__name__} ({type(e).__name__}); nothing recorded was lost")
     return EXIT_USAGE
 
 
@@ -251,7 +280,7 @@ def _idea_add(args) -> int:
     """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
     from evo.config import load_config
     from evo.family import Geometry
-    from evo.ideas import IdeaError, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
+    from evo.ideas import IdeaError, _read_patch, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
     from harness.build import BuildError
     from harness.recorded import recorded_geometries
 
@@ -264,7 +293,7 @@ def _idea_add(args) -> int:
         return _fail(f"{src}: no such patch file")
     slug = args.name or src.name.removesuffix(".patch").removesuffix(".diff")
     try:
-        idea = parse_idea(src.read_text(errors="replace"), slug=slug, origin="cli", path=str(src), title=args.title,
+        idea = parse_idea(_read_patch(src), slug=slug, origin="cli", path=str(src), title=args.title,
                           rationale=args.rationale, exact=None if args.exact is None else args.exact == "yes")
     except IdeaError as e:
         return _fail(f"idea {slug}: {e}")
@@ -318,7 +347,7 @@ def _ideas(args) -> int:
             print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue
         for name in names:
-            led = Ledger(url, name, fam.knobs)
+            led = Ledger(url, name, fam.knobs, readonly=True)
             meta = led.all_meta()
             if (meta.get("config") or {}).get("family") == fam.name:
                 campaigns.append((name, led.attempts(), meta))
@@ -327,40 +356,47 @@ def _ideas(args) -> int:
     return 0
 
 
-def _open_ledger(cfg):
+def _open_ledger(cfg, readonly: bool = False):
+    """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
     from evo.ledger import Ledger
 
-    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
+
+
+def _damaged(led) -> None:
+    note = led.damaged_note()
+    if note:
+        sys.stderr.write(f"evo: warning: {note}\n")
 
 
 def _existing(cfg) -> bool:
-    if cfg.storage.startswith("sqlite:///"):
-        return Path(cfg.storage[len("sqlite:///"):]).is_file()
+    if cfg.storage.startswith("sqlite:///"):  # a folder or a damaged file there is the ledger check's to name
+        return Path(cfg.storage[len("sqlite:///"):]).exists()
     return True
 
 
 def _run(cfg, args) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.config import Budget, ConfigError
+    from evo.config import apply_budget_overrides
     from evo.logmd import write_log
 
-    if args.attempts is not None or args.minutes is not None:
-        if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
-            raise ConfigError("--attempts must be >= 1 and --minutes > 0")
-        cfg.budget = Budget(args.attempts if args.attempts is not None else cfg.budget.attempts,
-                            args.minutes if args.minutes is not None else cfg.budget.minutes)
+    apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
         return _run_locked(cfg, args)
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
+        camp.claim()  # before anything is printed: a second evo run of this campaign says one line
     except CampaignError as e:
         return _fail(str(e))
+    _damaged(camp.ledger)
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
     try:
         summary = run_with_progress(camp, live=not args.plain)
     except CampaignError as e:
         return _fail(str(e))
+    finally:
+        camp.ledger.release()
     print(f"evo: stopped: {summary.stopped}; {summary.new_attempts} new attempt(s), {summary.attempts} recorded{sim}")
     print_champion(summary, sim)
     _sanitize_after_run(camp, summary)
@@ -453,7 +489,11 @@ def _selfcheck(cfg, aa: int) -> int:
         return _fail("--aa must be >= 1")
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
-        out = selfcheck(camp, aa)
+        camp.claim()
+        try:
+            out = selfcheck(camp, aa)
+        finally:
+            camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
@@ -469,17 +509,24 @@ def _selfcheck(cfg, aa: int) -> int:
     return 1 if bad else 0
 
 
-def _export(cfg, output: str | None, check: bool = False) -> int:
+def _export(cfg, output: str | None, check: bool = False, force: bool = False) -> int:
+    import os
+
     from evo.export import check_final, export
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
-    out = Path(output) if output else cfg.log_dir / "export"
+    led = _open_ledger(cfg, readonly=True)
+    out = Path(os.path.abspath(Path(output).expanduser() if output else cfg.log_dir / "export"))
+    notes: list[str] = []
+    attempts = led.attempts()
+    _damaged(led)
     try:
-        patches = export(cfg.family, led.attempts(), led.all_meta(), out)
+        patches = export(cfg.family, attempts, led.all_meta(), out, force=force, notes=notes)
     except ValueError as e:
         return _fail(str(e))
+    for note in notes:
+        print(f"evo: note: {note}")
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
     print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
           f"{cfg.family.name}.cu)")
@@ -501,7 +548,11 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
     try:
         camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
-        pairs = replay(camp, gate=gate, ids=ids)
+        camp.claim()
+        try:
+            pairs = replay(camp, gate=gate, ids=ids)
+        finally:
+            camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
@@ -521,8 +572,10 @@ def _status(cfg) -> int:
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
-    print(render_status(led.attempts(), led.all_meta()))
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    print(render_status(attempts, led.all_meta()))
     return 0
 
 
@@ -531,9 +584,11 @@ def _log(cfg, output: str | None) -> int:
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
-    led = _open_ledger(cfg)
+    led = _open_ledger(cfg, readonly=True)
     path = Path(output) if output else cfg.log_dir / "attempts.md"
-    write_log(led.attempts(), led.all_meta(), path)
+    attempts = led.attempts()
+    _damaged(led)
+    write_log(attempts, led.all_meta(), path)
     print(f"evo: attempt log written to {path}")
     return 0
 

@@ -15,6 +15,7 @@ import yaml
 
 from evo.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.genome import Genome
+from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
 
 
 class ConfigError(Exception):
@@ -193,14 +194,18 @@ def _type_name(t: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true/false", dict: "a mapping", list: "a list"}.get(t, str(t))
 
 
-def _expect(value: Any, types: Any, key: str) -> Any:
+def _expect(value: Any, types: Any, key: str, allowed: str = "allowed: finite numbers") -> Any:
     ok_types = types if isinstance(types, tuple) else (types,)
     if float in ok_types and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > 1e300:
+            raise ConfigError(f"{key}: {value!r} is not a finite number ({allowed})")
         return float(value)
     if isinstance(value, bool) and bool not in ok_types:
         raise ConfigError(f"{key}: expected {_type_name(types)}, got {value!r}")
     if not isinstance(value, ok_types):
         raise ConfigError(f"{key}: expected {_type_name(types)}, got {type(value).__name__} {value!r}")
+    if not finite(value):  # .inf / .nan: a non-finite weight made every score non-finite
+        raise ConfigError(f"{key}: {value!r} is not a finite number ({allowed})")
     return value
 
 
@@ -223,15 +228,14 @@ def _num(raw: dict, key: str, prefix: str, types: Any, default: Any, lo: float |
     full = f"{prefix}.{key}" if prefix else key
     if key not in raw or raw[key] is None:
         return default
-    v = _expect(raw[key], types, full)
-    nan = v != v  # NaN passes every comparison
-    if lo is not None and (nan or v < lo or (lo_open and v == lo)):
-        rng = f"> {lo}" if lo_open else f">= {lo}"
-        if hi is not None:
-            rng += f" and <= {hi}"
+    rng = (f"> {lo}" if lo_open else f">= {lo}") if lo is not None else ""
+    if hi is not None:
+        rng += f" and <= {hi}" if rng else f"<= {hi}"
+    v = _expect(raw[key], types, full, f"allowed: {rng or 'finite numbers'}")
+    if lo is not None and (v < lo or (lo_open and v == lo)):
         raise ConfigError(f"{full}: {v!r} is out of range (allowed: {rng})")
-    if hi is not None and (nan or v > hi):
-        raise ConfigError(f"{full}: {v!r} is out of range (allowed: <= {hi})")
+    if hi is not None and v > hi:
+        raise ConfigError(f"{full}: {v!r} is out of range (allowed: {rng if lo is None else f'<= {hi}'})")
     return v
 
 
@@ -298,12 +302,13 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
         raise ConfigError(f"{p}: no such config file (give the path of a campaign YAML, or the name of a shipped "
                           f"one: {names})")
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = load_yaml(read_text(p))
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot be read ({e.strerror or e})") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{p}: not valid YAML{where}: {problem}") from None
+        raise ConfigError(f"{p}: not valid YAML{yaml_problem(e)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping of settings at the top level, got {type(raw).__name__}")
     raw = _section(raw, "", TOP_KEYS)
@@ -313,7 +318,9 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
             raise ConfigError(f"{req}: missing (required: {TOP_KEYS[req]})")
     name = _expect(raw["campaign"], str, "campaign")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or set(name) == {"."}:
-        raise ConfigError(f"campaign: {name!r} cannot name a folder (allowed: letters, digits, _ . -; not . or ..)")
+        raise ConfigError(f"campaign: {name[:60]!r} cannot name a folder (allowed: letters, digits, _ . -; not . or ..)")
+    if len(name) > NAME_LIMIT:
+        raise ConfigError(f"campaign: {len(name)} characters, more than the {NAME_LIMIT} a campaign name may have")
 
     fam_name = _expect(raw["family"], str, "family")
     try:
@@ -327,8 +334,8 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
 
     b = _section(raw.get("budget"), "budget", {"attempts": 0, "minutes": 0})
     budget = Budget(
-        attempts=_num(b, "attempts", "budget", int, None, lo=1),
-        minutes=_num(b, "minutes", "budget", float, None, lo=0, lo_open=True),
+        attempts=_num(b, "attempts", "budget", int, None, lo=1, hi=MAX_ATTEMPTS),
+        minutes=_num(b, "minutes", "budget", float, None, lo=0, hi=MAX_MINUTES, lo_open=True),
     )
     if budget.attempts is None and budget.minutes is None:
         raise ConfigError("budget: give attempts and/or minutes (e.g. budget: {attempts: 150, minutes: 8})")
@@ -354,8 +361,14 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     storage = _expect(storage, str, "storage")
     if not STORAGE_RE.fullmatch(storage):
         raise ConfigError(
-            f"storage: {storage!r} is not a storage URL (allowed: sqlite:///path/ledger.db or postgresql://user@host/db)"
+            f"storage: {storage[:80]!r} is not a storage URL (allowed: sqlite:///path/ledger.db or "
+            "postgresql://user@host/db)"
         )
+    if storage.startswith("sqlite:///"):
+        parts = Path(storage[len("sqlite:///"):]).parts
+        if any(len(part.encode()) > 255 for part in parts) or len(storage.encode()) > 4000:
+            raise ConfigError("storage: the ledger's path has a name longer than a file system takes (255 bytes a "
+                              "name, 4000 in all)")
 
     backend = backend_override or _choice(raw, "backend", "", ("auto", "gpu", "recorded"), "auto")
     clocks = _choice(raw, "clocks", "", ("record", "lock"), "record")
@@ -397,7 +410,7 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
         bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
         ideas=_ideas(raw["ideas"]) if "ideas" in raw else None, sanitizer=_sanitizer(raw.get("sanitizer")),
         path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
-        gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0), backend=backend,
+        gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0, hi=2**31 - 1), backend=backend,
         clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
     )
 
@@ -416,6 +429,24 @@ def _build(raw: Any, cfg_path: Path) -> BuildConfig:
             raise ConfigError(f"build.include_dirs: {d!r} is not a folder ({q})")
         resolved.append(q.resolve())
     return BuildConfig(tuple(resolved), tuple(opts))
+
+
+MAX_ATTEMPTS = 10_000_000
+MAX_MINUTES = 1_000_000.0
+
+
+def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: float | None) -> None:
+    """--attempts / --minutes, held to the limits budget: has in the config (a NaN from the command line too)."""
+    import math
+
+    if attempts is None and minutes is None:
+        return
+    if (attempts is not None and not 1 <= attempts <= MAX_ATTEMPTS) or (
+            minutes is not None and not (math.isfinite(minutes) and 0 < minutes <= MAX_MINUTES)):
+        raise ConfigError(f"--attempts must be >= 1 and --minutes > 0 (finite numbers; at most {MAX_ATTEMPTS} "
+                          f"attempts, {MAX_MINUTES:g} minutes)")
+    cfg.budget = Budget(attempts if attempts is not None else cfg.budget.attempts,
+                        minutes if minutes is not None else cfg.budget.minutes)
 
 
 def _geometries(raw: Any, family: Family) -> list[Geometry]:
@@ -448,6 +479,8 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
         weight = _num(g, "weight", key, float, 1.0, lo=0)
         gname = g.get("name") or "_".join(f"{k}{int(v) if isinstance(v, bool) else v}" for k, v in vals.items())
         gname = _expect(gname, str, f"{key}.name")
+        if len(gname) > NAME_LIMIT or not gname.isprintable():
+            raise ConfigError(f"{key}.name: {gname[:40]!r}... must be printable and at most {NAME_LIMIT} characters")
         if gname in names:
             raise ConfigError(f"{key}: geometry {gname!r} is listed twice")
         names.add(gname)
@@ -533,9 +566,24 @@ def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
         raise ConfigError(str(err)) from None
     if bound is None:
         raise ConfigError("e2e: needs bound: {profile: ...} too (an observed decode gain is judged against its bound)")
-    env = _expect(e.get("env", {}) or {}, dict, "e2e.env")
+    env = _env(e.get("env", {}) or {}, "e2e.env")
     return E2EConfig(tuple(argv), _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
                      _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0), {str(k): str(v) for k, v in env.items()})
+
+
+def _env(raw: Any, key: str) -> dict[str, Any]:
+    """Environment variables for a command: names and values a process environment can hold."""
+    env = _expect(raw, dict, key)
+    for k, v in env.items():
+        if isinstance(v, (dict, list)) or v is None:
+            raise ConfigError(f"{key}.{k}: expected a string or number, got {type(v).__name__}")
+        _expect(v, (str, int, float, bool), f"{key}.{k}")
+        name, value = str(k), str(v)
+        if not name or "=" in name or "\x00" in name + value:
+            raise ConfigError(f"{key}.{name[:40]}: an environment variable needs a name without = and no NUL")
+        if len(name) + len(value) > 65536:
+            raise ConfigError(f"{key}.{name[:40]}: more than 64 KiB")
+    return env
 
 
 def _ideas(raw: Any) -> IdeasConfig:
@@ -552,7 +600,7 @@ def _ideas(raw: Any) -> IdeasConfig:
             argv = normalize_command(p["command"], "ideas.proposer.command")
         except E2EError as err:
             raise ConfigError(str(err)) from None
-        env = _expect(p.get("env", {}) or {}, dict, "ideas.proposer.env")
+        env = _env(p.get("env", {}) or {}, "ideas.proposer.env")
         outside = OutsideProposerConfig(
             tuple(argv), _num(p, "every", "ideas.proposer", int, 1, lo=1, hi=1000),
             _num(p, "timeout_s", "ideas.proposer", float, 120.0, lo=0.1, hi=86400.0),

@@ -74,10 +74,43 @@ def normalize_command(value: Any, where: str = "e2e.command") -> list[str]:
     for i, a in enumerate(value):
         if isinstance(a, bool) or not isinstance(a, (str, int, float)):
             raise E2EError(f"{where}[{i}]: expected a string or number, got {a!r}")
+        if isinstance(a, str) and "\x00" in a:
+            raise E2EError(f"{where}[{i}]: a NUL character cannot be passed to a program")
         out.append(str(a))
+    shell = shell_string(out)
+    if shell:
+        raise E2EError(f"{where}: {shell} runs a shell string, and evo never runs a shell: it starts the argv list "
+                       "itself (no pipes, ;, $VARS or globs); give the program and its arguments, e.g. [python, -m, "
+                       "evo.proxy, --tokens, 64], or put the shell lines in a script and give [bash, script.sh]")
     if out[0] in ("python", "python3"):
         out[0] = sys.executable
     return out
+
+
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "cmd", "cmd.exe",
+          "powershell", "pwsh")
+
+
+def shell_string(argv: Sequence[str]) -> str | None:
+    """'<shell> -c' when ``argv`` hands a command string to a shell (also behind env), else None."""
+    i = 0
+    if argv and os.path.basename(argv[0]) == "env":  # env [-i] [NAME=value ...] shell -c ...
+        i = 1
+        while i < len(argv) and (argv[i].startswith("-") or "=" in argv[i]):
+            i += 1
+    if i >= len(argv):
+        return None
+    prog = os.path.basename(argv[i])
+    if prog not in SHELLS:
+        return None
+    for a in argv[i + 1:]:  # the shell's own options, up to its script's name
+        if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*|/c|/k|-Command|-EncodedCommand", a, flags=re.IGNORECASE):
+            return f"{prog} {a}"
+        if not a.startswith(("-", "+")):
+            break
+    if prog == "busybox" and len(argv) > i + 1 and argv[i + 1] in SHELLS:
+        return shell_string(argv[i + 1:])
+    return None
 
 
 def write_genome_file(path: str | Path, genomes: Mapping[str, Mapping[str, Any]]) -> Path:

@@ -147,8 +147,14 @@ def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str
 
     e = {**os.environ, "GIT_AUTHOR_NAME": "evo", "GIT_AUTHOR_EMAIL": "evo@localhost",
          "GIT_COMMITTER_NAME": "evo", "GIT_COMMITTER_EMAIL": "evo@localhost", **(env or {})}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e,
-                          input=stdin).stdout
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e,
+                              input=stdin).stdout
+    except FileNotFoundError:
+        raise ExportError("git is not on the PATH; evo export makes the patch series with git") from None
+    except subprocess.CalledProcessError as err:
+        last = (err.stderr or err.stdout or "").strip().splitlines()
+        raise ExportError(f"git {args[0]} failed: {last[-1] if last else f'exit code {err.returncode}'}") from None
 
 
 def idea_book(family: Family, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,40 +254,131 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width) or [""]
 
 
-def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any], out_dir: Path) -> list[Path]:
-    """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+MANIFEST = ".evo-export.json"  # the files an export wrote: the only ones a later export may replace
+
+
+class ExportError(ValueError):
+    """An export that would lose or replace something (one line for the user)."""
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_manifest(out_dir: Path) -> dict[str, str] | None:
+    """{file name: sha256} of the earlier export in ``out_dir``, or None when it holds none."""
+    import json
+
+    m = out_dir / MANIFEST
+    if not m.exists():
+        return None
+    try:
+        files = json.loads(m.read_text(encoding="utf-8")).get("files")
+        if not isinstance(files, dict) or not all(isinstance(k, str) and "/" not in k and isinstance(v, str)
+                                                  for k, v in files.items()):
+            raise ValueError("no file list")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
+    return files
+
+
+def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> None:
+    import json
+    import os
+
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps({"evo_export": 1, "campaign": campaign, "files": dict(sorted(files.items()))},
+                              indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, out_dir / MANIFEST)
+
+
+def check_target(out_dir: Path, force: bool) -> dict[str, str]:
+    """The earlier export that ``out_dir`` holds ({} if none), or ExportError when writing there could lose a file.
+
+    A folder is written only when it is missing or empty, or holds nothing but an earlier evo export (replaced with
+    ``force``, and only where its files are as the export left them)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir} exists and is not a folder; give another -o")
+    if not out_dir.exists():
+        return {}
+    old = _read_manifest(out_dir) or {}
+    names = sorted(p.name for p in out_dir.iterdir() if p.name not in (MANIFEST, MANIFEST + ".tmp"))
+    foreign = [n for n in names if n not in old]
+    if foreign:
+        raise ExportError(f"{out_dir} holds {len(foreign)} file(s) evo export did not write (e.g. {foreign[0]}); "
+                          "export into a new or empty folder (-o)")
+    if old and not force:
+        raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
+    for name, digest in old.items():
+        f = out_dir / name
+        if digest and f.is_file() and _sha256(f) != digest:  # "": an export stopped while writing it
+            raise ExportError(f"{f} was changed since evo exported it; move it away (--force replaces only files "
+                              "as evo wrote them)")
+    return old
+
+
+def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any], out_dir: Path, *,
+           force: bool = False, notes: list[str] | None = None) -> list[Path]:
+    """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches.
+
+    ``out_dir`` is made absolute first (the series is made in a temporary repository). Nothing is written when the
+    folder holds files of anyone else's (:func:`check_target`); ``force`` replaces an earlier export's files.
+    A step whose source equals the one before (nothing for ``git am`` to apply) gets no patch: a line in ``notes``.
+    """
+    import os
+    import shutil
+
+    out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
     base = next((a for a in attempts if a.verdict.status == BASELINE), None)
     if base is None:
-        raise ValueError("the campaign has no baseline attempt yet")
+        raise ExportError("the campaign has no baseline attempt yet")
     chain = [base] + sorted((a for a in attempts if a.verdict.status == ACCEPTED), key=lambda a: a.id)
     fname = f"{family.name}.cu"
     book = idea_book(family, meta)
     texts = {a.id: step_source(family, a.genome, book) for a in chain}  # ValueError before anything is written
-    baseline_text = texts[base.id]
-    (out_dir / f"baseline-{fname}").write_text(baseline_text)
-    for old in out_dir.glob("*.patch"):
-        old.unlink()
+    old = check_target(out_dir, force)
     with tempfile.TemporaryDirectory() as td:
-        repo = Path(td)
+        repo, staged = Path(td) / "repo", Path(td) / "out"
+        repo.mkdir()
+        staged.mkdir()
         _git(repo, "init", "-q")
-        (repo / fname).write_text(baseline_text)
+        (repo / fname).write_text(texts[base.id])
         _git(repo, "add", fname)
-        date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        # the baseline's own time, so that exporting the same steps again gives the same files
+        date = base.finished_at or base.started_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         _git(repo, "commit", "-q", "-m", f"{family.name}: baseline (the family's defaults)",
              env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
-        for i, (prev, a) in enumerate(zip(chain, chain[1:]), 1):
+        prev, step, commits = base, 0, 0
+        for a in chain[1:]:
+            if texts[a.id] == texts[prev.id]:
+                if notes is not None:
+                    notes.append(f"attempt #{a.id} gives the same kernel source as attempt #{prev.id}: no patch for it")
+                continue
+            step += 1
             (repo / fname).write_text(texts[a.id])
             _git(repo, "add", fname)
-            msg = commit_message(family, i, a, prev, meta, book)
+            msg = commit_message(family, step, a, prev, meta, book)
             when = a.finished_at or date
             _git(repo, "commit", "-q", "-F", "-", stdin=msg, env={"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
-        if len(chain) > 1:
-            _git(repo, "format-patch", "-q", "-o", str(out_dir), "HEAD~%d" % (len(chain) - 1))
-        patches = sorted(out_dir.glob("*.patch"))
-    (out_dir / fname).write_text(texts[chain[-1].id])
-    return sorted(patches)
+            prev, commits = a, commits + 1
+        if commits:
+            _git(repo, "format-patch", "-q", "-o", str(staged), f"HEAD~{commits}")
+        (staged / f"baseline-{fname}").write_text(texts[base.id])
+        (staged / fname).write_text(texts[chain[-1].id])
+        new = {p.name: _sha256(p) for p in staged.iterdir()}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # The manifest first names old and new files (new ones as being written: no digest), so a full disk or a
+        # kill while copying leaves no file that a later export with --force may not replace.
+        _write_manifest(out_dir, base.campaign, {**old, **{n: "" for n in new}})
+        for name in new:
+            shutil.copyfile(staged / name, out_dir / name)
+        for name in old:
+            if name not in new:
+                (out_dir / name).unlink(missing_ok=True)
+        _write_manifest(out_dir, base.campaign, new)
+    return sorted(out_dir / n for n in new if n.endswith(".patch"))
 
 
 def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], final: Path,

@@ -239,7 +239,15 @@ def parse_idea(text: str, *, slug: str, origin: str = "folder", path: str = "", 
                rationale: str | None = None, exact: bool | None = None) -> Idea:
     """Headers + diff -> Idea; arguments given here override the headers. Raises IdeaError."""
     if not SLUG_RE.match(slug):
-        raise IdeaError(f"idea name {slug!r} is not allowed (lower-case letters, digits, . _ -; up to 80)")
+        raise IdeaError(f"idea name {slug[:60]!r} is not allowed (lower-case letters, digits, . _ -; up to 80)")
+    from evo.inputs import PATCH_LIMIT
+
+    # every idea is stored in the ledger and rebuilt into kernels: text of a kernel change's size only
+    if len(text.encode("utf-8", "replace")) > PATCH_LIMIT:
+        raise IdeaError(f"the patch is {len(text.encode('utf-8', 'replace'))} bytes, more than the {PATCH_LIMIT} an "
+                        "idea may have")
+    if "\x00" in text or "\ufffd" in text:
+        raise IdeaError("the patch is not text (a NUL byte, or bytes that are not UTF-8)")
     headers, diff = split_headers(text)
     t = title if title is not None else headers.get("title")
     r = rationale if rationale is not None else headers.get("rationale")
@@ -282,6 +290,16 @@ def ideas_folder(family: Family) -> Path:
     return family.folder / "ideas"
 
 
+def _read_patch(path: Path) -> str:
+    """A patch file as text: UTF-8, bounded (IdeaError otherwise)."""
+    from evo.inputs import PATCH_LIMIT, InputError, read_text
+
+    try:
+        return read_text(path, PATCH_LIMIT)
+    except InputError as e:
+        raise IdeaError(str(e)) from None
+
+
 def load_folder_ideas(family: Family) -> tuple[dict[str, Idea], dict[str, str]]:
     """(slug -> Idea, slug -> why unreadable) for ``candidates/<family>/ideas/*.patch``."""
     good: dict[str, Idea] = {}
@@ -291,7 +309,7 @@ def load_folder_ideas(family: Family) -> tuple[dict[str, Idea], dict[str, str]]:
         return good, broken
     for p in sorted(folder.glob("*.patch")):
         try:
-            good[p.stem] = parse_idea(p.read_text(), slug=p.stem, origin="folder", path=str(p))
+            good[p.stem] = parse_idea(_read_patch(p), slug=p.stem, origin="folder", path=str(p))
         except (IdeaError, OSError, UnicodeDecodeError) as e:
             broken[p.stem] = str(e)
     return good, broken

@@ -114,6 +114,7 @@ INTERRUPTED_REASON = (
 )
 HEARTBEAT_S = 10
 GRACE_S = 60
+SESSION_ATTR = "evo:session:"  # study system attr prefix: one per live evo run / evo worker (Ledger.claim)
 
 
 class GenomeTaken(Exception):
@@ -123,6 +124,19 @@ class GenomeTaken(Exception):
         super().__init__(f"genome already held by attempt #{holder}")
         self.holder = holder
         self.genome_key = genome_key
+
+
+class SessionTaken(Exception):
+    """Another live process runs this campaign (``holder``: its session record, see :meth:`Ledger.claim`)."""
+
+    def __init__(self, holder: Mapping[str, Any]):
+        self.holder = dict(holder)
+        super().__init__(describe_session(holder))
+
+
+def describe_session(h: Mapping[str, Any]) -> str:
+    kind = "evo worker" if h.get("mode") == "worker" else "evo run"
+    return f"{kind} on {h.get('host', '?')} pid {h.get('pid', '?')} (since {h.get('since', '?')})"
 
 
 class BudgetTaken(Exception):
@@ -136,30 +150,170 @@ class BudgetTaken(Exception):
 
 def heartbeat_settings() -> tuple[int, int]:
     """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
-    hb = int(os.environ.get("EVO_HEARTBEAT_S") or HEARTBEAT_S)
-    grace = int(os.environ.get("EVO_GRACE_S") or max(GRACE_S, 3 * hb))
+    def seconds(name: str, default: int) -> int:
+        raw = os.environ.get(name)
+        if not raw:
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            v = 0
+        if not 1 <= v <= 86400:
+            raise LedgerError(f"{name}={raw[:40]!r}: expected whole seconds from 1 to 86400")
+        return v
+
+    hb = seconds("EVO_HEARTBEAT_S", HEARTBEAT_S)
+    grace = seconds("EVO_GRACE_S", max(GRACE_S, 3 * hb))
     return hb, grace
 
 
-def _storage(url: str, heartbeat_s: int, grace_s: int) -> optuna.storages.RDBStorage:
-    """RDB storage with Optuna's heartbeat; for SQLite, create the folder and wait on locks instead of failing.
+class LedgerError(Exception):
+    """The storage cannot be used as this campaign's ledger (one line for the user; nothing was written)."""
 
-    Several workers may open a fresh database at once (table creation races): retried a few times.
+
+def safe_url(url: str) -> str:
+    """The storage URL without its password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (None for other storages and in-memory ones)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///"):]
+    return Path(path) if path and path != ":memory:" and not path.startswith("file:") else None
+
+
+_OPTUNA_TABLES = frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(Path(models.__file__).with_name("alembic"))).get_current_head()
+
+
+def check_sqlite_ledger(path: Path) -> None:
+    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema (read only, never written).
+
+    A zero-length file, a folder, garbage, a truncated or damaged database, one of something else's tables, or one
+    missing some of Optuna's tables would otherwise be taken (and written) as a new campaign."""
+    import sqlite3
+    from urllib.parse import quote
+
+    where = str(path)
+    if path.is_dir():
+        raise LedgerError(f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as e:
+        raise LedgerError(f"cannot read the ledger {where}: {e.strerror or e}") from None
+    if not head:
+        raise LedgerError(f"{where} is an empty file (0 bytes), not an evo ledger; move it away or give another storage")
+    if not head.startswith(_SQLITE_MAGIC):
+        raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
+        try:
+            ok = con.execute("PRAGMA quick_check").fetchone()[0]
+            tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            versions = []
+            if {"version_info", "alembic_version"} <= tables:
+                versions = [con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
+                            con.execute("SELECT version_num FROM alembic_version").fetchone()]
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise LedgerError(f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage") from None
+    if ok != "ok":
+        raise LedgerError(f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give "
+                          "another storage")
+    ours = tables & _OPTUNA_TABLES
+    if not ours:
+        other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
+        raise LedgerError(f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; "
+                          "give another storage")
+    missing = sorted(_OPTUNA_TABLES - tables)
+    if missing:
+        raise LedgerError(f"{where} is not a whole evo ledger: table {missing[0]} is missing"
+                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                          + "; restore it from a copy, or give another storage")
+    if versions and (versions[0] is None or versions[1] is None):
+        raise LedgerError(f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy")
+    if versions:
+        (schema, lib), (rev,) = versions
+        head = _head_revision()
+        if rev != head:
+            raise LedgerError(f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
+                              f"{optuna.__version__} reads schema {head}: install optuna {lib}, or run `optuna storage "
+                              f"upgrade --storage sqlite:///{where}` on a copy")
+
+
+def _create_sqlite(path: Path) -> None:
+    """A new SQLite ledger appears whole or not at all: its tables are made in a temporary file, linked into place.
+
+    A kill while Optuna creates its tables would otherwise leave an empty or part-made file, which no later run
+    could tell from a damaged one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f".{path.name}.new-*"):  # left by a killed creation
+        pid = old.name.rsplit("-", 2)[-2] if old.name.count("-") >= 2 else ""
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            old.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.RDBStorage(f"sqlite:///{tmp}").engine.dispose()
+        try:
+            os.link(tmp, path)  # never replaces: of several workers creating it at once, one file wins
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.rename(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -> optuna.storages.RDBStorage:
+    """RDB storage with Optuna's heartbeat; for SQLite, checked to be a whole ledger first (or made whole).
+
+    ``readonly``: the SQLite file is opened read-only and no table is created anywhere. Several workers may open
+    a fresh database at once (table creation races): retried a few times.
     """
     kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_path(url)
+    if path is not None:
+        if path.exists() or readonly:
+            if not path.exists():
+                raise LedgerError(f"no ledger at {path} (start the campaign with evo run)")
+            check_sqlite_ledger(path)
+        else:
+            _create_sqlite(path)
+        if readonly:
+            from urllib.parse import quote
+
+            url = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+            kw = {}
         # The rollback journal, not write-ahead logging: with WAL a copy of ledger.db alone (what users copy and
         # commit) can miss the newest attempts while a campaign has it open.
         kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
+        kw["skip_table_creation"] = True
+    elif readonly:
+        kw = {"skip_table_creation": True}
     for n in range(5):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **kw)
-        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError):  # a lock, a busy server
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())
@@ -251,6 +405,26 @@ def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval:
                 pass
 
 
+def _session_beat(ref: "weakref.ref[Ledger]", key: str, mine: dict[str, Any], interval: float,
+                  stop: threading.Event) -> None:
+    """Renew a session's heartbeat until it is released or its Ledger is gone (re-added if taken for dead)."""
+    sa = models.StudySystemAttributeModel
+    while not stop.wait(interval):
+        led = ref()
+        if led is None or led._session_key != key:
+            return
+        try:
+            with led._session() as session:
+                value = json.dumps({**mine, "beat": time.time()})
+                n = session.query(sa).filter(sa.study_id == led.study._study_id, sa.key == key).update(
+                    {sa.value_json: value}, synchronize_session=False)
+                if n == 0:
+                    session.add(sa(study_id=led.study._study_id, key=key, value_json=value))
+        except Exception:  # a lost connection: the next beat tries again
+            pass
+        del led
+
+
 def _final_state(attempt: Attempt) -> tuple[TrialState, float | None]:
     """COMPLETE with the score when there is a finite one; FAIL otherwise (the sampler skips it)."""
     if attempt.score is not None and math.isfinite(attempt.score):
@@ -295,23 +469,53 @@ def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
     return out
 
 
+def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s: int,
+                readonly: bool) -> optuna.Study:
+    """The campaign's study; every way the storage can fail to open is a LedgerError (one line). ``readonly``:
+    loaded, never created (a mistyped campaign name must not add an empty study)."""
+    try:
+        storage = _storage(url, heartbeat_s, grace_s, readonly)
+        if not readonly:
+            return optuna.create_study(storage=storage, study_name=campaign, direction="maximize", sampler=sampler,
+                                       load_if_exists=True)
+        try:
+            return optuna.load_study(study_name=campaign, storage=storage, sampler=sampler)
+        except KeyError:
+            names = optuna.get_all_study_names(storage)
+            raise LedgerError(f"storage {safe_url(url)} holds no campaign {campaign!r} (it holds: "
+                              f"{', '.join(names[:5]) or 'none'}); check the config's campaign: name") from None
+    except LedgerError:
+        raise
+    except ImportError as e:  # no driver for this URL
+        raise LedgerError(f"cannot open the storage {safe_url(url)}: no database driver for it "
+                          f"({_first_line(e.__cause__ or e)}); for PostgreSQL: pip install psycopg2-binary") from None
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError,
+            ValueError) as e:
+        raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    cause = getattr(e, "orig", None) or e  # SQLAlchemy's own text wraps the driver's
+    text = " ".join(str(cause).split())
+    return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
+
+
 class Ledger:
     """All attempts of one campaign, stored as trials of the Optuna study named after it."""
 
     def __init__(self, storage_url: str, campaign: str, knobs: Sequence[Knob],
                  sampler: optuna.samplers.BaseSampler | None = None, *, shared: bool = False,
-                 heartbeat_s: int | None = None, grace_s: int | None = None):
+                 heartbeat_s: int | None = None, grace_s: int | None = None, readonly: bool = False):
         self.storage_url = storage_url
         self.campaign = campaign
         hb, grace = heartbeat_settings()
         self.heartbeat_s = int(heartbeat_s or hb)
         self.grace_s = int(grace_s or max(grace, 2 * self.heartbeat_s))
         if self.grace_s <= self.heartbeat_s:
-            raise ValueError(f"grace period {self.grace_s}s must exceed the heartbeat interval {self.heartbeat_s}s")
-        self.study: optuna.Study = optuna.create_study(
-            storage=_storage(storage_url, self.heartbeat_s, self.grace_s), study_name=campaign,
-            direction="maximize", sampler=sampler, load_if_exists=True,
-        )
+            raise LedgerError(f"grace period {self.grace_s}s (EVO_GRACE_S) must exceed the heartbeat interval "
+                              f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)")
+        self.readonly = readonly
+        self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
         self.distributions: dict[str, CategoricalDistribution] = {
             k.name: CategoricalDistribution(list(k.values)) for k in knobs
         }
@@ -325,6 +529,9 @@ class Ledger:
         # several times per step, and parsing each one's JSON every time made a step O(attempts)
         self._parsed: dict[int, Attempt] = {}
         self._checked: set[str] = set()  # knobs whose distribution ask() held against the study's stored one
+        self.damaged: dict[int, str] = {}  # trial number -> why its attempt record could not be read (skipped)
+        self._session_key: str | None = None  # claim(): this process's session row
+        self._session_stop: threading.Event | None = None
         _LIVE.add(self)
 
     # --- campaign metadata (study user attrs) ---------------------------
@@ -458,6 +665,66 @@ class Ledger:
                 self._commit(trial._trial_id, attempt, state, value, meta, meta_max)
         finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
             self._release(trial._trial_id)
+
+    # --- one live evo run per campaign ----------------------------------------
+    def claim(self, mode: str = "run") -> None:
+        """Register this process as running the campaign, or raise :class:`SessionTaken`.
+
+        ``mode`` "run" (``evo run``, replay, selfcheck) excludes every other live session; "worker" shares with
+        other workers only (their asks are serialised by the study lock; an ``evo run`` does not take part in
+        that). A session is live while its process is (same host and pid namespace), else while its heartbeat,
+        renewed every ``heartbeat_s``, is younger than ``grace_s``: a killed run never blocks the next one for
+        long. Idempotent; :meth:`release` ends it.
+        """
+        if self._session_key is not None:
+            return
+        key = SESSION_ATTR + self._token
+        mine = {**_process(), "ledger": self._token, "mode": mode, "beat": time.time(),
+                "since": dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+        sa = models.StudySystemAttributeModel
+        with self._session() as session:
+            self._lock_study(session)  # of two runs starting at once, the second sees the first's row
+            rows = session.query(sa).filter(sa.study_id == self.study._study_id, sa.key.like(SESSION_ATTR + "%"))
+            for row in rows.all():
+                try:
+                    other = json.loads(row.value_json)
+                    assert isinstance(other, dict)
+                except (ValueError, AssertionError):
+                    session.delete(row)
+                    continue
+                if not self._session_alive(other):
+                    session.delete(row)
+                elif mode != "worker" or other.get("mode") != "worker":
+                    raise SessionTaken(other)
+            session.add(sa(study_id=self.study._study_id, key=key, value_json=json.dumps(mine)))
+        self._session_key = key
+        stop = threading.Event()
+        self._session_stop = stop
+        threading.Thread(target=_session_beat, args=(weakref.ref(self), key, mine, self.heartbeat_s, stop),
+                         name="evo-session", daemon=True).start()
+        weakref.finalize(self, stop.set)
+
+    def release(self) -> None:
+        """End this process's session (see :meth:`claim`); a no-op without one."""
+        key, self._session_key = self._session_key, None
+        if key is None:
+            return
+        if self._session_stop is not None:
+            self._session_stop.set()
+        sa = models.StudySystemAttributeModel
+        with contextlib.suppress(Exception):  # a lost storage: the session goes stale by itself
+            with self._session() as session:
+                session.query(sa).filter(sa.study_id == self.study._study_id, sa.key == key).delete(
+                    synchronize_session=False)
+
+    def _session_alive(self, other: Mapping[str, Any]) -> bool:
+        for led in list(_LIVE):
+            if led._token == other.get("ledger"):
+                return led._session_key is not None
+        if _certainly_dead(other):
+            return False
+        beat = other.get("beat")
+        return isinstance(beat, (int, float)) and time.time() - beat <= self.grace_s
 
     # --- holding trials (heartbeat) ------------------------------------------
     def _hold(self, trial_id: int) -> None:
@@ -593,7 +860,33 @@ class Ledger:
 
     # --- reading -----------------------------------------------------------
     def _trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
-        return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+        try:
+            return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+        except ValueError:  # a row Optuna cannot parse (not JSON): read trial by trial, skipping the damaged ones
+            return self._trials_one_by_one(states)
+
+    def _trials_one_by_one(self, states: Sequence[TrialState] | None) -> list[FrozenTrial]:
+        t = models.TrialModel
+        with self._session() as session:
+            q = session.query(t.trial_id, t.number).filter(t.study_id == self.study._study_id)
+            if states:
+                q = q.filter(t.state.in_(list(states)))
+            rows = q.order_by(t.number).all()
+        out = []
+        for trial_id, number in rows:
+            try:
+                out.append(self._rdb().get_trial(trial_id))
+            except ValueError as e:
+                self.damaged[number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+        return out
+
+    def damaged_note(self) -> str | None:
+        """One line on the attempt records that could not be read, or None."""
+        if not self.damaged:
+            return None
+        first = min(self.damaged)
+        return (f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
+                "the other attempts are read as recorded")
 
     def attempts(self) -> list[Attempt]:
         """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""
@@ -606,7 +899,13 @@ class Ledger:
             if a is None:
                 if ATTEMPT_ATTR not in t.user_attrs:
                     continue
-                a = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
+                try:
+                    a = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
+                    if a.id != t.number:
+                        raise ValueError(f"it names attempt #{a.id}")
+                except Exception as e:  # one damaged record: reported (``damaged``), the rest stays readable
+                    self.damaged[t.number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+                    continue
                 if t.state.is_finished():
                     self._parsed[t._trial_id] = a
             out.append(a)

@@ -521,8 +521,12 @@ def write_log(attempts: list[Attempt], meta: dict, path: Path) -> Path:
     png = convergence_plot(attempts, meta, path.with_name("convergence.png")) if attempts else None
     text = render_log(attempts, meta, plot=png.name if png else ("" if attempts else None))
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except BaseException:  # a full disk or a stop: no half-written temporary file is left beside the log
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

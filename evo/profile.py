@@ -16,6 +16,7 @@ CSV ("Name" and "Total Time (ns)"). Kernel names are matched by substring.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,9 +55,18 @@ def load_profile(path: str | Path) -> Profile:
     p = Path(path)
     if not p.is_file():
         raise ProfileError(f"{p}: no such profile file")
+    from evo.inputs import InputError, load_yaml, read_text
+
+    try:
+        text = read_text(p, 64 << 20 if p.suffix.lower() == ".csv" else 1 << 20)  # nsys exports can be large
+    except InputError as e:
+        raise ProfileError(str(e)) from None
+    except OSError as e:
+        raise ProfileError(f"{p}: cannot be read ({e.strerror or e})") from None
     if p.suffix.lower() == ".csv":
-        with p.open(newline="") as f:
-            rows = list(csv.DictReader(f))
+        import io
+
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
         if not rows:
             raise ProfileError(f"{p}: empty CSV")
         col = next((c for c in _TIME_COLUMNS if c in rows[0]), None)
@@ -69,20 +79,24 @@ def load_profile(path: str | Path) -> Profile:
                 t = float(str(r[col]).replace(",", "").replace("us", "").replace("ms", "").strip() or 0)
             except ValueError:
                 continue
+            if not math.isfinite(t):
+                raise ProfileError(f"{p}: {r[name_col]!r}: {col} {r[col]!r} is not a finite time")
             times[r[name_col]] = times.get(r[name_col], 0.0) + t
         return Profile({k: v for k, v in times.items() if v > 0}, 0.0, str(p))
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = load_yaml(text)
     except yaml.YAMLError as e:
-        raise ProfileError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+        from evo.inputs import yaml_problem
+
+        raise ProfileError(f"{p}: not valid YAML{yaml_problem(e)}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("kernels"), dict) or not raw["kernels"]:
         raise ProfileError(f"{p}: expected a mapping with 'kernels: {{name: time}}'")
     times = {}
     for k, v in raw["kernels"].items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ProfileError(f"{p}: kernels.{k}: expected a time >= 0, got {v!r}")
         times[str(k)] = float(v)
     floor = raw.get("decode_noise_floor", 0.0)
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not (0 <= floor < 1):
         raise ProfileError(f"{p}: decode_noise_floor: expected a fraction in [0, 1), got {floor!r}")
     return Profile(times, float(floor), str(p))

@@ -207,8 +207,11 @@ def run_tool(binary: str, tool: str, target: Sequence[str], timeout_s: float, ve
     except OSError as e:
         return ToolResult(tool, UNAVAILABLE, argv=argv, version=version, reason=f"{binary} could not start: {e}")
     timed_out = False
+    from evo import stop
+
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
+        with stop.interruptible():  # only waiting on the tool: a stop request ends it at once
+            out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc.pid)

@@ -64,6 +64,7 @@ from typing import Any
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from sqlalchemy.exc import SQLAlchemyError
 
+from evo import stop
 from evo.campaign import Campaign, CampaignError, RunSummary
 from evo.ledger import BudgetTaken, GenomeTaken, View, worker_name
 from evo.proposers import PROPOSERS, Proposal
@@ -125,6 +126,7 @@ class WorkerCampaign(Campaign):
             if not any(t.number == holder for t in led.running()):
                 return None
             led.recover()
+            stop.check()
             time.sleep(POLL_S)
 
     # --- one attempt -----------------------------------------------------------
@@ -184,11 +186,13 @@ class WorkerCampaign(Campaign):
                     raise
         raise AssertionError("unreachable")
 
-    def run(self) -> RunSummary:
+    SESSION_MODE = "worker"
+
+    def _run(self) -> RunSummary:
+        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
         self.setup()
         led, budget = self.ledger, self.cfg.budget
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
-        t_start = time.monotonic()
         self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
         proposer = self._proposer(len(led.attempts()))
         new = 0
@@ -198,6 +202,7 @@ class WorkerCampaign(Campaign):
             self.on_attempt(self.baseline, self)
 
         def wait() -> None:
+            stop.check()
             time.sleep(POLL_S)
 
         def measure(prop: Proposal, trial: Any) -> None:
@@ -217,6 +222,7 @@ class WorkerCampaign(Campaign):
         pending: tuple[Proposal, Any] | None = None
         try:
             while True:
+                stop.check()  # between attempts
                 self._cycle_t0 = time.perf_counter()
                 if time.monotonic() - last_check >= led.heartbeat_s:  # the periodic check for dead workers
                     self._recover()
@@ -282,7 +288,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
     """``evo worker``: join the campaign at the config's (or --storage) URL; one line per attempt."""
     import os
 
-    from evo.config import Budget, ConfigError
+    from evo.config import apply_budget_overrides
     from evo.logmd import write_log
     from evo.cli import print_champion, run_with_progress
 
@@ -290,11 +296,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
         sys.stderr.write(f"evo: {msg}\n")
         return 2
 
-    if args.attempts is not None or args.minutes is not None:
-        if (args.attempts is not None and args.attempts < 1) or (args.minutes is not None and args.minutes <= 0):
-            raise ConfigError("--attempts must be >= 1 and --minutes > 0")
-        cfg.budget = Budget(args.attempts if args.attempts is not None else cfg.budget.attempts,
-                            args.minutes if args.minutes is not None else cfg.budget.minutes)
+    apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
         return fail("evo worker does not lock clocks (clocks: lock); use clocks: record, or evo run")
     try:

@@ -35,6 +35,10 @@ def write_config(tmp_path: Path, attempts: int, name: str = "c", drop_geometry: 
     text = _sub(text, r"^backend: .*$", "backend: recorded")
     if drop_geometry:
         text = _sub(text, rf"^  - \{{name: {drop_geometry},.*\n", "")
+    for line in extra.splitlines():  # a key of extra replaces the shipped one (a key given twice is refused)
+        key = line.split(":")[0]
+        if key and not key.startswith(" "):
+            text = re.sub(rf"^{re.escape(key)}: .*\n", "", text, flags=re.M)
     text += f"storage: sqlite:///{tmp_path / (db or name + '.db')}\n" + extra
     p = tmp_path / "configs" / f"{name}.yaml"
     p.parent.mkdir(parents=True, exist_ok=True)

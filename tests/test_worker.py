@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def _cfg(tmp_path: Path, attempts: int) -> Path:
     text = (ROOT / "configs/mhc_pre_big_fuse.yaml").read_text().replace("backend: auto", "backend: recorded")
     text = text.replace("budget: {attempts: 150, minutes: 8}", f"budget: {{attempts: {attempts}}}")
-    text += f"\nstorage: sqlite:///{tmp_path}/ledger.db\nworker: {{isolation: worker, timeout_s: 3}}\n"
+    text = text.replace("worker: {timeout_s: 30}", "worker: {isolation: worker, timeout_s: 3}")  # a key once only
+    text += f"\nstorage: sqlite:///{tmp_path}/ledger.db\n"
     p = tmp_path / "c.yaml"
     p.write_text(text)
     return p

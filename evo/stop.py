@@ -1,0 +1,99 @@
+"""Stop requests (SIGINT, SIGTERM) for the evo command: honoured at the next safe point, wherever they land.
+
+The handler only records the request. Raising KeyboardInterrupt from it (what Python does for SIGINT) lands in
+whatever Python code runs at that moment, e.g. a SQLAlchemy garbage-collection callback, where Python prints
+"Exception ignored" and carries on: a campaign went on for 132 attempts after a SIGTERM. Instead the campaign loop,
+its set-up and the command itself call :func:`check` where stopping loses nothing, and :func:`interruptible`
+marks the few places that only wait on a child process (the sanitizer), where the handler may raise at once.
+A second request stops at once, as a kill would (the ledger is crash safe at every moment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_requested: int | None = None
+_waiting = 0  # depth of interruptible() regions
+
+
+class StopRequested(KeyboardInterrupt):
+    """Raised at a safe point after a stop request; a KeyboardInterrupt, so what handles Ctrl-C handles it."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {name(signum)}")
+        self.signum = signum
+
+
+def name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _handler(signum: int, frame: object) -> None:
+    global _requested
+    if _requested is not None:
+        os.write(2, f"evo: stopped at once by a second {name(signum)} (evo run resumes the campaign)\n".encode())
+        os._exit(128 + signum)
+    _requested = signum
+    if _waiting:
+        raise StopRequested(signum)
+
+
+def install() -> None:
+    """Take SIGINT and SIGTERM (main thread only; idempotent)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in SIGNALS:
+        if signal.getsignal(sig) is not _handler:
+            signal.signal(sig, _handler)
+
+
+def requested() -> int | None:
+    """The signal of the pending stop request, or None."""
+    return _requested
+
+
+def check() -> None:
+    """A safe point: raise StopRequested if a stop was requested."""
+    if _requested is not None:
+        raise StopRequested(_requested)
+
+
+def exit_code(signum: int) -> int:
+    return 128 + signum  # what a shell reports for a process a signal ended: 130 (SIGINT), 143 (SIGTERM)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """A region that only waits (on a child process): a stop request raises StopRequested in it at once."""
+    global _waiting
+    check()
+    _waiting += 1
+    try:
+        yield
+    finally:
+        _waiting -= 1
+
+
+def _evo_command() -> bool:
+    """Whether this process is the evo command (``evo ...`` or ``python -m evo ...``), not a library user."""
+    argv = list(getattr(sys, "orig_argv", []) or [])
+    if "-m" in argv:
+        i = argv.index("-m")
+        return argv[i + 1:i + 2] == ["evo"]
+    return len(argv) > 1 and os.path.basename(argv[1]) in ("evo", "evo.exe")
+
+
+def reset() -> None:
+    """Forget a stop request (tests)."""
+    global _requested
+    _requested = None

@@ -1,0 +1,143 @@
+"""Faults under a command: a full disk (fault-injected writes), a reader that leaves (`evo status | head`)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy.exc
+import yaml
+
+from evo.cli import main
+from evo.family import load_family
+from evo.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parent.parent
+FAM = load_family("mhc_pre_big_fuse")
+BASE = yaml.safe_load((ROOT / "configs/mhc_pre_big_fuse.yaml").read_text())
+BASE.update(backend="recorded", budget={"attempts": 10})
+
+
+def _cfg(t: Path) -> Path:
+    p = t / "c.yaml"
+    p.write_text(yaml.safe_dump({**BASE, "storage": f"sqlite:///{t / 'camp' / 'ledger.db'}"}, sort_keys=False))
+    return p
+
+
+def _full(*_a, **_k):
+    raise sqlalchemy.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full"))
+
+
+def _one_line(capsys, rc: int, expect: str) -> None:
+    out = capsys.readouterr()
+    assert rc == 2, (rc, out.err)
+    lines = out.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evo: ") and expect in lines[0], out.err
+    assert "Traceback" not in out.err + out.out
+
+
+def _check(db: Path, budget: int | None = None) -> None:
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    led = Ledger(f"sqlite:///{db}", "mhc_pre_big_fuse", FAM.knobs, readonly=True)
+    done = [a for a in led.attempts() if a.verdict.kind != "interrupted"]
+    keys = [a.genome_key for a in done]
+    assert len(keys) == len(set(keys))
+    if budget is not None:
+        assert len(done) == budget
+
+
+def test_disk_full_in_the_ledger_mid_run(tmp_path, monkeypatch, capsys):
+    cfg = _cfg(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    real = Ledger._commit
+    calls = []
+
+    def commit(self, *a, **k):  # the disk fills up after a few attempts
+        calls.append(1)
+        if len(calls) > 5:
+            _full()
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Ledger, "_commit", commit)
+    _one_line(capsys, main(["run", str(cfg), "--plain"]), "database or disk is full")
+    monkeypatch.setattr(Ledger, "_commit", real)
+    db = tmp_path / "camp" / "ledger.db"
+    assert not list(tmp_path.rglob("*.tmp"))
+    _check(db)
+    assert main(["run", str(cfg), "--plain"]) == 0  # room again: resumed, nothing lost or measured twice
+    _check(db, budget=10)
+
+
+def test_disk_full_writing_the_attempt_log(tmp_path, monkeypatch, capsys):
+    cfg = _cfg(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    real = Path.write_text
+
+    def write_text(self, *a, **k):
+        if self.name.endswith(".md.tmp"):
+            real(self, "half a lo", encoding="utf-8")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    _one_line(capsys, main(["run", str(cfg), "--plain"]), "No space left on device")
+    _one_line(capsys, main(["log", str(cfg)]), "No space left on device")
+    monkeypatch.setattr(Path, "write_text", real)
+    assert not list(tmp_path.rglob("*.tmp"))  # no half-written temporary file beside the log
+    _check(tmp_path / "camp" / "ledger.db", budget=10)
+
+
+def test_disk_full_during_export_then_force_recovers(tmp_path, monkeypatch, capsys):
+    cfg = _cfg(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(cfg), "--plain"]) == 0
+    capsys.readouterr()
+    real = shutil.copyfile
+    n = []
+
+    def copyfile(src, dst, *a, **k):
+        n.append(1)
+        if len(n) == 2:
+            Path(dst).write_text("partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    _one_line(capsys, main(["export", str(cfg), "-o", "ex"]), "No space left on device")
+    monkeypatch.setattr(shutil, "copyfile", real)
+    # what it left is its own: --force replaces it (the partial file included)
+    assert main(["export", str(cfg), "-o", "ex", "--force"]) == 0
+    assert main(["export", str(cfg), "-o", "ex2"]) == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == \
+        {p.name: p.read_bytes() for p in (tmp_path / "ex2").iterdir()}
+
+
+def test_status_into_a_closed_pipe_is_quiet(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(cfg), "--plain", "--attempts", "3"]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already left
+    try:
+        p = subprocess.run([sys.executable, "-m", "evo", "status", str(cfg)], cwd=tmp_path, env=env, stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert p.returncode == 1 and p.stderr == "", p.stderr
+
+
+@pytest.mark.parametrize("cmd", ["status", "log", "export"])
+def test_a_ledger_replaced_by_a_folder_is_one_line(tmp_path, monkeypatch, capsys, cmd):
+    cfg = _cfg(tmp_path)
+    (tmp_path / "camp" / "ledger.db").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    _one_line(capsys, main([cmd, str(cfg)]), "is a folder, not a ledger file")
