@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evo.backends import BACKENDS
+
 EXIT_USAGE = 2
 
 
@@ -27,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="command", parser_class=_Parser)
     r = sub.add_parser("run", help="start or resume a campaign")
     r.add_argument("config", help="campaign YAML, e.g. configs/mhc_pre_big_fuse.yaml")
-    r.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    r.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     r.add_argument("--storage", help="override the config's storage URL")
     r.add_argument("--attempts", type=int, help="override budget.attempts")
     r.add_argument("--minutes", type=float, help="override budget.minutes")
@@ -36,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="join a campaign as one of several workers sharing its storage (e.g. PostgreSQL)")
     w.add_argument("config", help="campaign YAML")
     w.add_argument("--storage", help="the shared storage URL, e.g. postgresql+psycopg2://user:pw@host/db")
-    w.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    w.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     w.add_argument("--attempts", type=int, help="override budget.attempts (the campaign's total, all workers)")
     w.add_argument("--minutes", type=float, help="override budget.minutes")
     for name, help_ in (("status", "summarize a campaign"), ("log", "write the markdown attempt log")):
@@ -56,18 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
     rp.add_argument("config", help="campaign YAML")
     rp.add_argument("--storage", help="override the config's storage URL")
-    rp.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    rp.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     rp.add_argument("--gate", help="only attempts rejected by this gate (static, correctness, perf) or error kind")
     rp.add_argument("--id", type=int, action="append", dest="ids", help="only this attempt (repeatable)")
     sz = sub.add_parser("sanitize", help="compute-sanitizer (memcheck, racecheck) on the champion or one attempt")
     sz.add_argument("config", help="campaign YAML")
     sz.add_argument("--storage", help="override the config's storage URL")
-    sz.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    sz.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     sz.add_argument("--id", type=int, help="this attempt instead of the champion")
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     c.add_argument("config", help="campaign YAML")
     c.add_argument("--storage", help="override the config's storage URL")
-    c.add_argument("--backend", choices=("auto", "gpu", "recorded"), help="override the config's backend")
+    c.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
     sub.add_parser("families", help="list kernel families and their knobs")
     ck = sub.add_parser("check", help="is a family ready for a campaign? (compiles, CPU reference; GPU if present)")
@@ -379,6 +381,7 @@ def _run(cfg, args) -> int:
     from evo.campaign import Campaign, CampaignError
     from evo.config import apply_budget_overrides
     from evo.logmd import write_log
+    from evo.progress import print_champion, run_with_progress
 
     apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
@@ -444,24 +447,6 @@ def _sanitize(cfg, attempt_id: int | None) -> int:
     record = sanitize_attempt(cfg, led, target, champ.id if champ else None)
     write_log(led.attempts(), led.all_meta(), cfg.log_dir / "attempts.md")
     return 1 if failed_tools(record) else 0
-
-
-def run_with_progress(camp, live: bool = True):
-    """Run a campaign (or a worker) with the progress view attached; CampaignError passes through."""
-    from evo.progress import Progress
-
-    progress = Progress(camp.cfg.campaign, camp.cfg.budget, camp.simulated)
-    progress.live_mode = progress.live_mode and live
-    camp.on_attempt = progress
-    with progress:
-        return camp.run()
-
-
-def print_champion(summary, sim: str) -> None:
-    champ = summary.champion
-    if champ is not None:
-        best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
-        print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")
 
 
 def _run_locked(cfg, args) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from evo.backends import BACKENDS
 from evo.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.genome import Genome
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
@@ -370,7 +371,7 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
             raise ConfigError("storage: the ledger's path has a name longer than a file system takes (255 bytes a "
                               "name, 4000 in all)")
 
-    backend = backend_override or _choice(raw, "backend", "", ("auto", "gpu", "recorded"), "auto")
+    backend = backend_override or _choice(raw, "backend", "", BACKENDS, "auto")
     clocks = _choice(raw, "clocks", "", ("record", "lock"), "record")
     lock_mhz = _num(raw, "lock_sm_mhz", "", int, None, lo=100, hi=5000)
     arch = _expect(raw.get("arch", "auto"), str, "arch")

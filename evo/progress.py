@@ -85,3 +85,19 @@ class Progress:
             recent.add_row(str(a.id), a.verdict.label(), _short(a.origin, 50), _short(a.verdict.reason, 80), style=style)
         title = "evo" + (" — simulated from recorded H200 measurements" if self.simulated else "")
         return Panel(Group(head, recent), title=title)
+
+
+def run_with_progress(camp, live: bool = True):
+    """Run a campaign (or a worker) with the progress view attached; CampaignError passes through."""
+    progress = Progress(camp.cfg.campaign, camp.cfg.budget, camp.simulated)
+    progress.live_mode = progress.live_mode and live
+    camp.on_attempt = progress
+    with progress:
+        return camp.run()
+
+
+def print_champion(summary, sim: str) -> None:
+    champ = summary.champion
+    if champ is not None:
+        best = ", ".join(f"{g} {iv.fmt()}" for g, iv in champ.speedup_vs_baseline.items()) or "baseline"
+        print(f"evo: champion #{champ.id}: {best} vs baseline{sim}")

@@ -290,7 +290,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
 
     from evo.config import apply_budget_overrides
     from evo.logmd import write_log
-    from evo.cli import print_champion, run_with_progress
+    from evo.progress import print_champion, run_with_progress
 
     def fail(msg: str) -> int:
         sys.stderr.write(f"evo: {msg}\n")

@@ -7,7 +7,7 @@ import time
 
 from harness.gpu import KernelCrash
 from harness.recorded import RecordedBackend
-from evo.backends import recorded_backend
+from evo.backend_factories import recorded_backend
 
 
 class Faulty:
