@@ -11,10 +11,10 @@ if _stop._evo_command():  # the evo command: a Ctrl-C or SIGTERM during these im
 from evo.config import CampaignConfig, ConfigError, load_config
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec, load_family
 from evo.genome import Genome
-from evo.records import Attempt, Interval, Resources, Timing, Verdict
+from evo.records import Attempt, Code, Interval, Resources, Timing, Verdict
 
 __all__ = [
-    "Attempt", "CampaignConfig", "ConfigError", "Family", "Genome", "Geometry", "GeometryParam", "Interval", "Knob",
+    "Attempt", "CampaignConfig", "Code", "ConfigError", "Family", "Genome", "Geometry", "GeometryParam", "Interval", "Knob",
     "Launch", "OutputSpec", "Resources", "Timing", "Verdict", "load_config", "load_family",
 ]
 __version__ = "0.1.0"

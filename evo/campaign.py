@@ -21,7 +21,7 @@ from evo.genome import Genome
 from evo.ideas import IdeaError, campaign_book, idea_hook, idea_slugs, inexact_ideas
 from evo.ledger import Ledger, SessionTaken, safe_url
 from evo.proposers import PROPOSERS, Proposal
-from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 from gates import CorrectnessEvidence, EarlyStop, PairSamples, baseline_problem, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
 from harness.build import BuildError, Builder, Built
 
@@ -242,7 +242,8 @@ class Campaign:
         t0 = time.perf_counter()
         trial = led.ask(fixed=base_genome)
         a = self._attempt(trial.number, Proposal(base_genome, "baseline (the family's defaults)"), built)
-        a.verdict = Verdict(BASELINE, None, "the portable baseline; its output hashes are frozen as the reference")
+        a.verdict = Verdict(BASELINE, None, "the portable baseline; its output hashes are frozen as the reference",
+                            code=Code.BASELINE)
         a.output_hashes = _hashes_by_geometry(ev)
         a.error_vs_ref = _errors_by_geometry(ev)
         a.score = 1.0
@@ -373,8 +374,8 @@ class Campaign:
         except Exception as e:  # a bug or a crash must not lose the attempt record
             from harness.gpu import KernelCrash
 
-            kind = "crash" if isinstance(e, KernelCrash) else "harness"
-            a.verdict = Verdict.error(kind, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            a.verdict = Verdict.error("crash" if isinstance(e, KernelCrash) else "harness",
+                                      f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             a.finished_at = now()
             self._stamp(a)
             self._record(trial, a, meta)
@@ -478,7 +479,7 @@ class Campaign:
         if a.verdict.status == ACCEPTED:
             why = self.backend.recheck(loaded)
             if why:
-                a.verdict = Verdict.rejected("correctness", f"after timing: {why}")
+                a.verdict = Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK)
             else:
                 a.bound = self._bound(a)
                 if a.bound is not None and self.cfg.e2e is not None:
@@ -522,7 +523,7 @@ class Campaign:
         a.bound.update({"observed": gain, "e2e": verdict, "e2e_reason": reason, "tokens_per_s": cand.median,
                         "champion_tokens_per_s": base.median, "token_hash": cand.hash})
         if verdict == REJECTED:
-            a.verdict = Verdict.rejected("e2e", reason)
+            a.verdict = Verdict.rejected("e2e", reason, Code.E2E_TOKENS)
         elif verdict == MEASUREMENT_ERROR:
             a.bound["claim"] = False  # the kernel step stands on its own evidence; the decode figure does not
 
@@ -588,11 +589,12 @@ class Campaign:
                 break
         res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule,
                         self.ceiling.get("ceiling_tbps"), p.watched_slack)
-        if early_at is not None and "physics" not in res.verdict.reason:
+        if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
             iv = res.vs_parent[early_at]
             res.verdict = Verdict.rejected(
                 "perf", f"slower than the champion at {early_at} in all of the first {stop.after} pairs "
-                        f"({iv.fmt()}); stopped early, geometries after it not measured")
+                        f"({iv.fmt()}); stopped early, geometries after it not measured", Code.PERF_EARLY_STOP,
+                {"geometry": early_at, "after": stop.after})
         a.timings, a.roofline_pct, a.score = res.timings, res.roofline_pct, res.score
         a.speedup_vs_parent = res.vs_parent
         a.speedup_vs_baseline = res.vs_baseline
@@ -663,16 +665,8 @@ class Campaign:
 
         ``attempts``: the ledger's, when the caller has just read them (else they are read here).
         """
-        out: dict[str, list[Any]] = {}
-        if self.cfg.gates.correctness.mode != "exact":
-            return out
-        for a in self.ledger.attempts() if attempts is None else attempts:
-            if a.verdict.gate == "correctness" and "changes the summation order" in a.verdict.reason:
-                base = self.family.baseline()
-                for k in a.verdict.reason.split(" changes the summation order")[0].split(", "):
-                    if k in base and a.genome[k] != base[k]:
-                        out.setdefault(k, []).append(a.genome[k])
-        return out
+        return exact_mode_tabu(self.ledger.attempts() if attempts is None else attempts, self.family.baseline(),
+                               self.cfg.gates.correctness.mode)
 
     def budget_spent(self, attempts: list[Attempt], elapsed: float) -> tuple[list[Attempt], str | None]:
         """The attempts that count against the budget, and why the budget is spent (None while it is not)."""
@@ -764,6 +758,20 @@ class Campaign:
         if stopped != "interrupted by the user":
             self.ceiling_check()
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
+
+
+def exact_mode_tabu(attempts: Sequence[Attempt], baseline: Mapping[str, Any], mode: str) -> dict[str, list[Any]]:
+    """Knob -> values the exact-mode correctness gate ruled out in ``attempts`` (read from each rejection's code and
+    the knobs its detail names); empty in any other mode."""
+    out: dict[str, list[Any]] = {}
+    if mode != "exact":
+        return out
+    for a in attempts:
+        if a.verdict.code is Code.CORRECTNESS_INEXACT_KNOB:
+            for k in a.verdict.detail.get("knobs", ()):
+                if k in baseline and a.genome[k] != baseline[k]:
+                    out.setdefault(k, []).append(a.genome[k])
+    return out
 
 
 def _hashes_by_geometry(ev) -> dict[str, dict[str, str]]:

@@ -1,4 +1,6 @@
-"""Gates: small pure functions from evidence to a :class:`evo.records.Verdict` with a reason.
+"""Gates: small pure functions from evidence to a :class:`evo.records.Verdict`: a code (what was decided, what
+the campaign and the proposers read, with the data they need in its detail) and a reason (the same in words, for
+people).
 
 Cheapest first: static (compiler report), correctness (hashes / float64
 tolerance), perf (paired timings), and, later, the share-derived decode bound.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evo.records import PASS, Verdict
+from evo.records import PASS, Code, Verdict
 
 
 @dataclass
@@ -47,19 +47,23 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
             if knobs:
                 return Verdict.rejected(
                     "correctness", f"{', '.join(knobs)} changes the summation order at {g}; "
-                                   "the campaign runs in exact mode (use gates.correctness.mode: tolerance)")
+                                   "the campaign runs in exact mode (use gates.correctness.mode: tolerance)",
+                    Code.CORRECTNESS_INEXACT_KNOB, {"knobs": list(knobs), "geometry": g})
     for c in evidence.checks:
         where = f"{c.output} at {c.geometry} seed {c.seed}"
         if c.oob_bytes:
             return Verdict.rejected("correctness", f"wrote past the bounds of {c.output} at {c.geometry} seed {c.seed}: "
-                                                   f"{c.oob_bytes} guard-band bytes overwritten")
+                                                   f"{c.oob_bytes} guard-band bytes overwritten",
+                                    Code.CORRECTNESS_OOB)
         if c.nonfinite:
-            return Verdict.rejected("correctness", f"{c.nonfinite} NaN/Inf values in {where}")
+            return Verdict.rejected("correctness", f"{c.nonfinite} NaN/Inf values in {where}",
+                                    Code.CORRECTNESS_NONFINITE)
         if c.unwritten:
-            return Verdict.rejected("correctness", f"{c.unwritten} elements of {where} never written (poison left)")
+            return Verdict.rejected("correctness", f"{c.unwritten} elements of {where} never written (poison left)",
+                                    Code.CORRECTNESS_UNWRITTEN)
         if len(set(c.hashes)) > 1:
             return Verdict.rejected("correctness", f"race: the hash of {where} moved between {len(c.hashes)} runs "
-                                                   "on the same input")
+                                                   "on the same input", Code.CORRECTNESS_RACE)
     for c in evidence.checks:
         key = f"{c.geometry}/{c.seed}/{c.output}"
         where = f"{c.output} at {c.geometry} seed {c.seed}"
@@ -70,15 +74,17 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
             continue
         if mode == "exact":
             detail = f": {c.mismatch}" if c.mismatch else ""
-            return Verdict.rejected("correctness", f"hash of {where} differs from the baseline{detail}")
+            return Verdict.rejected("correctness", f"hash of {where} differs from the baseline{detail}",
+                                    Code.CORRECTNESS_HASH)
         base_err = (baseline_errors or {}).get(key)
         if c.rel_err is None or base_err is None:
-            return Verdict.rejected("correctness", f"hash of {where} differs and no float64 error is known")
+            return Verdict.rejected("correctness", f"hash of {where} differs and no float64 error is known",
+                                    Code.CORRECTNESS_NO_FLOAT64)
         limit = tolerance_factor * max(base_err, 1e-12)
         if c.rel_err > limit:
             return Verdict.rejected(
                 "correctness", f"error vs float64 of {where} is {c.rel_err:.3e}, over {tolerance_factor:g}x the "
-                               f"baseline's {base_err:.3e}")
+                               f"baseline's {base_err:.3e}", Code.CORRECTNESS_TOLERANCE)
     return PASS
 
 

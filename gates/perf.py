@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evo.records import Interval, Timing, Verdict
+from evo.records import Code, Interval, Timing, Verdict
 from gates.stats import geomean, median, median_interval, spread_pct
 
 PHYSICS_SLACK = 1.05  # a few percent over the copy ceiling is still plausible (caches, clock)
@@ -79,13 +79,14 @@ def ratios(ref: Sequence[float], cand: Sequence[float]) -> list[float]:
 
 def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.01, confidence: float = 0.95,
               rule: str = "every", ceiling_tbps: float | None = None, watched_slack: float = 0.0) -> PerfResult:
-    res = PerfResult(Verdict.rejected("perf", "no samples"))
+    res = PerfResult(Verdict.rejected("perf", "no samples", Code.PERF_NO_SAMPLES))
     need = threshold(min_gain, floor)
     regress = 1.0 - 3.0 * floor
     for s in samples:
         if len(s.cand_us) < 3:
             res.verdict = Verdict.rejected(
-                "perf", f"only {len(s.cand_us)} unthrottled pairs at {s.geometry} ({s.discarded} discarded)")
+                "perf", f"only {len(s.cand_us)} unthrottled pairs at {s.geometry} ({s.discarded} discarded)",
+                Code.PERF_TOO_FEW_PAIRS, {"geometry": s.geometry})
             return res
         r = ratios(s.parent_us, s.cand_us)
         res.vs_parent[s.geometry] = median_interval(r, confidence)
@@ -103,7 +104,8 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         if pct is not None and pct > 100.0 * PHYSICS_SLACK:
             res.verdict = Verdict.rejected(
                 "perf", f"physics: {res.timings[s.geometry].median_us:.2f} µs at {s.geometry} implies {pct:.0f}% of "
-                        "the measured copy ceiling (measurement error or skipped work)")
+                        "the measured copy ceiling (measurement error or skipped work)", Code.PERF_PHYSICS,
+                {"geometry": s.geometry})
             res.score = None
             return res
     for s in samples:
@@ -111,7 +113,8 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         if s.weight > 0 or not watched_slack:
             if iv.hi < regress:
                 res.verdict = Verdict.rejected(
-                    "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)")
+                    "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)",
+                    Code.PERF_SLOWER, {"geometry": s.geometry})
                 return res
             continue
         # a watched geometry may give a little back for a win where the weights are, never more than the slack
@@ -119,20 +122,22 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         if iv.hi < 1.0 - max(watched_slack, 3.0 * floor):
             res.verdict = Verdict.rejected(
                 "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the watched slack of "
-                        f"{max(watched_slack, 3.0 * floor):.2%})")
+                        f"{max(watched_slack, 3.0 * floor):.2%})", Code.PERF_WATCHED, {"geometry": s.geometry})
             return res
         ivb = res.vs_baseline[s.geometry]
         if ivb.hi < regress:
             res.verdict = Verdict.rejected(
                 "perf", f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise "
-                        "band; a watched geometry's slack is against the champion only)")
+                        "band; a watched geometry's slack is against the champion only)", Code.PERF_WATCHED_BASELINE,
+                {"geometry": s.geometry})
             return res
     if rule == "every":
         for s in weighted:
             iv = res.vs_parent[s.geometry]
             if iv.lo < need:
                 res.verdict = Verdict.rejected(
-                    "perf", f"not faster at {s.geometry}: {iv.fmt()} vs champion, lower bound under {need:.4f}")
+                    "perf", f"not faster at {s.geometry}: {iv.fmt()} vs champion, lower bound under {need:.4f}",
+                    Code.PERF_NOT_FASTER, {"rule": rule, "geometry": s.geometry})
                 return res
         summary = ", ".join(f"{s.geometry} {res.vs_parent[s.geometry].fmt()}" for s in weighted)
     else:
@@ -142,7 +147,8 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         iv = median_interval(per_round, confidence)
         if iv.lo < need:
             res.verdict = Verdict.rejected(
-                "perf", f"weighted speedup {iv.fmt()} vs champion, lower bound under {need:.4f}")
+                "perf", f"weighted speedup {iv.fmt()} vs champion, lower bound under {need:.4f}",
+                Code.PERF_NOT_FASTER, {"rule": rule})
             return res
         summary = f"weighted {iv.fmt()}"
     res.verdict = Verdict.accepted(f"faster than the champion: {summary} (needs > {need:.4f})")

@@ -14,6 +14,7 @@ from evo.family import Family, Geometry, Knob, Launch, OutputSpec
 from evo.genome import Genome
 from evo.proposers import PROPOSERS, Surrogate
 from evo.records import Attempt, Verdict
+from gates.correctness import CorrectnessEvidence, correctness_gate
 from tests.test_proposer import FAM, GEOS, PICKY, TINY_GEO, _baseline_attempt, _tiny, drive
 
 
@@ -72,8 +73,8 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
     rejected = fam.baseline().replace(block=512)
     assert fam.inexact_knobs(rejected, geos[0]) == ["block"]
     base = _baseline_attempt(fam)
-    a1 = Attempt(1, "t", fam.name, dict(rejected), rejected.key, "x", verdict=Verdict.rejected(
-        "correctness", "block changes the summation order at T4096_H4096; the campaign runs in exact mode"))
+    a1 = Attempt(1, "t", fam.name, dict(rejected), rejected.key, "x", verdict=correctness_gate(
+        CorrectnessEvidence(), {}, "exact", {"T4096_H4096": ["block"]}))
     prop = Surrogate(fam, geos, {}, 0, tabu={"block": [512]})
     attempts, seen = [base, a1], {base.genome_key, a1.genome_key}
     for i in range(40):

@@ -86,7 +86,7 @@ from evo.family import Family, Geometry, load_family  # noqa: E402
 from evo.genome import Genome  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
-from evo.records import ACCEPTED, BASELINE, Attempt, Verdict  # noqa: E402
+from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
 MIN_GAIN = 0.01  # the campaign's perf.min_gain by default: a champion must be beaten by more than this
@@ -263,21 +263,20 @@ def _verdict(space: Space, genome: Genome, score: float | None, champ: Attempt) 
             from gates.correctness import CorrectnessEvidence, correctness_gate
 
             return correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
-        return Verdict.rejected("correctness", "recorded outputs differ from the baseline's (or the run failed)")
+        return Verdict.rejected("correctness", "recorded outputs differ from the baseline's (or the run failed)",
+                                Code.CORRECTNESS_HASH if space.mode == "exact" else Code.CORRECTNESS_TOLERANCE)
     gain = f"{100 * space.min_gain:g}%"
     if score > (champ.score or 0.0) * (1.0 + space.min_gain):
         return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
     return Verdict.rejected("perf", f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) "
-                                    f"by > {gain}")
+                                    f"by > {gain}", Code.PERF_NOT_FASTER)
 
 
 def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]:
     """Exactly what ``Campaign.tabu`` computes from these attempts in the space's correctness mode."""
-    from evo.campaign import Campaign
+    from evo.campaign import exact_mode_tabu
 
-    fake = SimpleNamespace(cfg=SimpleNamespace(gates=SimpleNamespace(correctness=SimpleNamespace(mode=space.mode))),
-                           ledger=SimpleNamespace(attempts=lambda: attempts), family=space.family)
-    return Campaign.tabu(fake)  # type: ignore[arg-type]
+    return exact_mode_tabu(attempts, space.family.baseline(), space.mode)
 
 
 def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] | None = None,
@@ -298,7 +297,7 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
     base = space.family.baseline()
     attempts = [Attempt(id=0, campaign="bench", family=space.family.name, genome=dict(base), genome_key=base.key,
                         origin="baseline", backend="recorded", score=1.0,
-                        verdict=Verdict(BASELINE, None, "the baseline"))]
+                        verdict=Verdict(BASELINE, None, "the baseline", code=Code.BASELINE))]
     champ = attempts[0]
     seen = {base.key}
     measured_sass = {space.sass[base.key]: 0} if base.key in space.sass else {}

@@ -38,7 +38,8 @@ scratch folder that holds
 * ``request.json``: the family (knobs with values, defaults and docs), the
   champion (id, genome, ideas, speedups), every idea with its verdicts, the
   change signatures already tried (``tried_change_sha256``), and the attempt
-  history (id, origin, change, verdict, reason, score). Both sources are
+  history (id, origin, change, verdict, code, reason, score; ``code`` is the
+  verdict's ``evo.records.Code`` value, the reason its words). Both sources are
   inside it too (``kernel_cu``, ``resolved_cu``).
 
 ``request.json`` is also written to the command's stdin; ``EVO_IDEA_DIR`` and
@@ -334,7 +335,8 @@ class IdeaLayer:
         history = []
         for a in attempts[-300:]:
             parent = by_id.get(a.parent_id) if a.parent_id is not None else None
-            history.append({"id": a.id, "origin": a.origin, "verdict": a.verdict.label(), "reason": a.verdict.reason,
+            history.append({"id": a.id, "origin": a.origin, "verdict": a.verdict.label(), "code": a.verdict.code.value,
+                            "reason": a.verdict.reason,
                             "change": describe_change(a.genome, parent.genome) if parent else "baseline",
                             "score": a.score, "genome": a.genome,
                             "speedup_vs_baseline": {g: iv.value for g, iv in a.speedup_vs_baseline.items()}})

@@ -55,12 +55,10 @@ import numpy as np
 
 from evo.genome import Genome
 from evo.proposers.base import Proposal, Proposer, check_range
-from evo.records import Attempt
+from evo.records import Attempt, Code
 
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
 MAX_OBS = 256  # measured genomes the model conditions on, at most (the best half and a seeded sample of the rest)
-SUMMATION_ORDER = "changes the summation order"  # the exact-mode correctness gate's reason
-IDENTICAL_SASS = "identical SASS"  # the static gate's reason for machine code measured before
 INEXACT_PRIOR = 0.2  # chance a genome with an inexact knob can be measured, while the correctness mode is unknown
 BIAS = 0.5 ** 2  # prior variance of the constant
 
@@ -244,13 +242,12 @@ class Surrogate(Proposer):
             if c is None:
                 continue
             tried.append(c)
-            reason = a.verdict.reason or ""
             if a.score is not None and math.isfinite(a.score) and a.score > 0:
                 scores.setdefault(c, []).append(math.log(a.score))
                 tolerance = tolerance or self._is_inexact(self.genome_of(c))  # an inexact genome was measured
-            elif a.verdict.gate == "correctness" and SUMMATION_ORDER in reason:
+            elif a.verdict.code is Code.CORRECTNESS_INEXACT_KNOB:  # the campaign shows it runs in exact mode
                 exact = True
-            elif IDENTICAL_SASS not in reason:
+            elif a.verdict.code is not Code.STATIC_IDENTICAL_SASS:  # machine code measured before: no failure
                 fails.append(c)
         mode = "tolerance" if tolerance else "exact" if exact else None
         return scores, fails, tried, mode
