@@ -263,6 +263,10 @@ def fake_gpu(monkeypatch, real):
         def __init__(self, fam, geos, arch="auto"):
             self.arch = "sm_90"
 
+        @classmethod
+        def for_config(cls, cfg, arch=None, geometries=None):
+            return cls(cfg.family, geometries or cfg.geometries, arch or "auto")
+
         def build(self, g):
             k = Genome(g).key
             return SimpleNamespace(genome_key=k, sass_sha256=real["genomes"][state.twins.get(k, k)]["sass"])
