@@ -70,10 +70,14 @@ def find_sweep(family: Family, geometries: Sequence[Geometry]) -> Sweep:
         mapping = {g.name: by_params.get(_params_key(g.params)) for g in geometries}
         if all(mapping.values()):
             return Sweep(Path(d["_path"]), d, mapping)  # type: ignore[arg-type]
-    have = sorted({g["name"] for d in sweeps for g in d["geometries"]})
-    missing = [g.name for g in geometries if not any(
+    def shape(name: str, params: Mapping[str, Any]) -> str:
+        return f"{name} ({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
+
+    # matched by parameters, so a name alone says little: both sides are given with their parameters
+    have = sorted({shape(g["name"], g["params"]) for d in sweeps for g in d["geometries"]})
+    missing = [shape(g.name, g.params) for g in geometries if not any(
         _params_key(g.params) == _params_key(rg["params"]) for d in sweeps for rg in d["geometries"])]
-    raise NotRecorded(f"no recorded H200 sweep covers geometries {', '.join(missing) or '(combination)'} "
+    raise NotRecorded(f"no recorded H200 sweep covers geometries {', '.join(missing) or '(this combination)'} "
                       f"(recorded: {', '.join(have)}); run on a GPU or pick recorded geometries")
 
 

@@ -88,3 +88,19 @@ def test_a_merged_sweep_is_whole_or_says_so(sweep):
             assert "status" in d["genomes"][e["same_as"]]
     for s in m["shards"]:
         assert all(0.9 < v < 1.1 for v in s["scale"].values()), (s["file"], s["scale"])
+
+
+def test_a_geometry_recorded_under_its_name_with_other_parameters_is_told_apart():
+    """A config geometry named like a recorded one but of another shape: the message gives both with parameters
+    (it used to name the same geometry as missing and as recorded)."""
+    import pytest
+
+    from evo.family import Geometry, load_family
+    from harness.recorded import NotRecorded, find_sweep
+
+    fam = load_family("mhc_pre_big_fuse")
+    with pytest.raises(NotRecorded) as e:
+        find_sweep(fam, [Geometry("T4096_H4096", {"T": 4096, "H": 2048, "S": 1, "prenorm": False})])
+    msg = str(e.value)
+    assert "covers geometries T4096_H4096 (H=2048, S=1, T=4096, prenorm=False)" in msg
+    assert "T4096_H4096 (H=4096, S=1, T=4096, prenorm=False)" in msg.split("recorded: ")[1]
