@@ -313,7 +313,10 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **kw)
-        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError):  # a lock, a busy server
+        # a lock, a busy server, or another worker creating the schema at the same moment (PostgreSQL: a
+        # UniqueViolation on Optuna's enum types): the next try finds what the other made
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError,
+                optuna.exceptions.StorageInternalError):
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())
