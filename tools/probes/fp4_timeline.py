@@ -149,7 +149,8 @@ def main() -> int:
     built = builder.build(genome, base_source=source)
     cupy, torch = be.cupy, be.torch
     m = built.modules[builder.spec_of(geo)]
-    fn = cupy.RawModule(path=m.cubin_path).get_function(m.function)
+    mod = cupy.RawModule(path=m.cubin_path)
+    fn = mod.get_function(m.function)
     lc = fam.launch(genome, geo)
     if lc.shared_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = lc.shared_bytes
