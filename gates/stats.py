@@ -1,7 +1,7 @@
 """Small statistics for the perf gate: distribution-free intervals for a median.
 
 Per-pair speed ratios have rare large outliers (a pair caught by a clock or
-scheduling hiccup, a few percent off a median within 0.1% of 1 in an A/A run),
+scheduling hiccup, far off the median of an A/A run),
 so the gate uses the median with the binomial order-statistic interval, which
 needs no normality assumption (docs/measurement.md).
 """
