@@ -17,8 +17,10 @@ CONFIG = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
 
 
 def test_genome_probe_judges_and_times_genomes_against_the_reference(tmp_path, capsys):
-    spec = {"ref": {}, "genomes": [{"meta": "slice"}, {"h_split": 8, "vec": 16, "unroll": 4, "block": 512},
-                                   {"vec": 8, "h_split": 1}]}
+    spec = {
+        "ref": {},
+        "genomes": [{"meta": "slice"}, {"h_split": 8, "vec": 16, "unroll": 4, "block": 512}, {"vec": 8, "h_split": 1}],
+    }
     (tmp_path / "g.json").write_text(json.dumps(spec))
     assert probe.main([str(CONFIG), str(tmp_path / "g.json"), "--backend", "recorded", "--rounds", "6"]) == 0
     out = capsys.readouterr().out
@@ -42,5 +44,5 @@ def test_genome_probe_says_why_a_genome_is_invalid(tmp_path, capsys):
     assert probe.main([str(CONFIG), str(tmp_path / "g.json"), "--backend", "recorded", "--rounds", "4"]) == 0
     out = capsys.readouterr().out
     assert '{"block": 100}: invalid: knob block=100 out of range' in out
-    assert '{"nope": 1}: invalid: unknown knob \'nope\'' in out
+    assert "{\"nope\": 1}: invalid: unknown knob 'nope'" in out
     assert "ref/genome" not in out  # nothing was timed

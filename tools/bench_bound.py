@@ -58,13 +58,24 @@ def main(argv: list[str] | None = None) -> int:
         r = sb.run_proposer(space, strat.name, seed, dict(strat.options), cap=args.cap)
         if r.ok:
             reached.append(r.evals)
-        print(f"seed {seed}: {f'reached the target at evaluation {r.evals}' if r.ok else f'not within {args.cap}'}"
-              f" ({len(r.keys)} evaluations, {time.perf_counter() - t0:.0f} s so far)", flush=True)
+        print(
+            f"seed {seed}: {f'reached the target at evaluation {r.evals}' if r.ok else f'not within {args.cap}'}"
+            f" ({len(r.keys)} evaluations, {time.perf_counter() - t0:.0f} s so far)",
+            flush=True,
+        )
     bound = median_at_least(len(reached), args.seeds, args.cap)
     exact = exact_median(reached, args.seeds)
-    print(f"{strat.label} on {args.family}: {len(reached)} of {args.seeds} runs reached the target within {args.cap} "
-          f"evaluations; " + (f"median >= {bound}" if bound else f"median = {sb._fmt(exact)} (both middle runs "
-                              "reached it within the cap)" if exact is not None else "no bound on the median follows"))
+    print(
+        f"{strat.label} on {args.family}: {len(reached)} of {args.seeds} runs reached the target within {args.cap} "
+        f"evaluations; "
+        + (
+            f"median >= {bound}"
+            if bound
+            else f"median = {sb._fmt(exact)} (both middle runs reached it within the cap)"
+            if exact is not None
+            else "no bound on the median follows"
+        )
+    )
     return 0
 
 

@@ -32,8 +32,14 @@ class Proposer(abc.ABC):
 
     OPTIONS: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, family: Family, geometries: Sequence[Geometry], options: Mapping[str, Any], seed: int,
-                 tabu: Mapping[str, Sequence[Any]] | None = None):
+    def __init__(
+        self,
+        family: Family,
+        geometries: Sequence[Geometry],
+        options: Mapping[str, Any],
+        seed: int,
+        tabu: Mapping[str, Sequence[Any]] | None = None,
+    ):
         self.family = family
         self.geometries = list(geometries)
         self.options = dict(options)
