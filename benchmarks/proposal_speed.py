@@ -2,10 +2,10 @@
 
     python benchmarks/proposal_speed.py [--proposals 20] [--measured 150]
 
-mhc_prenorm_gemm's knob product is 7056 genomes (the valid ones at T40_H4096 are counted and printed); the proposer is given ``--measured``
-random valid genomes as measured attempts (scores drawn at random), then asked for ``--proposals`` proposals in a
-row. Printed: the machine, the median and the range of the per-proposal wall time. A benchmark, not a test: its
-output is committed under benchmarks/results/ beside the date and machine it ran on.
+mhc_prenorm_gemm's knob product is 7056 genomes (the valid ones at T40_H4096 are counted and printed); the proposer
+is given ``--measured`` random valid genomes as measured attempts (scores drawn at random), then asked for
+``--proposals`` proposals in a row. Printed: the machine, the median and the range of the per-proposal wall time.
+A benchmark, not a test: its output is committed under benchmarks/results/ beside the date and machine it ran on.
 """
 
 from __future__ import annotations

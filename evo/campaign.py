@@ -8,6 +8,7 @@ killed process is recorded as interrupted and may be proposed again.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ from gates import (
     static_gate,
     threshold,
 )
-from harness.build import BuildError, Builder, Built
+from harness.build import Builder, BuildError, Built
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
 
@@ -44,7 +45,7 @@ class CampaignError(Exception):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -113,7 +114,7 @@ class Campaign:
         self,
         cfg: CampaignConfig,
         *,
-        on_attempt: Callable[[Attempt, "Campaign"], None] | None = None,
+        on_attempt: Callable[[Attempt, Campaign], None] | None = None,
         out: Callable[[str], None] = print,
         command: str = "",
         replaying: bool = False,
@@ -891,7 +892,7 @@ class Campaign:
                     break
                 if prefetch is not None:
                     pending = self._compile_ahead(
-                        prefetch, prop, lambda: proposer.propose(attempts, seen | {prop.genome.key})
+                        prefetch, prop, functools.partial(proposer.propose, attempts, seen | {prop.genome.key})
                     )
                 a = self.evaluate(prop)
                 new += 1

@@ -55,7 +55,7 @@ def small_geometry(family: Family, cfg: CampaignConfig) -> Geometry:
 
 def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: int, say: Callable[[str], None]) -> None:
     from gates.static import static_gate
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     fam = cfg.family
     builder = Builder.for_config(cfg)

@@ -11,7 +11,6 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from evo.backends import BACKENDS
 
@@ -489,8 +488,8 @@ def _run_locked(cfg, args) -> int:
 
 def _selfcheck(cfg, aa: int) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.selfcheck import selfcheck
     from evo.logmd import write_log
+    from evo.selfcheck import selfcheck
 
     if aa < 1:
         return _fail("--aa must be >= 1")
@@ -551,8 +550,8 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
 
 def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.replay import replay
     from evo.logmd import write_log
+    from evo.replay import replay
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -568,7 +567,8 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
     changed = [(o, n) for o, n in pairs if o.verdict.label() != n.verdict.label()]
     print(
-        f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; {len(changed)} verdict(s) changed"
+        f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; "
+        f"{len(changed)} verdict(s) changed"
     )
     print(f"{'original':>9}  {'backend':<9} {'verdict then':<24} {'replay':>7}  {'verdict now':<24} reason now")
     for o, n in pairs:

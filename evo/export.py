@@ -378,7 +378,7 @@ def export(
         (repo / fname).write_text(texts[base.id])
         _git(repo, "add", fname)
         # the baseline's own time, so that exporting the same steps again gives the same files
-        date = base.finished_at or base.started_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        date = base.finished_at or base.started_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         _git(
             repo,
             "commit",
@@ -429,7 +429,7 @@ def check_final(
     """
     from evo.ideas import inexact_ideas
     from gates import correctness_gate
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     fam = cfg.family
     chain = sorted((a for a in attempts if a.verdict.status in (ACCEPTED, BASELINE)), key=lambda a: a.id)

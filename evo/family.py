@@ -17,9 +17,10 @@ import os
 import re
 import sys
 import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from evo.genome import Genome
 

@@ -108,7 +108,7 @@ class Idea:
         }
 
     @classmethod
-    def from_record(cls, slug: str, d: Mapping[str, Any]) -> "Idea":
+    def from_record(cls, slug: str, d: Mapping[str, Any]) -> Idea:
         return cls(
             slug,
             str(d.get("title", slug)),

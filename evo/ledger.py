@@ -334,7 +334,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
 
 
 # --- who owns a RUNNING trial, and is it alive? ---------------------------------
-_LIVE: "weakref.WeakSet[Ledger]" = weakref.WeakSet()  # every Ledger of this process
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()  # every Ledger of this process
 _PROCESS: dict[str, Any] = {}
 
 
@@ -406,7 +406,7 @@ def _certainly_dead(owner: Mapping[str, Any]) -> bool:
     return start != owner.get("start") or state in ("Z", "X")
 
 
-def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
+def _beat(ref: weakref.ref[Ledger], rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
     """Optuna's heartbeat for every trial the Ledger holds, until the Ledger is gone."""
     while not stop.wait(interval):
         led = ref()
@@ -423,7 +423,7 @@ def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval:
 
 
 def _session_beat(
-    ref: "weakref.ref[Ledger]", key: str, mine: dict[str, Any], interval: float, stop: threading.Event
+    ref: weakref.ref[Ledger], key: str, mine: dict[str, Any], interval: float, stop: threading.Event
 ) -> None:
     """Renew a session's heartbeat until it is released or its Ledger is gone (re-added if taken for dead)."""
     sa = models.StudySystemAttributeModel
@@ -955,7 +955,7 @@ class Ledger:
                     .update(
                         {
                             t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
-                            t._datetime_complete_utc: dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+                            t._datetime_complete_utc: dt.datetime.now(dt.UTC).replace(tzinfo=None),
                         },
                         synchronize_session=False,
                     )

@@ -36,7 +36,7 @@ class Progress:
         self._live: Live | None = None
         self._baseline: dict[str, Any] = {}
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live_mode:
             self._live = Live(self.render(), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()

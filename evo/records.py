@@ -123,19 +123,17 @@ class Verdict:
         object.__setattr__(self, "detail", dict(self.detail or {}))
 
     @classmethod
-    def accepted(cls, reason: str, detail: Mapping[str, Any] | None = None) -> "Verdict":
+    def accepted(cls, reason: str, detail: Mapping[str, Any] | None = None) -> Verdict:
         return cls(ACCEPTED, "perf", reason, None, Code.PERF_ACCEPTED, dict(detail or {}))
 
     @classmethod
     def rejected(
         cls, gate: str, reason: str, code: Code = Code.UNSPECIFIED, detail: Mapping[str, Any] | None = None
-    ) -> "Verdict":
+    ) -> Verdict:
         return cls(REJECTED, gate, reason, None, code, dict(detail or {}))
 
     @classmethod
-    def error(
-        cls, kind: str, reason: str, gate: str | None = None, detail: Mapping[str, Any] | None = None
-    ) -> "Verdict":
+    def error(cls, kind: str, reason: str, gate: str | None = None, detail: Mapping[str, Any] | None = None) -> Verdict:
         return cls(ERROR, gate, reason, kind, error_code(kind), dict(detail or {}))
 
     @property
@@ -305,7 +303,7 @@ class Attempt:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Attempt":
+    def from_json(cls, text: str) -> Attempt:
         d = json.loads(text)
         d["verdict"] = verdict_from_dict(d["verdict"])
         d["resources"] = {k: Resources(**v) for k, v in d.get("resources", {}).items()}

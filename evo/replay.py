@@ -9,7 +9,7 @@ from evo.proposers import Proposal
 from evo.records import Attempt
 
 
-def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
+def replay(camp: Campaign, *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
     """Re-judge rejected attempts on this machine with today's gates; each new attempt links its original.
 
     ``gate`` keeps only attempts rejected by that gate (or errors of that kind); ``ids`` only those attempts.

@@ -65,7 +65,7 @@ _UNAVAILABLE = (
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -294,7 +294,7 @@ def sanitize_attempt(
 ) -> dict[str, Any]:
     """Build ``attempt``'s genome, run the configured tools over it, keep the result in the ledger meta."""
     from evo.ideas import campaign_book, idea_hook, idea_slugs
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     sc = cfg.sanitizer
     genome = dict(attempt.genome)

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from evo.config import ConfigError, load_config
     from evo.genome import Genome
     from evo.ideas import book_from_meta, idea_hook
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     try:
         cfg = load_config(args[0])

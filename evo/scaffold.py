@@ -133,7 +133,8 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
             .read_text()
             .format(name=name)
             .replace(
-                "  - {name: n16M, n: 16777216, weight: 1}\n  - {name: n64K, n: 65536, weight: 0}     # watched: must not regress\n",
+                "  - {name: n16M, n: 16777216, weight: 1}\n"
+                "  - {name: n64K, n: 65536, weight: 0}     # watched: must not regress\n",
                 "  - {name: small, weight: 1}   # TODO: every geometry param of family.py, and a weight (0: watched)\n",
             )
         )

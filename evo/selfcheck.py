@@ -10,7 +10,7 @@ from evo.records import ACCEPTED
 from gates import PairSamples, perf_gate, threshold
 
 
-def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
+def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
     """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
 
     A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a

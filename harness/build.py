@@ -23,9 +23,10 @@ import re
 import struct
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from evo.family import Family, Geometry
 from evo.records import Resources
@@ -705,7 +706,7 @@ class Builder:
         arch: str | None = None,
         source_hook: SourceHook | None = None,
         geometries: Sequence[Geometry] | None = None,
-    ) -> "Builder":
+    ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
         section (include folders and NVRTC options)."""
         b = cfg.build

@@ -16,10 +16,11 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, Callable
+from typing import Any
 
 try:
     import pynvml as _pynvml

@@ -23,7 +23,7 @@ from typing import Any
 
 from evo.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
-from harness.build import Built, Builder
+from harness.build import Builder, Built
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
@@ -142,7 +142,7 @@ class GpuBackend:
         self.baseline_errors: dict[str, float] = {}
 
     @classmethod
-    def for_config(cls, cfg: Any, builder: Builder) -> "GpuBackend":
+    def for_config(cls, cfg: Any, builder: Builder) -> GpuBackend:
         """The backend a campaign config asks for: its geometries, correctness seeds and runs, batch_ms, launches
         (gates.perf.launch) and NVML clocks where NVML is present. ``builder`` must carry cfg.build_defines."""
         from harness.device import Nvml
@@ -515,8 +515,8 @@ class GpuBackend:
     def copy_ceiling(self, gib: float = 4.0, reps: int = 10, trials: int = 3) -> dict[str, Any]:
         """Device-to-device copy bandwidth (bytes read + written): the roofline every "% of ceiling" divides by.
 
-        Buffers of ``gib`` GiB (docs/measurement.md, "copy ceiling"); our 16-byte copy kernel at 4, 8 and 16 blocks an SM and
-        cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
+        Buffers of ``gib`` GiB (docs/measurement.md, "copy ceiling"); our 16-byte copy kernel at 4, 8 and 16 blocks an
+        SM and cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
         buffers each; the ceiling is the best of them all, since a ceiling is what a copy reached, not what it
         usually reaches. (One trial of 1 GiB read 3.92-4.07 TB/s in one process where 4 GiB read 4.14-4.23,
         benchmarks/results/2026-12-01-copy-ceiling-1gib-vs-4gib.) Every trial's figures are kept beside the result.
@@ -556,8 +556,11 @@ class GpuBackend:
                     if gib <= 0.25:
                         raise
                     gib /= 2
-            own = max(best(lambda bl=bl: k((sms * bl,), (256,), (a, b, cupy.uint64(n16))), n16) for bl in (4, 8, 16))
-            copyto = best(lambda: cupy.copyto(b, a), n16)
+            own = max(
+                best(lambda bl=bl, a=a, b=b, n16=n16: k((sms * bl,), (256,), (a, b, cupy.uint64(n16))), n16)
+                for bl in (4, 8, 16)
+            )
+            copyto = best(lambda a=a, b=b: cupy.copyto(b, a), n16)
             rows.append({"own_kernel_tbps": round(own, 3), "copyto_tbps": round(copyto, 3)})
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
@@ -581,7 +584,7 @@ class GpuBackend:
                 inputs = self.inputs(g, 0)
                 fam = self.family
 
-                def fn(inp=inputs, g=g):
+                def fn(inp=inputs, g=g, fam=fam):
                     r = fam.reference(inp, g, dtype=torch.float32)
                     return {k: v.to(_dtype(o.dtype)) for (k, v), o in zip(r.items(), fam.outputs(g))}
 

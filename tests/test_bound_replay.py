@@ -86,8 +86,8 @@ def test_campaign_records_bound_for_accepted_steps(tmp_path):
 
 def test_replay_links_original_and_reports_changes(tmp_path):
     from evo.campaign import Campaign
-    from evo.replay import replay
     from evo.config import load_config
+    from evo.replay import replay
 
     cfg = load_config(_cfg(tmp_path, 20))
     Campaign(cfg, out=lambda s: None).run()
@@ -107,8 +107,8 @@ def test_replay_links_original_and_reports_changes(tmp_path):
 def test_replay_of_the_committed_h200_campaign_on_the_recorded_backend(tmp_path):
     """The GPU ledger re-judged here: knob genomes replay, source-level faults say they need a GPU."""
     from evo.campaign import Campaign
-    from evo.replay import replay
     from evo.config import load_config
+    from evo.replay import replay
 
     db = tmp_path / "h200.db"
     with (

@@ -12,8 +12,8 @@ pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrt
 import harness.build as hb  # noqa: E402
 from evo.family import Geometry, load_family  # noqa: E402
 from harness.build import (
-    BuildError,
     Builder,
+    BuildError,
     compile_source,
     parse_ptxas_report,
     resolve_source,  # noqa: E402

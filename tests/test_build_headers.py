@@ -14,8 +14,8 @@ pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrt
 import harness.build as hb  # noqa: E402
 from evo.family import FamilyError, Geometry, Knob, load_family  # noqa: E402
 from harness.build import (
-    BuildError,
     Builder,
+    BuildError,
     Includes,
     compile_program,
     cuda_include_dirs,  # noqa: E402

@@ -265,7 +265,7 @@ def test_reset_on_exception(tmp_path: Path) -> None:
     fake, marker, before = FakeNvml(), tmp_path / "clock.lock", _handlers()
     with pytest.raises(ZeroDivisionError):
         with ClockLock(Nvml(nvml=fake), 1500, marker):
-            1 / 0
+            1 / 0  # noqa: B018 (raises on purpose)
     assert (LOCK, 0, 1500, 1500) in fake.calls and fake.names().count(RESET) == 1
     assert not marker.exists() and _handlers() == before
 

@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from evo.family import Geometry, load_family
-from evo.genome import Genome
 from harness.build import Builder
 
 FAM = load_family("fp4_matvec")

@@ -21,7 +21,6 @@ from gates import (
 )
 from gates.stats import median, median_interval
 
-
 # ---------------------------------------------------------------------------
 # gates.stats.median_interval
 

@@ -1,4 +1,5 @@
-"""GPU checks of mhc_prenorm_gemm, moe_q2_matvec and fp4_matvec through the campaign's GPU backend (skipped without a GPU).
+"""GPU checks of mhc_prenorm_gemm, moe_q2_matvec and fp4_matvec through the campaign's GPU backend (skipped without a
+GPU).
 
 For each family, at its shipped config's geometries: the baseline is right against float64, and
 every one-knob change of the baseline plus a seeded sample of random valid genomes either keeps

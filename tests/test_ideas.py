@@ -101,7 +101,8 @@ def test_idea_file_parses_and_normalizes_paths():
         ("--- a/other.h\n+++ b/other.h\n@@ -1 +1 @@\n-a\n+b\n", "may only change kernel.cu"),
         ("--- /dev/null\n+++ b/kernel.cu\n@@ -0,0 +1 @@\n+a\n", "creates or deletes"),
         (
-            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -3 +3 @@\n-c\n+d\n",
+            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n"
+            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -3 +3 @@\n-c\n+d\n",
             "more than one file",
         ),
     ],
@@ -315,7 +316,8 @@ SCRIPT = (
         print(json.dumps({"title": "Unroll the stream loop", "rationale": "loads of the next trip in flight",
                           "exact": True, "patch": diff(src.replace(anchor, "#pragma unroll 3\\n" + anchor))}))
     elif mode == "dup":  # the change of the family's own idea unroll-stream-loop, under another title
-        print("Title: Same as a registered idea\\nRationale: r\\n\\n" + diff(src.replace(anchor, "#pragma unroll 2\\n" + anchor)))
+        print("Title: Same as a registered idea\\nRationale: r\\n\\n"
+              + diff(src.replace(anchor, "#pragma unroll 2\\n" + anchor)))
 """)
     % ANCHOR
 )

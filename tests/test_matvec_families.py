@@ -11,7 +11,6 @@ import itertools
 import math
 import random
 import re
-import struct
 import sys
 
 import pytest

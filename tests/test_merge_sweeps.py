@@ -9,7 +9,6 @@ the unsharded sweep gives, to harness/recorded.py and to tools/search_bench.py.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace

@@ -401,7 +401,7 @@ def test_new_paths_fold_bit_identical_to_baseline_and_close_to_float64(codebook,
     xs = inp["x"].tolist()
     nblk = geo["in"] // 32
     got, base = [], []
-    for k, e in enumerate(inp["ids"].tolist()):
+    for _k, e in enumerate(inp["ids"].tolist()):
         for m in range(2):
             levels_f = inp["cb"][e, m].tolist()
             levels_u = [f32_bits(v) for v in levels_f]

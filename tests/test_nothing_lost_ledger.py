@@ -17,7 +17,7 @@ import pytest
 
 from evo.cli import main
 from evo.family import load_family
-from evo.ledger import SESSION_ATTR, Ledger, LedgerError, SessionTaken
+from evo.ledger import SESSION_ATTR, Ledger, SessionTaken
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -216,7 +216,7 @@ def test_storage_errors_are_one_line(home, capsys, url, expect, cmd):
     one_line(capsys, expect, rc)
 
 
-# --- one live evo run per campaign -------------------------------------------------------------------------------------
+# --- one live evo run per campaign ------------------------------------------------------------------------------------
 
 
 def _sessions(db: Path) -> list[dict]:

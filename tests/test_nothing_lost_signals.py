@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_kill_resume import BUDGET, Run, _check_ledger_api, _check_raw_sql, _config
 
 HAVE_PROC = Path("/proc/self/status").is_file()
@@ -91,7 +90,7 @@ def test_signals_at_random_moments_then_resume(tmp_path):
                 else "shutdown"
             )
             seen[where] += 1
-        opened, first, stopped = run.when("evo: campaign"), run.when("#"), run.when("evo: stopped: ")
+        opened, stopped = run.when("evo: campaign"), run.when("evo: stopped: ")
         if opened is not None:
             window["startup"] = max(0.05, opened - t_ready)
         if rc == 0 and stopped is not None:

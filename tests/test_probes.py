@@ -31,7 +31,7 @@ def test_genome_probe_judges_and_times_genomes_against_the_reference(tmp_path, c
     rows = re.findall(r"^  (\S+)\s+ref\s+([\d.]+) us\s+genome\s+([\d.]+) us\s+ref/genome ([\d.]+)x", out, re.M)
     assert len(rows) == 3 * len(cfg.geometries)  # one row per genome and geometry, none invalid here
     # the first genome's figures are the sweep's own medians, paired with the baseline round by round
-    for (name, ref_us, g_us, _), geo in zip(rows[:3], cfg.geometries):
+    for (name, _ref_us, g_us, _), geo in zip(rows[:3], cfg.geometries):
         rec = be.sweep.data["genomes"][Genome(slice_g).key]
         bt = sorted(be.sweep.data["genomes"][be.baseline_key]["t"][be.sweep.geo_map[geo.name]])
         bmed = bt[len(bt) // 2]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,9 @@ def test_constraints_bite():
 
 
 def test_deterministic_per_seed():
-    run = lambda seed: [p.genome.key for p in drive(Surrogate(FAM, GEOS, {}, seed), FAM, 25, 3, _judge)[1]]
+    def run(seed):
+        return [p.genome.key for p in drive(Surrogate(FAM, GEOS, {}, seed), FAM, 25, 3, _judge)[1]]
+
     assert run(7) == run(7)
     assert run(7) != run(8)
 
@@ -84,7 +87,7 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
     )
     prop = Surrogate(fam, geos, {}, 0, tabu={"block": [512]})
     attempts, seen = [base, a1], {base.genome_key, a1.genome_key}
-    for i in range(40):
+    for _ in range(40):
         p = prop.propose(attempts, seen)
         assert not fam.inexact_knobs(p.genome, geos[0]), p.genome
         a = Attempt(
@@ -105,7 +108,7 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
     prop = Surrogate(fam, geos, {}, 0)
     attempts, seen = [base, a2], {base.genome_key, a2.genome_key}
     inexact = 0
-    for i in range(20):
+    for _ in range(20):
         p = prop.propose(attempts, seen)
         inexact += bool(fam.inexact_knobs(p.genome, geos[0]))
         attempts.append(
@@ -126,7 +129,10 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
 
 def test_identical_machine_code_is_screened_out():
     """With static_key set, a genome whose digest equals a measured genome's is never proposed."""
-    digest = lambda g: f"vec{g['vec']}-unroll{g['unroll']}" if g["warp0_stream"] else Genome(g).key
+
+    def digest(g):
+        return f"vec{g['vec']}-unroll{g['unroll']}" if g["warp0_stream"] else Genome(g).key
+
     prop = Surrogate(FAM, GEOS, {}, 5)
     prop.static_key = digest
     attempts, proposals, _ = drive(prop, FAM, 60, 5, _judge)

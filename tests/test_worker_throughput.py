@@ -100,7 +100,9 @@ def test_workers_reserve_what_they_propose(tmp_path):
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise AssertionError("a worker did not finish:\n" + "\n".join(x.read_text()[-2000:] for x in logs))
+            raise AssertionError(
+                "a worker did not finish:\n" + "\n".join(x.read_text()[-2000:] for x in logs)
+            ) from None
     outs = [x.read_text() for x in logs]
     for p, out in zip(procs, outs):
         assert p.returncode == 0 and "Traceback" not in out, out[-3000:]

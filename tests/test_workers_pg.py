@@ -132,7 +132,9 @@ def _finish(procs: list[subprocess.Popen], tmp_path: Path, timeout: float = 300)
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise AssertionError(f"worker {i} did not finish:\n" + (tmp_path / f"worker{i}.log").read_text()[-3000:])
+            raise AssertionError(
+                f"worker {i} did not finish:\n" + (tmp_path / f"worker{i}.log").read_text()[-3000:]
+            ) from None
         outs.append((tmp_path / f"worker{i}.log").read_text())
     for i, (p, out) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"worker {i} exit {p.returncode}:\n{out[-3000:]}"

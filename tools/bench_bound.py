@@ -6,9 +6,10 @@ Runs each seed as tools/search_bench.py does (same proposer, options, tabu and S
 ``--cap`` evaluations. Of n runs sorted by their evaluations, the median is the mean of the two middle ones; when
 at most n/2 - 1 runs (n even; (n - 1)/2 for n odd) reached the target within the cap, both middle runs needed more
 than the cap, so the median is at least cap + 1; when both middle runs reached it, the median is exact (a
-capped run that reached the target is the uncapped run: every run is seeded). Prints each seed's result and that conclusion, or says the bound
-does not follow. The Optuna peers on mhc_prenorm_gemm take more than 9 minutes per seed to run to the end (each
-proposal asks up to 100 times; benchmarks/results/2026-12-01-search-bench-h200-cores); their runs to a cap are what this is for.
+capped run that reached the target is the uncapped run: every run is seeded). Prints each seed's result and that
+conclusion, or says the bound does not follow. The Optuna peers on mhc_prenorm_gemm take more than 9 minutes per
+seed to run to the end (each proposal asks up to 100 times;
+benchmarks/results/2026-12-01-search-bench-h200-cores); their runs to a cap are what this is for.
 """
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -292,7 +291,7 @@ def merge(
             "seed": ref.get("seed"),
             "space": ref["space"],
             "merged": {
-                "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "rule": (
                     "shards of tools/sweep.py --shard I/N; the baseline entry, A/A pairs, device, copy ceiling "
                     "and launches are the reference shard's (the first); every other shard's genome times t and "

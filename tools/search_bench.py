@@ -84,9 +84,9 @@ sys.path.insert(0, str(ROOT))
 
 from evo.family import Family, Geometry, load_family  # noqa: E402
 from evo.genome import Genome  # noqa: E402
+from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
-from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
 MIN_GAIN = 0.01  # the campaign's perf.min_gain by default: a champion must be beaten by more than this
@@ -410,8 +410,8 @@ def run_proposer(
 # --- Kernel Tuner's simulation mode -------------------------------------------------------
 KT_STRATEGIES = ("genetic_algorithm", "bayes_opt")
 # What one evaluation costs on the H200, for the cache's timing fields: the first campaign made 213 attempts
-# in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement are not separated,
-# so it is all stored as benchmark_time.
+# in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement
+# are not separated, so it is all stored as benchmark_time.
 EVAL_MS = 1410.0
 
 
@@ -440,7 +440,7 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Pat
     Every entry costs ``EVAL_MS`` of benchmark_time (what a simulated run adds to its simulated time).
     """
     tp = kt_tune_params(space)
-    stamp = dt.datetime.now(dt.timezone.utc).isoformat()
+    stamp = dt.datetime.now(dt.UTC).isoformat()
     cache: dict[str, Any] = {}
     for g in space.genomes:
         e: dict[str, Any] = {k: g[k] for k in tp}
@@ -939,7 +939,7 @@ def write_doc(
         begin,
         "",
         f"Command: `{cmd.strip()}`  ",
-        f"Date: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}  ",
+        f"Date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}  ",
         f"Sweep: `{sweep}` (recorded {space.created}; {space.size} genomes, {valid} valid; "
         f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
         f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "

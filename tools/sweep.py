@@ -43,7 +43,6 @@ import argparse
 import concurrent.futures as cf
 import datetime as dt
 import itertools
-import json
 import os
 import random
 import sys
@@ -55,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evo.config import load_config  # noqa: E402
 from evo.genome import Genome  # noqa: E402
 from harness import sweepfile  # noqa: E402
-from harness.build import BuildError, Builder  # noqa: E402
+from harness.build import Builder, BuildError  # noqa: E402
 
 _builder: Builder | None = None
 
@@ -291,7 +290,7 @@ def main() -> int:
     out = {
         "format": 1,
         "family": fam.name,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": "python " + " ".join(sys.argv),
         "stopped": stopped,
         "device": facts,

@@ -20,7 +20,8 @@ rounds to the nearest E2M1 value, ties to the even code; negative values keep th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
@@ -97,7 +98,8 @@ def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
 # copies): the whole row when unroll + 1 stages of it fit, else as few steps as fit, as even as 16 blocks allow
 
 
-TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: git show c6520b9:tools/h200/tma_blocks_probe.py)
+# resident blocks a SM the tma ring is sized for (a probe may set 2: git show c6520b9:tools/h200/tma_blocks_probe.py)
+TMA_SM_BLOCKS = 1
 
 
 def tma_pitch(row_bytes: int) -> int:
@@ -284,7 +286,10 @@ class Fp4Matvec(Family):
                 return f"expand=mma, qload=cp_async: {tiles} tiles per warp, over 2 (4 chains x 4 fp32 each)"
             for g in geometries:
                 if g["in"] % 128:
-                    return f"expand=mma, qload=cp_async at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
+                    return (
+                        f"expand=mma, qload=cp_async at {g.name}: in={g['in']} is not a multiple of 128 "
+                        "(4-block groups)"
+                    )
                 smem = mma_cp_async_smem(genome, g["in"])
                 if smem > SMEM_OPTIN:
                     return (

@@ -8,7 +8,8 @@ Inputs per call: dot_mix [S, T, 24] fp32 (split partials of the GEMM), sqrsum
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 

@@ -46,7 +46,7 @@ class Proposer(abc.ABC):
         self.rng = random.Random(seed)
         self.tabu = {k: set(v) for k, v in (tabu or {}).items()}  # knob -> values never to propose
 
-    @classmethod
+    @classmethod  # noqa: B027 (a hook: accepting every option is the default)
     def validate_options(cls, options: Mapping[str, Any]) -> None:
         """Raise ValueError("<option>: <problem>") for a bad option value."""
 

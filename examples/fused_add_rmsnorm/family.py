@@ -48,7 +48,8 @@ Correctness runs in tolerance mode (``block`` and ``vec`` change the order of th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 

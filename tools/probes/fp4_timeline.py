@@ -1,14 +1,17 @@
 """Timeline of the fp4 tma kernel: when each SM's items land and when its warps finish them (on the GPU).
 
     python3 tools/probes/fp4_timeline.py stamp KERNEL.cu STAMPED.cu
-    python3 tools/probes/fp4_timeline.py configs/fp4_matvec.yaml GENOME.json GEOMETRY STAMPED.cu OUT.json.gz [launches] [--pdl]
+    python3 tools/probes/fp4_timeline.py configs/fp4_matvec.yaml GENOME.json GEOMETRY STAMPED.cu OUT.json.gz \
+        [launches] [--pdl]
 
-`stamp` adds the stamps to a kernel.cu (the committed one or a timing variant): every block stamps clock64 at its start, after x's maximum and x's digits, the producer as it issues each item,
-and lane 0 of every consumer warp as each item is visible to it (full barrier passed) and as it is done with it
-(before its release) and past its tile end, with globaltimer at the start and the end. The kernel runs inside a CUDA graph of
+`stamp` adds the stamps to a kernel.cu (the committed one or a timing variant): every block stamps clock64 at its
+start, after x's maximum and x's digits, the producer as it issues each item, and lane 0 of every consumer warp as
+each item is visible to it (full barrier passed) and as it is done with it (before its release) and past its tile
+end, with globaltimer at the start and the end. The kernel runs inside a CUDA graph of
 `launches` back-to-back launches, as the harness times it; the stamps are the last launch's. Printed: the time a
 launch takes in that graph, the SM clock the stamps imply, and per item the medians over the SMs with the most
-items of when it was issued, landed and done, the warps' mean compute time on it, their mean wait for it (from their previous stamp) and their mean tile end.
+items of when it was issued, landed and done, the warps' mean compute time on it, their mean wait for it (from their
+previous stamp) and their mean tile end.
 Raw stamps go to OUT.json.gz. --pdl: built with EVO_PDL=1 and launched with programmatic dependent launch (as
 gates.perf.launch: pdl), each launch overlapping the one before; a block's times stay from its own start, which is
 then before the launch before has ended, and the consumers' pass of griddepcontrol.wait is stamped too.
@@ -81,7 +84,8 @@ STAMPS = [
         # the item's source from a helper
         (
             "      u32 bytes;\n      const u8* src = item_src(",
-            "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n      u32 bytes;\n      const u8* src = item_src(",
+            "      if (lane == 0 && item < 32) tl[16 + item] = tl_clk();\n"
+            "      u32 bytes;\n      const u8* src = item_src(",
         ),
     ],
     (
@@ -194,7 +198,8 @@ def main() -> int:
     built = builder.build(genome, base_source=source)
     cupy, torch = be.cupy, be.torch
     m = built.modules[builder.spec_of(geo)]
-    fn = cupy.RawModule(path=m.cubin_path).get_function(m.function)
+    mod = cupy.RawModule(path=m.cubin_path)
+    fn = mod.get_function(m.function)
     lc = fam.launch(genome, geo)
     if lc.shared_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = lc.shared_bytes
@@ -320,9 +325,9 @@ def main() -> int:
             )
             # a warp's previous stamp: x's digits, or its last item's done (its tile end's, where it had one)
             prev = (
-                (lambda r, w: r[4])
+                (lambda r, w, i=i: r[4])
                 if i == 0
-                else (lambda r, w: r[64 + w * S + 64 + i - 1] or r[64 + w * S + 32 + i - 1])
+                else (lambda r, w, i=i: r[64 + w * S + 64 + i - 1] or r[64 + w * S + 32 + i - 1])
             )
             tend = med(
                 [
