@@ -11,6 +11,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from evo.backends import BACKENDS
 
@@ -18,7 +19,7 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         sys.stderr.write(f"evo: {message} (see evo --help)\n")
         sys.exit(EXIT_USAGE)
 

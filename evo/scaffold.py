@@ -112,18 +112,18 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
         entries = read_entries(src)
         if not entries:
             raise ScaffoldError(f"{kernel} has no __global__ function")
-        e = next((x for x in entries if x.name == name), entries[0])
+        entry = next((x for x in entries if x.name == name), entries[0])
         knobs = (
-            "".join(_knob_line(*t) for t in e.template)
+            "".join(_knob_line(*t) for t in entry.template)
             or "        # TODO: knobs (template parameters or EVO_<KNOB> macros)\n"
         )
         values = {
             "name": name,
             "cls": cls,
             "kernel": kernel.name,
-            "entry": e.expression(),
-            "arg_types": _arg_types(e.params),
-            "signature": e.params.replace('"', "'"),
+            "entry": entry.expression(),
+            "arg_types": _arg_types(entry.params),
+            "signature": entry.params.replace('"', "'"),
             "knobs": knobs,
         }
         files["kernel.cu"] = src
