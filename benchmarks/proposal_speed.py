@@ -2,10 +2,10 @@
 
     python benchmarks/proposal_speed.py [--proposals 20] [--measured 150]
 
-mhc_prenorm_gemm's knob product is 7056 genomes (the valid ones at T40_H4096 are counted and printed); the proposer is given ``--measured``
-random valid genomes as measured attempts (scores drawn at random), then asked for ``--proposals`` proposals in a
-row. Printed: the machine, the median and the range of the per-proposal wall time. A benchmark, not a test: its
-output is committed under benchmarks/results/ beside the date and machine it ran on.
+mhc_prenorm_gemm's knob product is 7056 genomes (the valid ones at T40_H4096 are counted and printed); the proposer
+is given ``--measured`` random valid genomes as measured attempts (scores drawn at random), then asked for
+``--proposals`` proposals in a row. Printed: the machine, the median and the range of the per-proposal wall time.
+A benchmark, not a test: its output is committed under benchmarks/results/ beside the date and machine it ran on.
 """
 
 from __future__ import annotations
@@ -43,8 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     first = time.perf_counter() - t0
     valid = [g for g in prop.space() if prop.valid(g, set())]
     for g in rng.sample(valid, args.measured):
-        attempts.append(Attempt(len(attempts), "t", fam.name, dict(g), g.key, "x",
-                                verdict=Verdict.rejected("perf", "x"), score=rng.uniform(0.5, 2.0)))
+        attempts.append(
+            Attempt(
+                len(attempts),
+                "t",
+                fam.name,
+                dict(g),
+                g.key,
+                "x",
+                verdict=Verdict.rejected("perf", "x"),
+                score=rng.uniform(0.5, 2.0),
+            )
+        )
     seen = {a.genome_key for a in attempts}
     per = []
     for _ in range(args.proposals):
@@ -52,12 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         p = prop.propose(attempts, seen)
         per.append(time.perf_counter() - t)
         assert p is not None and p.genome.key not in seen
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{platform.processor() or platform.platform()}")
-    print(f"space: {len(valid)} valid genomes; measured attempts given: {args.measured}; first call (enumerates the "
-          f"space) {first * 1000:.0f} ms")
-    print(f"per proposal over {args.proposals}: median {statistics.median(per) * 1000:.1f} ms, "
-          f"min {min(per) * 1000:.1f}, max {max(per) * 1000:.1f}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.processor() or platform.platform()}"
+    )
+    print(
+        f"space: {len(valid)} valid genomes; measured attempts given: {args.measured}; first call (enumerates the "
+        f"space) {first * 1000:.0f} ms"
+    )
+    print(
+        f"per proposal over {args.proposals}: median {statistics.median(per) * 1000:.1f} ms, "
+        f"min {min(per) * 1000:.1f}, max {max(per) * 1000:.1f}"
+    )
     return 0
 
 

@@ -14,7 +14,22 @@ from evo.genome import Genome
 from evo.records import Attempt, Code, Interval, Resources, Timing, Verdict
 
 __all__ = [
-    "Attempt", "CampaignConfig", "Code", "ConfigError", "Family", "Genome", "Geometry", "GeometryParam", "Interval", "Knob",
-    "Launch", "OutputSpec", "Resources", "Timing", "Verdict", "load_config", "load_family",
+    "Attempt",
+    "CampaignConfig",
+    "Code",
+    "ConfigError",
+    "Family",
+    "Genome",
+    "Geometry",
+    "GeometryParam",
+    "Interval",
+    "Knob",
+    "Launch",
+    "OutputSpec",
+    "Resources",
+    "Timing",
+    "Verdict",
+    "load_config",
+    "load_family",
 ]
 __version__ = "0.1.0"

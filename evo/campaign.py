@@ -8,6 +8,7 @@ killed process is recorded as interrupted and may be proposed again.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +23,19 @@ from evo.ideas import IdeaError, campaign_book, idea_hook, idea_slugs, inexact_i
 from evo.ledger import Ledger, SessionTaken, safe_url
 from evo.proposers import PROPOSERS, Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
-from gates import CorrectnessEvidence, EarlyStop, PairSamples, baseline_problem, correctness_gate, identical_sass, noise_floor, perf_gate, static_gate, threshold
-from harness.build import BuildError, Builder, Built
+from gates import (
+    CorrectnessEvidence,
+    EarlyStop,
+    PairSamples,
+    baseline_problem,
+    correctness_gate,
+    identical_sass,
+    noise_floor,
+    perf_gate,
+    static_gate,
+    threshold,
+)
+from harness.build import Builder, BuildError, Built
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
 
@@ -33,7 +45,7 @@ class CampaignError(Exception):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -63,8 +75,9 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
 
         factory = WORKER_FACTORIES[kind]
         try:
-            return WorkerBackend(factory, {"config": str(cfg.path), "backend": kind, "storage": cfg.storage},
-                                 cfg.worker.timeout_s)
+            return WorkerBackend(
+                factory, {"config": str(cfg.path), "backend": kind, "storage": cfg.storage}, cfg.worker.timeout_s
+            )
         except WorkerCrash as e:
             raise CampaignError(f"the {kind} worker could not start: {e}") from None
     if kind == "gpu":
@@ -76,8 +89,9 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
     from harness.recorded import NotRecorded, RecordedBackend
 
     if cfg.gates.perf.launch != "plain":
-        raise CampaignError(f"gates.perf.launch: {cfg.gates.perf.launch} needs a GPU (the recorded sweeps time plain "
-                            "launches)")
+        raise CampaignError(
+            f"gates.perf.launch: {cfg.gates.perf.launch} needs a GPU (the recorded sweeps time plain launches)"
+        )
     try:
         return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
     except NotRecorded as e:
@@ -87,16 +101,25 @@ def make_backend(cfg: CampaignConfig, builder: Builder):
 def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
     """What must stay the same for a campaign to be resumed."""
     return {
-        "campaign": cfg.campaign, "family": cfg.family.name,
+        "campaign": cfg.campaign,
+        "family": cfg.family.name,
         "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in cfg.geometries],
-        "gates": asdict(cfg.gates), "knobs": {k.name: list(k.values) for k in cfg.family.knobs},
+        "gates": asdict(cfg.gates),
+        "knobs": {k.name: list(k.values) for k in cfg.family.knobs},
     }
 
 
 class Campaign:
-    def __init__(self, cfg: CampaignConfig, *, on_attempt: Callable[[Attempt, "Campaign"], None] | None = None,
-                 out: Callable[[str], None] = print, command: str = "", replaying: bool = False,
-                 backend: Any = None):
+    def __init__(
+        self,
+        cfg: CampaignConfig,
+        *,
+        on_attempt: Callable[[Attempt, Campaign], None] | None = None,
+        out: Callable[[str], None] = print,
+        command: str = "",
+        replaying: bool = False,
+        backend: Any = None,
+    ):
         self.cfg = cfg
         self.family = cfg.family
         self.out = out
@@ -111,8 +134,9 @@ class Campaign:
         self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
         # ideas (evo/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
         used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}
-        self.ideas, self._ideas_changed = campaign_book(cfg.family, self.ledger.meta("ideas"), used,
-                                                        folder=cfg.ideas.folder if cfg.ideas is not None else True)
+        self.ideas, self._ideas_changed = campaign_book(
+            cfg.family, self.ledger.meta("ideas"), used, folder=cfg.ideas.folder if cfg.ideas is not None else True
+        )
         self.builder.source_hook = idea_hook(self.ideas)
         self.floor = 0.0
         self.floors: dict[str, float] = {}
@@ -142,12 +166,14 @@ class Campaign:
             if old.get(key) != fp[key]:
                 raise CampaignError(
                     f"storage {self.cfg.storage} holds campaign {self.cfg.campaign!r} with different {key}; "
-                    "rename the campaign or give another storage to start a new one")
+                    "rename the campaign or give another storage to start a new one"
+                )
         old_backend = self.ledger.meta("backend")
         if old_backend and old_backend != self.backend.name and not self.replaying:
             raise CampaignError(
                 f"campaign {self.cfg.campaign!r} was run on the {old_backend} backend and this machine uses "
-                f"{self.backend.name}; rename the campaign or give another storage (--storage)")
+                f"{self.backend.name}; rename the campaign or give another storage (--storage)"
+            )
 
     def _load(self, built: Built | None, genome: Mapping[str, Any]):
         key = Genome(genome).key
@@ -161,7 +187,8 @@ class Campaign:
         if self._ideas_changed:  # ideas: like a changed knob, a measured idea may not change its text
             raise CampaignError(
                 f"idea(s) {', '.join(self._ideas_changed)} changed in {self.family.folder / 'ideas'} since campaign "
-                f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign")
+                f"{self.cfg.campaign!r} measured them; give the edited patch a new file name, or start a new campaign"
+            )
 
     def setup(self) -> None:
         """Meta, A/A and the baseline; a stop request is honoured between its steps (evo/stop.py)."""
@@ -174,11 +201,21 @@ class Campaign:
         if led.meta("config") is None:
             # One transaction: a kill between these writes must not leave "config" without "backend".
             # create_meta: of several workers starting at once exactly one writes them (evo/workers.py).
-            led.create_meta({
-                "config": {**config_fingerprint(self.cfg), "budget": asdict(self.cfg.budget),
-                           "proposer": asdict(self.cfg.proposer), "storage": self.cfg.storage,
-                           "command": self.command, "seed": self.cfg.seed},
-                "backend": self.backend.name, "simulated": self.simulated, "started_at": now()})
+            led.create_meta(
+                {
+                    "config": {
+                        **config_fingerprint(self.cfg),
+                        "budget": asdict(self.cfg.budget),
+                        "proposer": asdict(self.cfg.proposer),
+                        "storage": self.cfg.storage,
+                        "command": self.command,
+                        "seed": self.cfg.seed,
+                    },
+                    "backend": self.backend.name,
+                    "simulated": self.simulated,
+                    "started_at": now(),
+                }
+            )
         facts = self.backend.facts()
         facts.setdefault("nvrtc", _nvrtc_version())
         facts.setdefault("cuda", facts.get("cuda_driver"))
@@ -220,8 +257,10 @@ class Campaign:
             frozen = led.meta("baseline_hashes") or {}
             moved = [k for k, v in frozen.items() if hashes.get(k) != v]
             if moved:
-                raise CampaignError(f"the baseline's output hash moved since the campaign started ({moved[0]}): "
-                                    "different GPU, driver or inputs; start a new campaign")
+                raise CampaignError(
+                    f"the baseline's output hash moved since the campaign started ({moved[0]}): "
+                    "different GPU, driver or inputs; start a new campaign"
+                )
             self.baseline = existing
             return
         # The baseline itself must be right against float64 before it can be the reference.
@@ -242,8 +281,9 @@ class Campaign:
         t0 = time.perf_counter()
         trial = led.ask(fixed=base_genome)
         a = self._attempt(trial.number, Proposal(base_genome, "baseline (the family's defaults)"), built)
-        a.verdict = Verdict(BASELINE, None, "the portable baseline; its output hashes are frozen as the reference",
-                            code=Code.BASELINE)
+        a.verdict = Verdict(
+            BASELINE, None, "the portable baseline; its output hashes are frozen as the reference", code=Code.BASELINE
+        )
         a.output_hashes = _hashes_by_geometry(ev)
         a.error_vs_ref = _errors_by_geometry(ev)
         a.score = 1.0
@@ -253,13 +293,22 @@ class Campaign:
             if t is not None:
                 a.timings[g.name] = t
                 if ceiling:
-                    a.roofline_pct[g.name] = 100.0 * self.family.bytes_moved(g) / (t.median_us * 1e-6) / (ceiling * 1e12)
+                    a.roofline_pct[g.name] = (
+                        100.0 * self.family.bytes_moved(g) / (t.median_us * 1e-6) / (ceiling * 1e12)
+                    )
         a.device = dict(self._aa_clocks)
         a.measure_s = time.perf_counter() - t0
         a.finished_at = now()
         # One transaction: the baseline attempt and the meta that points at it (a kill leaves both or neither).
-        led.record(trial, a, meta={"baseline_hashes": dict(self.backend.baseline_hashes),
-                                   "baseline_errors": dict(self.backend.baseline_errors), "baseline_id": trial.number})
+        led.record(
+            trial,
+            a,
+            meta={
+                "baseline_hashes": dict(self.backend.baseline_hashes),
+                "baseline_errors": dict(self.backend.baseline_errors),
+                "baseline_id": trial.number,
+            },
+        )
         self.baseline = a
 
     def part_launches(self, parts: Sequence[tuple[str, Any]], keys: Sequence[str], g: Any) -> dict[str, int]:
@@ -276,8 +325,9 @@ class Campaign:
         kernel the family calls PDL-safe (Family.pdl_safe) is launched with PDL."""
         if self.cfg.gates.perf.launch == "plain":
             return ""
-        return "; launches: " + ", ".join(f"{lb} {'PDL' if self.family.pdl_safe(ld.genome) else 'plain'}"
-                                          for lb, ld in parts)
+        return "; launches: " + ", ".join(
+            f"{lb} {'PDL' if self.family.pdl_safe(ld.genome) else 'plain'}" for lb, ld in parts
+        )
 
     def _noise_floor(self) -> None:
         """A/A: the baseline against a second copy of itself, per geometry, at every (re)start."""
@@ -295,50 +345,84 @@ class Campaign:
             floors[g.name] = noise_floor(r, p.confidence) if len(r) >= 3 else 1.0
             if r:
                 self._aa_timing[g.name] = Timing(
-                    median(s.times_us["A"]), spread_pct(s.times_us["A"]), len(r), s.discarded,
+                    median(s.times_us["A"]),
+                    spread_pct(s.times_us["A"]),
+                    len(r),
+                    s.discarded,
                     f"A/A: baseline vs a second copy of itself; batch: {s.batch_text()}; pairs: {len(r)}"
                     + self._launches_note([("A", a)], g)
-                    + (f"; {SIMULATED_LABEL}" if self.simulated else ""))
+                    + (f"; {SIMULATED_LABEL}" if self.simulated else ""),
+                )
             for k, v in s.clocks.items():
                 if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
                     f = min if k.endswith("min") else max
                     self._aa_clocks[k] = f(self._aa_clocks.get(k, v), v)
-            timings[g.name] = {"median_us": sorted(s.times_us["A"])[len(r) // 2] if r else None,
-                               "pairs": len(r), "discarded": s.discarded, "launches": s.launches}
+            timings[g.name] = {
+                "median_us": sorted(s.times_us["A"])[len(r) // 2] if r else None,
+                "pairs": len(r),
+                "discarded": s.discarded,
+                "launches": s.launches,
+            }
             if len(r) >= 4:  # enough to tell an offset (placement, order) from noise when the floor is high
                 q = sorted(r)
-                timings[g.name].update({
-                    "ratio_median": median(r), "ratio_p10": q[len(q) // 10], "ratio_p90": q[(9 * len(q)) // 10],
-                    "ratio_median_a_first": median(r[0::2]), "ratio_median_b_first": median(r[1::2])})
+                timings[g.name].update(
+                    {
+                        "ratio_median": median(r),
+                        "ratio_p10": q[len(q) // 10],
+                        "ratio_p90": q[(9 * len(q)) // 10],
+                        "ratio_median_a_first": median(r[0::2]),
+                        "ratio_median_b_first": median(r[1::2]),
+                    }
+                )
         self.floors = floors
         self.floor = max(floors.values())
         # append_meta: under the study lock, so no other worker's session entry is lost (evo/workers.py)
-        self.ledger.append_meta("sessions", {"at": now(), "floor": self.floor, "floors": floors, "aa": timings,
-                                             "threshold": threshold(p.min_gain, self.floor),
-                                             "backend": self.backend.name})
+        self.ledger.append_meta(
+            "sessions",
+            {
+                "at": now(),
+                "floor": self.floor,
+                "floors": floors,
+                "aa": timings,
+                "threshold": threshold(p.min_gain, self.floor),
+                "backend": self.backend.name,
+            },
+        )
         self.ledger.set_meta("noise_floor", floors)
         self.ledger.set_meta("floor", self.floor)
         msg = ", ".join(f"{k} {v:.3%}" for k, v in floors.items())
-        self.out(f"A/A noise floor: {msg}; a win needs > {threshold(p.min_gain, self.floor):.4f}x on every "
-                 f"weighted geometry")
+        self.out(
+            f"A/A noise floor: {msg}; a win needs > {threshold(p.min_gain, self.floor):.4f}x on every weighted geometry"
+        )
         if self.floor > p.max_floor:
-            self.out(f"warning: the noise floor {self.floor:.3%} is above gates.perf.max_floor {p.max_floor:.3%}; "
-                     "wins must clear 3x the floor, so fewer will be found")
+            self.out(
+                f"warning: the noise floor {self.floor:.3%} is above gates.perf.max_floor {p.max_floor:.3%}; "
+                "wins must clear 3x the floor, so fewer will be found"
+            )
 
     # --- one attempt --------------------------------------------------------
     def _attempt(self, number: int, prop: Proposal, built: Built | None) -> Attempt:
-        a = Attempt(id=number, campaign=self.cfg.campaign, family=self.family.name, genome=dict(prop.genome),
-                    genome_key=prop.genome.key, origin=prop.origin, derived_from=list(prop.derived_from),
-                    parent_id=self.champion.id if self.champion else None, backend=self.backend.name,
-                    started_at=now())
+        a = Attempt(
+            id=number,
+            campaign=self.cfg.campaign,
+            family=self.family.name,
+            genome=dict(prop.genome),
+            genome_key=prop.genome.key,
+            origin=prop.origin,
+            derived_from=list(prop.derived_from),
+            parent_id=self.champion.id if self.champion else None,
+            backend=self.backend.name,
+            started_at=now(),
+        )
         if built is not None:
             a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
             a.resources = {k: m.resources for k, m in built.modules.items()}
             a.compile_s = round(built.compile_s, 3)
         return a
 
-    def evaluate(self, prop: Proposal, source: str | None = None, remeasure: bool = False,
-                 trial: Any = None) -> Attempt:
+    def evaluate(
+        self, prop: Proposal, source: str | None = None, remeasure: bool = False, trial: Any = None
+    ) -> Attempt:
         """Build and gate one proposal (the ledger records what comes back, whatever the verdict).
 
         ``trial``: one already asked for ``prop.genome`` (``evo worker`` reserves a genome when it proposes
@@ -374,8 +458,10 @@ class Campaign:
         except Exception as e:  # a bug or a crash must not lose the attempt record
             from harness.gpu import KernelCrash
 
-            a.verdict = Verdict.error("crash" if isinstance(e, KernelCrash) else "harness",
-                                      f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            a.verdict = Verdict.error(
+                "crash" if isinstance(e, KernelCrash) else "harness",
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            )
             a.finished_at = now()
             self._stamp(a)
             self._record(trial, a, meta)
@@ -437,26 +523,31 @@ class Campaign:
         a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
         a.resources = {k: m.resources for k, m in built.modules.items()}
         a.compile_s = round(built.compile_s, 3)
-        v = static_gate(a.resources, self._base_resources, cfg.gates.static.max_registers,
-                        cfg.gates.static.allow_new_spills)
+        v = static_gate(
+            a.resources, self._base_resources, cfg.gates.static.max_registers, cfg.gates.static.allow_new_spills
+        )
         if not v.ok:
             a.verdict = v
             return a
-        measured = {x.sass_sha256: x.id for x in self._recorded()
-                    if x.timings and x.sass_sha256 and x.id != a.id}
+        measured = {x.sass_sha256: x.id for x in self._recorded() if x.timings and x.sass_sha256 and x.id != a.id}
         v = identical_sass(a.sass_sha256, {} if remeasure else measured)  # a replay re-measures on purpose
         if not v.ok:
             a.verdict = v
             return a
-        inexact = {g.name: self.family.inexact_knobs(prop.genome, g) + inexact_ideas(prop.genome, self.ideas)
-                   for g in cfg.geometries}
+        inexact = {
+            g.name: self.family.inexact_knobs(prop.genome, g) + inexact_ideas(prop.genome, self.ideas)
+            for g in cfg.geometries
+        }
         c = cfg.gates.correctness
         if c.mode == "exact" and any(inexact.values()):
             a.verdict = correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
             return a
         if (source is not None or idea_slugs(prop.genome)) and self.simulated:
-            a.verdict = Verdict.error("not_recorded", "source-level variants (ideas, faults) need a GPU: the "
-                                      "recorded sweep only holds knob genomes", gate="correctness")
+            a.verdict = Verdict.error(
+                "not_recorded",
+                "source-level variants (ideas, faults) need a GPU: the recorded sweep only holds knob genomes",
+                gate="correctness",
+            )
             return a
         t0 = time.perf_counter()
         try:
@@ -468,8 +559,9 @@ class Campaign:
             return a
         a.output_hashes = _hashes_by_geometry(ev)
         a.error_vs_ref = _errors_by_geometry(ev)
-        v = correctness_gate(ev, self.backend.baseline_hashes, c.mode, inexact, self.backend.baseline_errors,
-                             c.tolerance_factor)
+        v = correctness_gate(
+            ev, self.backend.baseline_hashes, c.mode, inexact, self.backend.baseline_errors, c.tolerance_factor
+        )
         if not v.ok:
             a.verdict = v
             a.measure_s = round(time.perf_counter() - t0, 3)
@@ -513,15 +605,24 @@ class Campaign:
         assert e is not None and a.bound is not None and champ is not None
         try:
             frozen = self._e2e_frozen()
-            base, cand, gain = compare_e2e(list(e.command), self._genome_file(champ), self._genome_file(a), e.runs,
-                                           e.timeout_s, e.env)
+            base, cand, gain = compare_e2e(
+                list(e.command), self._genome_file(champ), self._genome_file(a), e.runs, e.timeout_s, e.env
+            )
         except E2EError as err:
             a.bound.update({"e2e": "error", "e2e_reason": str(err), "claim": False})
             a.notes.append(f"e2e: {err}")
             return
         verdict, reason = judge(gain, a.bound["bound"], a.bound["decode_floor"], cand.hash, frozen["hash"])
-        a.bound.update({"observed": gain, "e2e": verdict, "e2e_reason": reason, "tokens_per_s": cand.median,
-                        "champion_tokens_per_s": base.median, "token_hash": cand.hash})
+        a.bound.update(
+            {
+                "observed": gain,
+                "e2e": verdict,
+                "e2e_reason": reason,
+                "tokens_per_s": cand.median,
+                "champion_tokens_per_s": base.median,
+                "token_hash": cand.hash,
+            }
+        )
         if verdict == REJECTED:
             a.verdict = Verdict.rejected("e2e", reason, Code.E2E_TOKENS)
         elif verdict == MEASUREMENT_ERROR:
@@ -541,8 +642,13 @@ class Campaign:
         prev = champ.speedup_vs_baseline.get(b.geometry) if champ else None
         k = a.speedup_vs_parent[b.geometry].value
         v = bound_gate(prof.share(b.kernel), prev.value if prev else 1.0, k, floor)
-        return {**v.to_dict(), "geometry": b.geometry, "profile": str(b.profile), "decode_floor": floor,
-                "observed": None}
+        return {
+            **v.to_dict(),
+            "geometry": b.geometry,
+            "profile": str(b.profile),
+            "decode_floor": floor,
+            "observed": None,
+        }
 
     def _perf(self, a: Attempt, loaded) -> Verdict:
         p = self.cfg.gates.perf
@@ -565,17 +671,30 @@ class Campaign:
         # Weighted geometries first: a clear loser there ends the attempt before the watched ones cost time.
         for g in sorted(self.cfg.geometries, key=lambda g: g.weight <= 0):
             # watched geometries only must not regress beyond noise, which "slower in every pair" does not show
-            s = self.backend.measure(parts, g, p.rounds, self.part_launches(parts, keys, g),
-                                     stop=stop if g.weight > 0 else None)
-            method = (f"batch: {s.batch_text()}; pairs: {len(s.times_us['cand'])} interleaved "
-                      f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
-                      f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
-                      f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}"
-                      + self._launches_note(parts, g))
+            s = self.backend.measure(
+                parts, g, p.rounds, self.part_launches(parts, keys, g), stop=stop if g.weight > 0 else None
+            )
+            method = (
+                f"batch: {s.batch_text()}; pairs: {len(s.times_us['cand'])} interleaved "
+                f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
+                f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
+                f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}"
+                + self._launches_note(parts, g)
+            )
             if self.simulated:
                 method += f"; {SIMULATED_LABEL}"
-            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"],
-                                       s.times_us.get("base"), s.discarded, self.family.bytes_moved(g), method))
+            samples.append(
+                PairSamples(
+                    g.name,
+                    g.weight,
+                    s.times_us["cand"],
+                    s.times_us["champ"],
+                    s.times_us.get("base"),
+                    s.discarded,
+                    self.family.bytes_moved(g),
+                    method,
+                )
+            )
             for k, v in s.clocks.items():
                 if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
                     f = min if k.endswith("min") else max
@@ -587,14 +706,18 @@ class Campaign:
             if s.stopped_early:
                 early_at = g.name
                 break
-        res = perf_gate(samples, self.floor, p.min_gain, p.confidence, p.rule,
-                        self.ceiling.get("ceiling_tbps"), p.watched_slack)
+        res = perf_gate(
+            samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"), p.watched_slack
+        )
         if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
             iv = res.vs_parent[early_at]
             res.verdict = Verdict.rejected(
-                "perf", f"slower than the champion at {early_at} in all of the first {stop.after} pairs "
-                        f"({iv.fmt()}); stopped early, geometries after it not measured", Code.PERF_EARLY_STOP,
-                {"geometry": early_at, "after": stop.after})
+                "perf",
+                f"slower than the champion at {early_at} in all of the first {stop.after} pairs "
+                f"({iv.fmt()}); stopped early, geometries after it not measured",
+                Code.PERF_EARLY_STOP,
+                {"geometry": early_at, "after": stop.after},
+            )
         a.timings, a.roofline_pct, a.score = res.timings, res.roofline_pct, res.score
         a.speedup_vs_parent = res.vs_parent
         a.speedup_vs_baseline = res.vs_baseline
@@ -610,13 +733,20 @@ class Campaign:
         geos = [g for g in self.cfg.geometries if g.weight > 0 and self.family.bytes_moved(g)]
         if not p.ceiling_check or champ is None or not geos:
             return None
-        check: dict[str, Any] = {"champion": champ.id, "genome_key": champ.genome_key, "at": now(),
-                                 "backend": self.backend.name, "simulated": self.simulated,
-                                 "method": (f"{p.ceiling_check} alternations of one copy-ceiling trial and the "
-                                            f"champion's {p.rounds} batches (graph x launches of about "
-                                            f"{p.batch_ms:g} ms, median; throttled rounds dropped) at each weighted "
-                                            "geometry, the ceiling first in every other one; each alternation's own "
-                                            "ratio")}
+        check: dict[str, Any] = {
+            "champion": champ.id,
+            "genome_key": champ.genome_key,
+            "at": now(),
+            "backend": self.backend.name,
+            "simulated": self.simulated,
+            "method": (
+                f"{p.ceiling_check} alternations of one copy-ceiling trial and the "
+                f"champion's {p.rounds} batches (graph x launches of about "
+                f"{p.batch_ms:g} ms, median; throttled rounds dropped) at each weighted "
+                "geometry, the ceiling first in every other one; each alternation's own "
+                "ratio"
+            ),
+        }
         check["method"] += self._launches_note([("champ", champ)], geos[0])
         try:
             loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
@@ -648,8 +778,12 @@ class Campaign:
         return Prefetcher(str(self.cfg.path), self.builder.arch, n)
 
     @staticmethod
-    def _compile_ahead(prefetch: Any, prop: Proposal, propose_next: Callable[[], Any],
-                       genome_of: Callable[[Any], Genome] = lambda p: p.genome) -> Any:
+    def _compile_ahead(
+        prefetch: Any,
+        prop: Proposal,
+        propose_next: Callable[[], Any],
+        genome_of: Callable[[Any], Genome] = lambda p: p.genome,
+    ) -> Any:
         """Compile ``prop`` and the proposal after it (``propose_next()``, None for none) in the prefetch processes;
         return that next one once ``prop``'s build is in the cache. Like a second worker, the next proposal lags
         one result. ``genome_of``: the genome of what ``propose_next`` returns (evo worker: a reserved trial's)."""
@@ -665,8 +799,11 @@ class Campaign:
 
         ``attempts``: the ledger's, when the caller has just read them (else they are read here).
         """
-        return exact_mode_tabu(self.ledger.attempts() if attempts is None else attempts, self.family.baseline(),
-                               self.cfg.gates.correctness.mode)
+        return exact_mode_tabu(
+            self.ledger.attempts() if attempts is None else attempts,
+            self.family.baseline(),
+            self.cfg.gates.correctness.mode,
+        )
 
     def budget_spent(self, attempts: list[Attempt], elapsed: float) -> tuple[list[Attempt], str | None]:
         """The attempts that count against the budget, and why the budget is spent (None while it is not)."""
@@ -687,11 +824,16 @@ class Campaign:
         try:
             self.ledger.claim(self.SESSION_MODE)
         except SessionTaken as e:
-            also = ("several processes share a campaign only as evo worker" if self.SESSION_MODE == "run" and
-                    e.holder.get("mode") != "worker" else "evo worker joins only while no evo run runs it")
-            raise CampaignError(f"campaign {self.cfg.campaign!r} at {safe_url(self.cfg.storage)} is being run by {e}; "
-                                f"wait for it to end or stop it ({also}; a killed one elsewhere counts as stopped "
-                                f"{self.ledger.grace_s} s after its last heartbeat)") from None
+            also = (
+                "several processes share a campaign only as evo worker"
+                if self.SESSION_MODE == "run" and e.holder.get("mode") != "worker"
+                else "evo worker joins only while no evo run runs it"
+            )
+            raise CampaignError(
+                f"campaign {self.cfg.campaign!r} at {safe_url(self.cfg.storage)} is being run by {e}; "
+                f"wait for it to end or stop it ({also}; a killed one elsewhere counts as stopped "
+                f"{self.ledger.grace_s} s after its last heartbeat)"
+            ) from None
 
     def run(self) -> RunSummary:
         self.claim()
@@ -711,13 +853,22 @@ class Campaign:
         proposer_cls = PROPOSERS[cfg.proposer.name]
         n_before = len(led.attempts())
         # Seed differs per session so a resumed campaign does not replay the same random stream.
-        proposer = proposer_cls(self.family, cfg.geometries, cfg.proposer.options, cfg.seed * 7919 + n_before,
-                                tabu=self.tabu())
+        proposer = proposer_cls(
+            self.family, cfg.geometries, cfg.proposer.options, cfg.seed * 7919 + n_before, tabu=self.tabu()
+        )
         # ideas: idea toggles, the knob search in the champion's idea context, the outside proposer
         from evo.proposers.outside import IdeaLayer
 
-        proposer = IdeaLayer(proposer, self.family, cfg.geometries, self.ideas, cfg.ideas,
-                             cfg.seed * 7919 + n_before, self.builder.source_for, self.out)
+        proposer = IdeaLayer(
+            proposer,
+            self.family,
+            cfg.geometries,
+            self.ideas,
+            cfg.ideas,
+            cfg.seed * 7919 + n_before,
+            self.builder.source_for,
+            self.out,
+        )
         if self.on_attempt and self.baseline is not None:
             self.on_attempt(self.baseline, self)
         prefetch = self._prefetcher()
@@ -741,7 +892,8 @@ class Campaign:
                     break
                 if prefetch is not None:
                     pending = self._compile_ahead(
-                        prefetch, prop, lambda: proposer.propose(attempts, seen | {prop.genome.key}))
+                        prefetch, prop, functools.partial(proposer.propose, attempts, seen | {prop.genome.key})
+                    )
                 a = self.evaluate(prop)
                 new += 1
                 # Kept current so a killed session's time still counts against budget.minutes.

@@ -37,20 +37,26 @@ def summarize(trials: Sequence[Mapping[str, Any]], bytes_moved: Mapping[str, int
         ratios = [p for p in (pct(nbytes, us, c) for us, c in pairs) if p is not None]
         times = [us for us, _ in pairs if us]
         ceils = [c for us, c in pairs if us and c]
-        by_first = {f: [t["us"].get(g) for t in trials if t.get("first") == f and t["us"].get(g)]
-                    for f in ("ceiling", "champion")}
-        out[g] = {"pct_median": statistics.median(ratios) if ratios else None,
-                  "pct_min": min(ratios) if ratios else None, "pct_max": max(ratios) if ratios else None,
-                  "us_median": statistics.median(times) if times else None,
-                  "ceiling_median_tbps": statistics.median(ceils) if ceils else None,
-                  "ceiling_min_tbps": min(ceils) if ceils else None, "ceiling_max_tbps": max(ceils) if ceils else None,
-                  "alternations": len(ratios), "unmeasured": len(pairs) - len(ratios),
-                  # why rounds were dropped: the NVML reasons of the throttled rounds, over all alternations
-                  "throttle": sorted({r for t in trials for r in (t.get("throttle") or {}).get(g, "").split(",") if r}),
-                  # the champion's median time where the ceiling's copies came just before it, and where they did not
-                  "us_median_ceiling_first": statistics.median(by_first["ceiling"]) if by_first["ceiling"] else None,
-                  "us_median_champion_first": (statistics.median(by_first["champion"]) if by_first["champion"]
-                                               else None)}
+        by_first = {
+            f: [t["us"].get(g) for t in trials if t.get("first") == f and t["us"].get(g)]
+            for f in ("ceiling", "champion")
+        }
+        out[g] = {
+            "pct_median": statistics.median(ratios) if ratios else None,
+            "pct_min": min(ratios) if ratios else None,
+            "pct_max": max(ratios) if ratios else None,
+            "us_median": statistics.median(times) if times else None,
+            "ceiling_median_tbps": statistics.median(ceils) if ceils else None,
+            "ceiling_min_tbps": min(ceils) if ceils else None,
+            "ceiling_max_tbps": max(ceils) if ceils else None,
+            "alternations": len(ratios),
+            "unmeasured": len(pairs) - len(ratios),
+            # why rounds were dropped: the NVML reasons of the throttled rounds, over all alternations
+            "throttle": sorted({r for t in trials for r in (t.get("throttle") or {}).get(g, "").split(",") if r}),
+            # the champion's median time where the ceiling's copies came just before it, and where they did not
+            "us_median_ceiling_first": statistics.median(by_first["ceiling"]) if by_first["ceiling"] else None,
+            "us_median_champion_first": (statistics.median(by_first["champion"]) if by_first["champion"] else None),
+        }
     return out
 
 
@@ -64,11 +70,12 @@ def describe(check: Mapping[str, Any]) -> list[str]:
         if s.get("pct_median") is None:
             lines.append(f"{g}: no alternation measured (every round throttled{why})")
             continue
-        lines.append(f"{g}: {s['us_median']:.2f} µs, {s['pct_median']:.1f}% of the copy ceiling "
-                     f"(alternations {s['pct_min']:.1f}-{s['pct_max']:.1f}%; ceiling {s['ceiling_min_tbps']:.3f}-"
-                     f"{s['ceiling_max_tbps']:.3f} TB/s; {s['alternations']} of {s['alternations'] + s['unmeasured']}"
-                     " measured" + (f", the others' every round throttled{why}" if s["unmeasured"] else "")
-                     + _order(s) + ")")
+        lines.append(
+            f"{g}: {s['us_median']:.2f} µs, {s['pct_median']:.1f}% of the copy ceiling "
+            f"(alternations {s['pct_min']:.1f}-{s['pct_max']:.1f}%; ceiling {s['ceiling_min_tbps']:.3f}-"
+            f"{s['ceiling_max_tbps']:.3f} TB/s; {s['alternations']} of {s['alternations'] + s['unmeasured']}"
+            " measured" + (f", the others' every round throttled{why}" if s["unmeasured"] else "") + _order(s) + ")"
+        )
     return lines
 
 
@@ -77,8 +84,9 @@ def _order(s: Mapping[str, Any]) -> str:
     return f"; right after the copies {a:.2f} µs, before them {b:.2f} µs" if a and b else ""
 
 
-def run_check(backend: Any, loaded: Any, geometries: Sequence[Any], launches: Mapping[str, int], rounds: int,
-              times: int) -> list[dict[str, Any]]:
+def run_check(
+    backend: Any, loaded: Any, geometries: Sequence[Any], launches: Mapping[str, int], rounds: int, times: int
+) -> list[dict[str, Any]]:
     """``times`` alternations of one copy-ceiling trial (harness copy_ceiling, trials=1) and the champion's
     ``rounds`` timed batches at each geometry; even alternations take the ceiling first, odd ones after."""
     trials = []

@@ -53,10 +53,9 @@ def small_geometry(family: Family, cfg: CampaignConfig) -> Geometry:
     return min(cfg.geometries, key=lambda x: (family.bytes_moved(x) or 0, x.name))
 
 
-def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: int,
-                  say: Callable[[str], None]) -> None:
+def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: int, say: Callable[[str], None]) -> None:
     from gates.static import static_gate
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     fam = cfg.family
     builder = Builder.for_config(cfg)
@@ -67,8 +66,10 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
         raise CheckFailed(f"the baseline does not compile: {e}") from None
     base_res = {k: m.resources for k, m in built.modules.items()}
     for k, r in sorted(base_res.items()):
-        say(f"  baseline [{k}] ({builder.arch}): {r.registers} registers, {r.spill_stores} B spill stores, "
-            f"{r.stack_frame} B stack, {r.shared_static} B static shared")
+        say(
+            f"  baseline [{k}] ({builder.arch}): {r.registers} registers, {r.spill_stores} B spill stores, "
+            f"{r.stack_frame} B stack, {r.shared_static} B static shared"
+        )
     sass = {built.sass_sha256}
     rejected = 0
     genomes = sample_genomes(fam, list(cfg.geometries), sample, seed)
@@ -77,14 +78,21 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
             b = builder.build(g)
         except BuildError as e:
             raise CheckFailed(f"genome {g.key} does not compile ({e}); refuse it in check() if it is invalid") from None
-        v = static_gate({k: m.resources for k, m in b.modules.items()}, base_res, cfg.gates.static.max_registers,
-                        cfg.gates.static.allow_new_spills)
+        v = static_gate(
+            {k: m.resources for k, m in b.modules.items()},
+            base_res,
+            cfg.gates.static.max_registers,
+            cfg.gates.static.allow_new_spills,
+        )
         if not v.ok:
             rejected += 1
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
         sass.add(b.sass_sha256)
-    report.facts.append(f"baseline and {len(genomes)} sampled genomes compiled ({len(sass)} distinct SASS"
-                        + (f", {rejected} over the static gate" if rejected else "") + ")")
+    report.facts.append(
+        f"baseline and {len(genomes)} sampled genomes compiled ({len(sass)} distinct SASS"
+        + (f", {rejected} over the static gate" if rejected else "")
+        + ")"
+    )
     if genomes and len(sass) == 1:
         report.notes.append("every sampled genome gave the baseline's machine code: do the knobs reach the kernel?")
 
@@ -124,16 +132,21 @@ def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[
             raise CheckFailed(f"reference at {geo.name} raised {type(e).__name__}: {e}") from None
         names = [o.name for o in fam.outputs(geo)]
         if not isinstance(ref, Mapping) or set(ref) - set(names) or not ref:
-            raise CheckFailed(f"reference gives {sorted(ref) if isinstance(ref, Mapping) else type(ref).__name__}; "
-                              f"outputs are {names}")
+            raise CheckFailed(
+                f"reference gives {sorted(ref) if isinstance(ref, Mapping) else type(ref).__name__}; "
+                f"outputs are {names}"
+            )
         for k, t in ref.items():
             if t.dtype != torch.float64:
                 report.notes.append(f"reference {k} is {t.dtype}, not float64")
             if not bool(torch.isfinite(t).all()):
                 raise CheckFailed(f"reference: {k} at {geo.name} has NaN/Inf values")
         runs.append(ts)
-    same = [k for k in runs[0] if runs[0][k].shape == runs[1][k].shape and runs[0][k].numel() > 1
-            and torch.equal(runs[0][k], runs[1][k])]
+    same = [
+        k
+        for k in runs[0]
+        if runs[0][k].shape == runs[1][k].shape and runs[0][k].numel() > 1 and torch.equal(runs[0][k], runs[1][k])
+    ]
     if same and len(same) == len(runs[0]):
         raise CheckFailed(f"make_inputs gives the same inputs for seeds 0 and 1 ({', '.join(same)})")
     if not fam.bytes_moved(geo):
@@ -159,8 +172,10 @@ def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[
     if problem:
         raise CheckFailed(problem)
     worst = max((c.rel_err or 0.0) for c in ev.checks)
-    say(f"  GPU: the baseline at {len(cfg.geometries)} geometries x {cfg.gates.correctness.seeds} seeds within "
-        f"its error bounds (largest relative error vs float64 {worst:.2e}), same bits every run")
+    say(
+        f"  GPU: the baseline at {len(cfg.geometries)} geometries x {cfg.gates.correctness.seeds} seeds within "
+        f"its error bounds (largest relative error vs float64 {worst:.2e}), same bits every run"
+    )
     report.facts.append("GPU baseline correct")
 
 
@@ -176,8 +191,9 @@ def first_todo(path: Path) -> str | None:
     return None
 
 
-def run_check(config: str | Path, *, sample: int = 8, seed: int = 0, gpu: bool = True,
-              say: Callable[[str], None] = print) -> tuple[bool, str]:
+def run_check(
+    config: str | Path, *, sample: int = 8, seed: int = 0, gpu: bool = True, say: Callable[[str], None] = print
+) -> tuple[bool, str]:
     """All the checks; returns (passed, the final line)."""
     report = CheckReport()
     try:
@@ -192,8 +208,10 @@ def run_check(config: str | Path, *, sample: int = 8, seed: int = 0, gpu: bool =
         todo = first_todo(fam.folder / "family.py")
         if todo:
             raise CheckFailed(todo)
-        say(f"family {fam.name} ({fam.folder}): {len(fam.knobs)} knobs, entry {fam.entry}; "
-            f"{len(cfg.geometries)} geometries in {Path(config).name}")
+        say(
+            f"family {fam.name} ({fam.folder}): {len(fam.knobs)} knobs, entry {fam.entry}; "
+            f"{len(cfg.geometries)} geometries in {Path(config).name}"
+        )
         why = fam.check(fam.baseline(), list(cfg.geometries))
         if why:
             raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")

@@ -11,7 +11,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 from evo.backends import BACKENDS
 
@@ -19,7 +19,7 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         sys.stderr.write(f"evo: {message} (see evo --help)\n")
         sys.exit(EXIT_USAGE)
 
@@ -52,9 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--storage", help="override the config's storage URL")
     e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export; relative to the working directory)")
     e.add_argument("--force", action="store_true", help="replace an earlier export in that folder (only its files)")
-    e.add_argument("--check", action="store_true",
-                   help="then build the final file: it must give the champion's machine code and, on a GPU, "
-                        "pass the correctness gate")
+    e.add_argument(
+        "--check",
+        action="store_true",
+        help="then build the final file: it must give the champion's machine code and, on a GPU, "
+        "pass the correctness gate",
+    )
     rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
     rp.add_argument("config", help="campaign YAML")
     rp.add_argument("--storage", help="override the config's storage URL")
@@ -90,15 +93,21 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--name", help="the idea's name (default: the patch file's name)")
     add.add_argument("--title", help="the title, if the file has no Title: line")
     add.add_argument("--rationale", help="the rationale, if the file has no Rationale: line")
-    add.add_argument("--exact", choices=("yes", "no"), help="whether output bits are kept (default: the file's, else yes)")
+    add.add_argument(
+        "--exact", choices=("yes", "no"), help="whether output bits are kept (default: the file's, else yes)"
+    )
     add.add_argument("--config", help="compile at this campaign's geometries (default: the family's recorded ones)")
     add.add_argument("--arch", default="sm_90", help="compile target (default sm_90)")
     add.add_argument("--force", action="store_true", help="replace an idea of the same name")
     add.add_argument("--candidates", help=argparse.SUPPRESS)  # another candidates/ folder (tests)
     il = sub.add_parser("ideas", help="a family's ideas and their history across campaigns")
     il.add_argument("family", help="a family: its name, or a path to its folder")
-    il.add_argument("--storage", action="append", default=[],
-                    help="a ledger URL to read (repeatable; default: every logs/*/ledger.db here)")
+    il.add_argument(
+        "--storage",
+        action="append",
+        default=[],
+        help="a ledger URL to read (repeatable; default: every logs/*/ledger.db here)",
+    )
     il.add_argument("--candidates", help=argparse.SUPPRESS)
     return p
 
@@ -141,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         with contextlib.suppress(OSError):
             sys.stdout.flush()
-        sys.stderr.write(f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command "
-                         "resumes a campaign)\n")
+        sys.stderr.write(
+            f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command resumes a campaign)\n"
+        )
         return stop.exit_code(signum)
 
 
@@ -173,8 +183,11 @@ def _main(argv: list[str] | None = None) -> int:
             return _idea_add(args) if args.idea_cmd == "add" else _fail("idea: give an action (evo idea add ...)")
         if args.cmd == "ideas":
             return _ideas(args)
-        cfg = load_config(args.config, backend_override=getattr(args, "backend", None),
-                          storage_override=getattr(args, "storage", None))
+        cfg = load_config(
+            args.config,
+            backend_override=getattr(args, "backend", None),
+            storage_override=getattr(args, "storage", None),
+        )
         stop.check()
         if args.cmd == "run":
             return _run(cfg, args)
@@ -295,8 +308,15 @@ def _idea_add(args) -> int:
         return _fail(f"{src}: no such patch file")
     slug = args.name or src.name.removesuffix(".patch").removesuffix(".diff")
     try:
-        idea = parse_idea(_read_patch(src), slug=slug, origin="cli", path=str(src), title=args.title,
-                          rationale=args.rationale, exact=None if args.exact is None else args.exact == "yes")
+        idea = parse_idea(
+            _read_patch(src),
+            slug=slug,
+            origin="cli",
+            path=str(src),
+            title=args.title,
+            rationale=args.rationale,
+            exact=None if args.exact is None else args.exact == "yes",
+        )
     except IdeaError as e:
         return _fail(f"idea {slug}: {e}")
     existing, _ = load_folder_ideas(fam)
@@ -317,8 +337,10 @@ def _idea_add(args) -> int:
     except (IdeaError, BuildError) as e:
         return _fail(f"idea {slug} refused: {' '.join(str(e).split())}")
     path = write_idea(fam, idea)
-    regs = "; ".join(f"{k}: {r['registers'][0]}->{r['registers'][1]} registers, stack {r['stack_frame'][0]}->"
-                     f"{r['stack_frame'][1]} B" for k, r in facts["specs"].items())
+    regs = "; ".join(
+        f"{k}: {r['registers'][0]}->{r['registers'][1]} registers, stack {r['stack_frame'][0]}->{r['stack_frame'][1]} B"
+        for k, r in facts["specs"].items()
+    )
     print(f"evo: idea {slug} registered for {fam.name} at {path}: applies to kernel.cu and compiles ({regs})")
     if facts["same_sass"]:
         print("evo: note: with the baseline's knob values it compiles to the same machine code as the baseline")
@@ -341,7 +363,7 @@ def _ideas(args) -> int:
     import optuna
 
     for url in urls:
-        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file():
             return _fail(f"{url}: no such ledger")
         try:
             names = optuna.get_all_study_names(storage=url)
@@ -373,7 +395,7 @@ def _damaged(led) -> None:
 
 def _existing(cfg) -> bool:
     if cfg.storage.startswith("sqlite:///"):  # a folder or a damaged file there is the ledger check's to name
-        return Path(cfg.storage[len("sqlite:///"):]).exists()
+        return Path(cfg.storage[len("sqlite:///") :]).exists()
     return True
 
 
@@ -467,8 +489,8 @@ def _run_locked(cfg, args) -> int:
 
 def _selfcheck(cfg, aa: int) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.selfcheck import selfcheck
     from evo.logmd import write_log
+    from evo.selfcheck import selfcheck
 
     if aa < 1:
         return _fail("--aa must be >= 1")
@@ -483,11 +505,12 @@ def _selfcheck(cfg, aa: int) -> int:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
     a = out["aa"]
-    print(f"evo: A/A check{sim}: {a['accepted']} of {a['evaluations']} evaluations accepted; highest lower bound "
-          f"{a['max_lower_bound']:.4f} against a threshold of {a['threshold']:.4f} (floor {a['floor']:.3%})")
+    print(
+        f"evo: A/A check{sim}: {a['accepted']} of {a['evaluations']} evaluations accepted; highest lower bound "
+        f"{a['max_lower_bound']:.4f} against a threshold of {a['threshold']:.4f} (floor {a['floor']:.3%})"
+    )
     for title, v in out["faults"].items():
-        mark = {True: "right verdict", False: f"WRONG VERDICT (expected {v['expected']})",
-                None: "needs a GPU"}[v["ok"]]
+        mark = {True: "right verdict", False: f"WRONG VERDICT (expected {v['expected']})", None: "needs a GPU"}[v["ok"]]
         print(f"evo: fault '{title}': {v['verdict']} [{mark}]: {v['reason'][:160]}")
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     bad = a["accepted"] > 0 or any(v["ok"] is False for v in out["faults"].values())
@@ -513,8 +536,10 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
     for note in notes:
         print(f"evo: note: {note}")
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
-    print(f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
-          f"{cfg.family.name}.cu)")
+    print(
+        f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
+        f"{cfg.family.name}.cu)"
+    )
     if check:
         ok, lines = check_final(cfg, led.attempts(), led.all_meta(), out / f"{cfg.family.name}.cu", cfg.backend)
         for ln in lines:
@@ -526,8 +551,8 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
 
 def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
     from evo.campaign import Campaign, CampaignError
-    from evo.replay import replay
     from evo.logmd import write_log
+    from evo.replay import replay
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -542,12 +567,17 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
         return _fail(str(e))
     sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
     changed = [(o, n) for o, n in pairs if o.verdict.label() != n.verdict.label()]
-    print(f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; {len(changed)} verdict(s) changed")
+    print(
+        f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; "
+        f"{len(changed)} verdict(s) changed"
+    )
     print(f"{'original':>9}  {'backend':<9} {'verdict then':<24} {'replay':>7}  {'verdict now':<24} reason now")
     for o, n in pairs:
         mark = "*" if o.verdict.label() != n.verdict.label() else " "
-        print(f"{mark}{'#' + str(o.id):>8}  {o.backend:<9} {o.verdict.label():<24} {'#' + str(n.id):>7}  "
-              f"{n.verdict.label():<24} {n.verdict.reason[:100]}")
+        print(
+            f"{mark}{'#' + str(o.id):>8}  {o.backend:<9} {o.verdict.label():<24} {'#' + str(n.id):>7}  "
+            f"{n.verdict.label():<24} {n.verdict.reason[:100]}"
+        )
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     return 0
 

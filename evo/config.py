@@ -177,7 +177,7 @@ class CampaignConfig:
     def log_dir(self) -> Path:
         """Beside a SQLite ledger; for a server storage, logs/<campaign> under the working directory."""
         if self.storage.startswith("sqlite:///"):
-            return Path(self.storage[len("sqlite:///"):]).parent
+            return Path(self.storage[len("sqlite:///") :]).parent
         return Path.cwd() / "logs" / self.campaign
 
 
@@ -192,7 +192,14 @@ def _where(path: str) -> str:
 def _type_name(t: Any) -> str:
     if isinstance(t, tuple):
         return " or ".join(_type_name(x) for x in t)
-    return {int: "an integer", float: "a number", str: "a string", bool: "true/false", dict: "a mapping", list: "a list"}.get(t, str(t))
+    return {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true/false",
+        dict: "a mapping",
+        list: "a list",
+    }.get(t, str(t))
 
 
 def _expect(value: Any, types: Any, key: str, allowed: str = "allowed: finite numbers") -> Any:
@@ -224,8 +231,16 @@ def _section(raw: Any, key: str, allowed: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def _num(raw: dict, key: str, prefix: str, types: Any, default: Any, lo: float | None = None,
-         hi: float | None = None, lo_open: bool = False) -> Any:
+def _num(
+    raw: dict,
+    key: str,
+    prefix: str,
+    types: Any,
+    default: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+) -> Any:
     full = f"{prefix}.{key}" if prefix else key
     if key not in raw or raw[key] is None:
         return default
@@ -290,8 +305,9 @@ def shipped_config(name: str) -> Path | None:
     return q if q.is_file() else None
 
 
-def load_config(path: str | Path, *, backend_override: str | None = None,
-                storage_override: str | None = None) -> CampaignConfig:
+def load_config(
+    path: str | Path, *, backend_override: str | None = None, storage_override: str | None = None
+) -> CampaignConfig:
     """Read and validate a campaign config; raise ConfigError with one line on any problem."""
     from evo.proposers import PROPOSERS  # local import: proposers import config types
 
@@ -300,8 +316,9 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
         p = shipped_config(str(path)) or p
     if not p.is_file():
         names = ", ".join(shipped_config_names()) or "none"
-        raise ConfigError(f"{p}: no such config file (give the path of a campaign YAML, or the name of a shipped "
-                          f"one: {names})")
+        raise ConfigError(
+            f"{p}: no such config file (give the path of a campaign YAML, or the name of a shipped one: {names})"
+        )
     try:
         raw = load_yaml(read_text(p))
     except InputError as e:
@@ -319,7 +336,9 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
             raise ConfigError(f"{req}: missing (required: {TOP_KEYS[req]})")
     name = _expect(raw["campaign"], str, "campaign")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or set(name) == {"."}:
-        raise ConfigError(f"campaign: {name[:60]!r} cannot name a folder (allowed: letters, digits, _ . -; not . or ..)")
+        raise ConfigError(
+            f"campaign: {name[:60]!r} cannot name a folder (allowed: letters, digits, _ . -; not . or ..)"
+        )
     if len(name) > NAME_LIMIT:
         raise ConfigError(f"campaign: {len(name)} characters, more than the {NAME_LIMIT} a campaign name may have")
 
@@ -366,10 +385,11 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
             "postgresql://user@host/db)"
         )
     if storage.startswith("sqlite:///"):
-        parts = Path(storage[len("sqlite:///"):]).parts
+        parts = Path(storage[len("sqlite:///") :]).parts
         if any(len(part.encode()) > 255 for part in parts) or len(storage.encode()) > 4000:
-            raise ConfigError("storage: the ledger's path has a name longer than a file system takes (255 bytes a "
-                              "name, 4000 in all)")
+            raise ConfigError(
+                "storage: the ledger's path has a name longer than a file system takes (255 bytes a name, 4000 in all)"
+            )
 
     backend = backend_override or _choice(raw, "backend", "", BACKENDS, "auto")
     clocks = _choice(raw, "clocks", "", ("record", "lock"), "record")
@@ -403,16 +423,34 @@ def load_config(path: str | Path, *, backend_override: str | None = None,
     if isinstance(w.get("prefetch"), str) and w["prefetch"] != "auto":
         raise ConfigError(f"worker.prefetch: {w['prefetch']!r} is not allowed (allowed: auto or an integer 0..16)")
     prefetch = -1 if w.get("prefetch") == "auto" else _num(w, "prefetch", "worker", int, -1, lo=0, hi=16)
-    worker = WorkerConfig(_choice(w, "isolation", "worker", ("auto", "worker", "none"), "auto"),
-                          _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0), prefetch)
+    worker = WorkerConfig(
+        _choice(w, "isolation", "worker", ("auto", "worker", "none"), "auto"),
+        _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0),
+        prefetch,
+    )
 
     return CampaignConfig(
         build=_build(raw.get("build"), p),
-        bound=bound, worker=worker, e2e=_e2e(raw.get("e2e"), bound),
-        ideas=_ideas(raw["ideas"]) if "ideas" in raw else None, sanitizer=_sanitizer(raw.get("sanitizer")),
-        path=p, campaign=name, family=family, geometries=geometries, budget=budget, proposer=proposer,
-        gates=gates, storage=storage, seed=_num(raw, "seed", "", int, 0, lo=0, hi=2**31 - 1), backend=backend,
-        clocks=clocks, lock_sm_mhz=lock_mhz, arch=arch, start=start, peer=peer,
+        bound=bound,
+        worker=worker,
+        e2e=_e2e(raw.get("e2e"), bound),
+        ideas=_ideas(raw["ideas"]) if "ideas" in raw else None,
+        sanitizer=_sanitizer(raw.get("sanitizer")),
+        path=p,
+        campaign=name,
+        family=family,
+        geometries=geometries,
+        budget=budget,
+        proposer=proposer,
+        gates=gates,
+        storage=storage,
+        seed=_num(raw, "seed", "", int, 0, lo=0, hi=2**31 - 1),
+        backend=backend,
+        clocks=clocks,
+        lock_sm_mhz=lock_mhz,
+        arch=arch,
+        start=start,
+        peer=peer,
     )
 
 
@@ -443,11 +481,16 @@ def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: f
     if attempts is None and minutes is None:
         return
     if (attempts is not None and not 1 <= attempts <= MAX_ATTEMPTS) or (
-            minutes is not None and not (math.isfinite(minutes) and 0 < minutes <= MAX_MINUTES)):
-        raise ConfigError(f"--attempts must be >= 1 and --minutes > 0 (finite numbers; at most {MAX_ATTEMPTS} "
-                          f"attempts, {MAX_MINUTES:g} minutes)")
-    cfg.budget = Budget(attempts if attempts is not None else cfg.budget.attempts,
-                        minutes if minutes is not None else cfg.budget.minutes)
+        minutes is not None and not (math.isfinite(minutes) and 0 < minutes <= MAX_MINUTES)
+    ):
+        raise ConfigError(
+            f"--attempts must be >= 1 and --minutes > 0 (finite numbers; at most {MAX_ATTEMPTS} "
+            f"attempts, {MAX_MINUTES:g} minutes)"
+        )
+    cfg.budget = Budget(
+        attempts if attempts is not None else cfg.budget.attempts,
+        minutes if minutes is not None else cfg.budget.minutes,
+    )
 
 
 def _geometries(raw: Any, family: Family) -> list[Geometry]:
@@ -487,7 +530,9 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
         names.add(gname)
         out.append(Geometry(gname, vals, weight))
     if not any(g.weight > 0 for g in out):
-        raise ConfigError("geometries: at least one geometry needs a weight > 0 (weight 0 only guards against regressions)")
+        raise ConfigError(
+            "geometries: at least one geometry needs a weight > 0 (weight 0 only guards against regressions)"
+        )
     return out
 
 
@@ -505,10 +550,23 @@ def _gates(raw: Any) -> GateConfig:
         runs=_num(c, "runs", "gates.correctness", int, 2, lo=2, hi=16),
         tolerance_factor=_num(c, "tolerance_factor", "gates.correctness", float, 2.0, lo=1.0, hi=100.0),
     )
-    pf = _section(g.get("perf"), "gates.perf",
-                  {"rounds": 0, "aa_rounds": 0, "min_gain": 0, "confidence": 0, "batch_ms": 0, "rule": 0, "max_floor": 0,
-                   "early_rounds": 0, "launch": 0, "ceiling_check": 0,
-                   "watched_slack": 0})
+    pf = _section(
+        g.get("perf"),
+        "gates.perf",
+        {
+            "rounds": 0,
+            "aa_rounds": 0,
+            "min_gain": 0,
+            "confidence": 0,
+            "batch_ms": 0,
+            "rule": 0,
+            "max_floor": 0,
+            "early_rounds": 0,
+            "launch": 0,
+            "ceiling_check": 0,
+            "watched_slack": 0,
+        },
+    )
     perf = PerfGateConfig(
         rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
         aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
@@ -523,8 +581,9 @@ def _gates(raw: Any) -> GateConfig:
         watched_slack=_num(pf, "watched_slack", "gates.perf", float, 0.0, lo=0.0, hi=0.5),
     )
     if perf.early_rounds and not 4 <= perf.early_rounds < perf.rounds:
-        raise ConfigError(f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 "
-                          f"({perf.rounds - 1})")
+        raise ConfigError(
+            f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 ({perf.rounds - 1})"
+        )
     return GateConfig(static, corr, perf)
 
 
@@ -543,7 +602,9 @@ def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry])
     names = [g.name for g in geometries]
     geometry = _expect(b.get("geometry", next(g.name for g in geometries if g.weight > 0)), str, "bound.geometry")
     if geometry not in names:
-        raise ConfigError(f"bound.geometry: {geometry!r} is not a geometry of this campaign (allowed: {', '.join(names)})")
+        raise ConfigError(
+            f"bound.geometry: {geometry!r} is not a geometry of this campaign (allowed: {', '.join(names)})"
+        )
     try:
         prof = load_profile(path)
         prof.share(kernel)
@@ -568,8 +629,12 @@ def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
     if bound is None:
         raise ConfigError("e2e: needs bound: {profile: ...} too (an observed decode gain is judged against its bound)")
     env = _env(e.get("env", {}) or {}, "e2e.env")
-    return E2EConfig(tuple(argv), _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
-                     _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0), {str(k): str(v) for k, v in env.items()})
+    return E2EConfig(
+        tuple(argv),
+        _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
+        _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0),
+        {str(k): str(v) for k, v in env.items()},
+    )
 
 
 def _env(raw: Any, key: str) -> dict[str, Any]:
@@ -593,8 +658,9 @@ def _ideas(raw: Any) -> IdeasConfig:
     i = _section(raw, "ideas", {"toggle": 0, "folder": 0, "proposer": 0})
     outside = None
     if i.get("proposer") is not None:
-        p = _section(i["proposer"], "ideas.proposer",
-                     {"command": 0, "every": 0, "timeout_s": 0, "max_failures": 0, "env": 0})
+        p = _section(
+            i["proposer"], "ideas.proposer", {"command": 0, "every": 0, "timeout_s": 0, "max_failures": 0, "env": 0}
+        )
         if "command" not in p:
             raise ConfigError("ideas.proposer.command: missing (an argv list, e.g. [python, -m, evo.proposers.rules])")
         try:
@@ -603,12 +669,17 @@ def _ideas(raw: Any) -> IdeasConfig:
             raise ConfigError(str(err)) from None
         env = _env(p.get("env", {}) or {}, "ideas.proposer.env")
         outside = OutsideProposerConfig(
-            tuple(argv), _num(p, "every", "ideas.proposer", int, 1, lo=1, hi=1000),
+            tuple(argv),
+            _num(p, "every", "ideas.proposer", int, 1, lo=1, hi=1000),
             _num(p, "timeout_s", "ideas.proposer", float, 120.0, lo=0.1, hi=86400.0),
             _num(p, "max_failures", "ideas.proposer", int, 3, lo=1, hi=1000000),
-            {str(k): str(v) for k, v in env.items()})
-    return IdeasConfig(_num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
-                       _expect(i.get("folder", True), bool, "ideas.folder"), outside)
+            {str(k): str(v) for k, v in env.items()},
+        )
+    return IdeasConfig(
+        _num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
+        _expect(i.get("folder", True), bool, "ideas.folder"),
+        outside,
+    )
 
 
 def _restrict_knobs(raw: Any, family: Family) -> Family:
@@ -624,11 +695,14 @@ def _restrict_knobs(raw: Any, family: Family) -> Family:
         vals = kn[k.name] if isinstance(kn[k.name], list) else [kn[k.name]]
         for v in vals:
             if v not in k.values or isinstance(v, bool) != isinstance(k.default, bool):
-                raise ConfigError(f"knobs.{k.name}: {v!r} is not a value of the knob (allowed: "
-                                  f"{', '.join(map(repr, k.values))})")
+                raise ConfigError(
+                    f"knobs.{k.name}: {v!r} is not a value of the knob (allowed: {', '.join(map(repr, k.values))})"
+                )
         if k.default not in vals:
-            raise ConfigError(f"knobs.{k.name}: must keep the baseline's value {k.default!r} (the campaign starts "
-                              "from the baseline and measures every step against it)")
+            raise ConfigError(
+                f"knobs.{k.name}: must keep the baseline's value {k.default!r} (the campaign starts "
+                "from the baseline and measures every step against it)"
+            )
         knobs.append(dataclasses.replace(k, values=tuple(v for v in k.values if v in vals)))
     return dataclasses.replace(family, knobs=tuple(knobs))
 
@@ -643,13 +717,17 @@ def _sanitizer(raw: Any) -> SanitizerConfig:
     if sz.get("tools") is not None:
         raw_tools = sz["tools"]
         if not isinstance(raw_tools, list) or not raw_tools:
-            raise ConfigError(f"sanitizer.tools: expected a non-empty list of tools, got {raw_tools!r} "
-                              f"(allowed: {', '.join(TOOLS)})")
+            raise ConfigError(
+                f"sanitizer.tools: expected a non-empty list of tools, got {raw_tools!r} (allowed: {', '.join(TOOLS)})"
+            )
         for i, t in enumerate(raw_tools):
             if t not in TOOLS:
                 raise ConfigError(f"sanitizer.tools[{i}]: {t!r} is not a tool (allowed: {', '.join(TOOLS)})")
         if len(set(raw_tools)) != len(raw_tools):
             raise ConfigError(f"sanitizer.tools: a tool is listed twice in {raw_tools!r}")
         tools = tuple(raw_tools)
-    return SanitizerConfig(_choice(sz, "enabled", "sanitizer", ("auto", "on", "off"), "auto"), tools,
-                           _num(sz, "timeout_s", "sanitizer", float, 300.0, lo=1.0, hi=86400.0))
+    return SanitizerConfig(
+        _choice(sz, "enabled", "sanitizer", ("auto", "on", "off"), "auto"),
+        tools,
+        _num(sz, "timeout_s", "sanitizer", float, 300.0, lo=1.0, hi=86400.0),
+    )

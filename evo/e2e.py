@@ -66,8 +66,9 @@ def normalize_command(value: Any, where: str = "e2e.command") -> list[str]:
     A plain string is refused (no shell, no splitting guesses): raises E2EError naming ``where``.
     """
     if isinstance(value, str):
-        raise E2EError(f"{where}: give the command as a list of arguments, e.g. [python, -m, evo.proxy], "
-                       f"not a string ({value!r})")
+        raise E2EError(
+            f"{where}: give the command as a list of arguments, e.g. [python, -m, evo.proxy], not a string ({value!r})"
+        )
     if not isinstance(value, (list, tuple)) or not value:
         raise E2EError(f"{where}: expected a non-empty list of arguments, got {value!r}")
     out = []
@@ -79,16 +80,33 @@ def normalize_command(value: Any, where: str = "e2e.command") -> list[str]:
         out.append(str(a))
     shell = shell_string(out)
     if shell:
-        raise E2EError(f"{where}: {shell} runs a shell string, and evo never runs a shell: it starts the argv list "
-                       "itself (no pipes, ;, $VARS or globs); give the program and its arguments, e.g. [python, -m, "
-                       "evo.proxy, --tokens, 64], or put the shell lines in a script and give [bash, script.sh]")
+        raise E2EError(
+            f"{where}: {shell} runs a shell string, and evo never runs a shell: it starts the argv list "
+            "itself (no pipes, ;, $VARS or globs); give the program and its arguments, e.g. [python, -m, "
+            "evo.proxy, --tokens, 64], or put the shell lines in a script and give [bash, script.sh]"
+        )
     if out[0] in ("python", "python3"):
         out[0] = sys.executable
     return out
 
 
-SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "cmd", "cmd.exe",
-          "powershell", "pwsh")
+SHELLS = (
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "ash",
+    "fish",
+    "csh",
+    "tcsh",
+    "busybox",
+    "cmd",
+    "cmd.exe",
+    "powershell",
+    "pwsh",
+)
 
 
 def shell_string(argv: Sequence[str]) -> str | None:
@@ -103,13 +121,13 @@ def shell_string(argv: Sequence[str]) -> str | None:
     prog = os.path.basename(argv[i])
     if prog not in SHELLS:
         return None
-    for a in argv[i + 1:]:  # the shell's own options, up to its script's name
+    for a in argv[i + 1 :]:  # the shell's own options, up to its script's name
         if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*|/c|/k|-Command|-EncodedCommand", a, flags=re.IGNORECASE):
             return f"{prog} {a}"
         if not a.startswith(("-", "+")):
             break
     if prog == "busybox" and len(argv) > i + 1 and argv[i + 1] in SHELLS:
-        return shell_string(argv[i + 1:])
+        return shell_string(argv[i + 1 :])
     return None
 
 
@@ -117,8 +135,9 @@ def write_genome_file(path: str | Path, genomes: Mapping[str, Mapping[str, Any]]
     """Write ``{family: {knob: value}}`` for the command's ``--genome-file``; returns the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({f: dict(sorted(dict(g).items())) for f, g in genomes.items()}, indent=1,
-                            sort_keys=True) + "\n")
+    p.write_text(
+        json.dumps({f: dict(sorted(dict(g).items())) for f, g in genomes.items()}, indent=1, sort_keys=True) + "\n"
+    )
     return p
 
 
@@ -174,8 +193,9 @@ def _run_once(argv: list[str], timeout_s: float, env: Mapping[str, str] | None) 
         full_env.update({str(k): str(v) for k, v in env.items()})
     t0 = time.perf_counter()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, start_new_session=True
+        )
     except OSError as e:
         raise E2EError(f"e2e command {cmd}: cannot start ({e.strerror or e})") from None
     try:
@@ -183,8 +203,9 @@ def _run_once(argv: list[str], timeout_s: float, env: Mapping[str, str] | None) 
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
-        raise E2EError(f"e2e command {cmd}: timed out after {timeout_s:g} s; last stderr line: "
-                       f"{_last_line(err or '')}") from None
+        raise E2EError(
+            f"e2e command {cmd}: timed out after {timeout_s:g} s; last stderr line: {_last_line(err or '')}"
+        ) from None
     except BaseException:
         _kill_group(proc)
         proc.communicate()
@@ -212,17 +233,21 @@ def _with_genome(argv: Sequence[str], genome_file: str | Path | None) -> list[st
 def _result(argv: list[str], samples: list[tuple[float, str, float]]) -> E2EResult:
     hashes = [h for _, h, _ in samples]
     if len(set(hashes)) > 1:
-        raise E2EError(f"e2e command {shlex.join(argv)}: token stream hash moved between runs "
-                       f"({', '.join(h[:12] for h in hashes)})")
+        raise E2EError(
+            f"e2e command {shlex.join(argv)}: token stream hash moved between runs "
+            f"({', '.join(h[:12] for h in hashes)})"
+        )
     tps = [t for t, _, _ in samples]
     med = statistics.median(tps)
     walls = [w for _, _, w in samples]
-    return E2EResult(argv, tps, med, (max(tps) - min(tps)) / med, hashes[0], round(sum(walls), 3),
-                     [round(w, 3) for w in walls])
+    return E2EResult(
+        argv, tps, med, (max(tps) - min(tps)) / med, hashes[0], round(sum(walls), 3), [round(w, 3) for w in walls]
+    )
 
 
-def run_e2e(argv: list[str], genome_file: Path | None, runs: int = 2, timeout_s: float = 600,
-            env: dict | None = None) -> E2EResult:
+def run_e2e(
+    argv: list[str], genome_file: Path | None, runs: int = 2, timeout_s: float = 600, env: dict | None = None
+) -> E2EResult:
     """Run ``argv`` (+ ``--genome-file genome_file``) ``runs`` >= 2 times; tokens/s and the agreed hash.
 
     ``env`` adds to (does not replace) this process's environment. Raises E2EError (one line, with the
@@ -235,8 +260,14 @@ def run_e2e(argv: list[str], genome_file: Path | None, runs: int = 2, timeout_s:
     return _result(full, [_run_once(full, timeout_s, env) for _ in range(runs)])
 
 
-def compare_e2e(argv: list[str], base_genome_file: Path | None, cand_genome_file: Path | None, runs: int = 2,
-                timeout_s: float = 600, env: dict | None = None) -> tuple[E2EResult, E2EResult, float]:
+def compare_e2e(
+    argv: list[str],
+    base_genome_file: Path | None,
+    cand_genome_file: Path | None,
+    runs: int = 2,
+    timeout_s: float = 600,
+    env: dict | None = None,
+) -> tuple[E2EResult, E2EResult, float]:
     """Baseline and candidate runs interleaved (B C C B B C ...); returns (base, cand, observed gain).
 
     Interleaving spreads slow drift (clocks, heat, other tenants) over both sides. The gain is
@@ -266,16 +297,22 @@ def judge(observed_gain: float, bound: float, decode_floor: float, hash: str, fr
     end-to-end claim) or ``ok`` with the residual observed - (B - 1).
     """
     if hash != frozen_hash:
-        return REJECTED, (f"token stream changed: sha256 {hash[:12]}… != frozen {frozen_hash[:12]}… "
-                          f"(the kernel changed what the model generates)")
+        return REJECTED, (
+            f"token stream changed: sha256 {hash[:12]}… != frozen {frozen_hash[:12]}… "
+            f"(the kernel changed what the model generates)"
+        )
     room = bound - 1.0
     if observed_gain > room + decode_floor:
-        return MEASUREMENT_ERROR, (f"observed {observed_gain:+.2%} decode overshoots the share-derived bound "
-                                   f"{room:+.2%} by more than the noise floor {decode_floor:.2%}: a measurement "
-                                   f"error, never a win")
+        return MEASUREMENT_ERROR, (
+            f"observed {observed_gain:+.2%} decode overshoots the share-derived bound "
+            f"{room:+.2%} by more than the noise floor {decode_floor:.2%}: a measurement "
+            f"error, never a win"
+        )
     if room < decode_floor:
-        return KERNEL_ONLY, (f"kernel-only, no end-to-end claim: bound {room:+.2%} is under the decode noise floor "
-                             f"{decode_floor:.2%} (observed {observed_gain:+.2%})")
+        return KERNEL_ONLY, (
+            f"kernel-only, no end-to-end claim: bound {room:+.2%} is under the decode noise floor "
+            f"{decode_floor:.2%} (observed {observed_gain:+.2%})"
+        )
     residual = observed_gain - room
     note = ""
     if residual < -decode_floor:

@@ -42,8 +42,9 @@ def knob_macros(family: Family, genome: Mapping[str, Any]) -> dict[str, int]:
 def _eval(expr: str, macros: Mapping[str, int]) -> bool:
     """Evaluate a #if expression; raise _Unknown when it depends on a macro that is not a knob."""
     expr = re.sub(r"//.*$", "", expr).strip()
-    expr = re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", lambda m: "1" if m.group(1) in macros else f"__undef_{m.group(1)}",
-                  expr)
+    expr = re.sub(
+        r"defined\s*\(?\s*(\w+)\s*\)?", lambda m: "1" if m.group(1) in macros else f"__undef_{m.group(1)}", expr
+    )
     py = expr.replace("&&", " and ").replace("||", " or ")
     py = re.sub(r"!(?!=)", " not ", py)
 
@@ -133,9 +134,11 @@ def resolved_kernel(family: Family, genome: Mapping[str, Any], source: str | Non
     body = resolve_conditionals(src, macros)
     body = re.sub(r"\n{3,}", "\n\n", body)
     # only the macros the kernel reads (a template-parameter knob has none: its instantiation names it)
-    knob_lines = [f"#define EVO_{k.name.upper()} {macros[f'EVO_{k.name.upper()}']}"
-                  f"  // {k.name} = {genome[k.name]}" for k in family.knobs
-                  if isinstance(macros.get(f"EVO_{k.name.upper()}"), int) and f"EVO_{k.name.upper()}" in src]
+    knob_lines = [
+        f"#define EVO_{k.name.upper()} {macros[f'EVO_{k.name.upper()}']}  // {k.name} = {genome[k.name]}"
+        for k in family.knobs
+        if isinstance(macros.get(f"EVO_{k.name.upper()}"), int) and f"EVO_{k.name.upper()}" in src
+    ]
     if not knob_lines:
         return body
     head = f"// {family.name}: knob values of this step (evo export)\n" + "\n".join(knob_lines) + "\n\n"
@@ -145,11 +148,18 @@ def resolved_kernel(family: Family, genome: Mapping[str, Any], source: str | Non
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
     import os
 
-    e = {**os.environ, "GIT_AUTHOR_NAME": "evo", "GIT_AUTHOR_EMAIL": "evo@localhost",
-         "GIT_COMMITTER_NAME": "evo", "GIT_COMMITTER_EMAIL": "evo@localhost", **(env or {})}
+    e = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "evo",
+        "GIT_AUTHOR_EMAIL": "evo@localhost",
+        "GIT_COMMITTER_NAME": "evo",
+        "GIT_COMMITTER_EMAIL": "evo@localhost",
+        **(env or {}),
+    }
     try:
-        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e,
-                              input=stdin).stdout
+        return subprocess.run(
+            ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e, input=stdin
+        ).stdout
     except FileNotFoundError:
         raise ExportError("git is not on the PATH; evo export makes the patch series with git") from None
     except subprocess.CalledProcessError as err:
@@ -192,12 +202,15 @@ def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str
     entry = next((e for e in read_entries(source) if e.name == name), None)
     if entry is None:
         return ""
-    return (f"\n// evo: the instantiation this step launches (its template-parameter knobs)\n"
-            f"template __global__ void {expr}({entry.params});\n")
+    return (
+        f"\n// evo: the instantiation this step launches (its template-parameter knobs)\n"
+        f"template __global__ void {expr}({entry.params});\n"
+    )
 
 
-def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any],
-                   book: Mapping[str, Any] | None = None) -> str:
+def commit_message(
+    family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any], book: Mapping[str, Any] | None = None
+) -> str:
     from evo.ideas import describe_change, idea_slugs, knob_part
 
     book = idea_book(family, meta) if book is None else book
@@ -228,8 +241,11 @@ def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: M
         cum = a.speedup_vs_baseline.get(g)
         t = a.timings.get(g)
         pct = a.roofline_pct.get(g)
-        lines.append(f"- {g}: step {iv.fmt()}, cumulative {cum.fmt() if cum else '-'}"
-                     + (f", {t.median_us:.2f} us" if t else "") + (f", {pct:.1f}% of the copy ceiling" if pct else ""))
+        lines.append(
+            f"- {g}: step {iv.fmt()}, cumulative {cum.fmt() if cum else '-'}"
+            + (f", {t.median_us:.2f} us" if t else "")
+            + (f", {pct:.1f}% of the copy ceiling" if pct else "")
+        )
     bound = a.bound or {}
     lines += ["", "Decode bound: " + (bound.get("summary") or "no decode profile configured; no end-to-end claim.")]
     lines += ["", "Correctness:"]
@@ -242,9 +258,11 @@ def commit_message(family: Family, step: int, a: Attempt, prev: Attempt, meta: M
         if figs:
             lines.append(f"- {g}: error vs float64: {figs}")
     lines += ["", f"Verdict: {a.verdict.reason}"]
-    lines.append(f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
-                 + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
-                 + f"; measured {a.finished_at or a.started_at}.")
+    lines.append(
+        f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
+        + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
+        + f"; measured {a.finished_at or a.started_at}."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -276,8 +294,9 @@ def _read_manifest(out_dir: Path) -> dict[str, str] | None:
         return None
     try:
         files = json.loads(m.read_text(encoding="utf-8")).get("files")
-        if not isinstance(files, dict) or not all(isinstance(k, str) and "/" not in k and isinstance(v, str)
-                                                  for k, v in files.items()):
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and "/" not in k and isinstance(v, str) for k, v in files.items()
+        ):
             raise ValueError("no file list")
     except (OSError, ValueError, AttributeError) as e:
         raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
@@ -289,8 +308,10 @@ def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> N
     import os
 
     tmp = out_dir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps({"evo_export": 1, "campaign": campaign, "files": dict(sorted(files.items()))},
-                              indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"evo_export": 1, "campaign": campaign, "files": dict(sorted(files.items()))}, indent=1) + "\n",
+        encoding="utf-8",
+    )
     os.replace(tmp, out_dir / MANIFEST)
 
 
@@ -307,20 +328,30 @@ def check_target(out_dir: Path, force: bool) -> dict[str, str]:
     names = sorted(p.name for p in out_dir.iterdir() if p.name not in (MANIFEST, MANIFEST + ".tmp"))
     foreign = [n for n in names if n not in old]
     if foreign:
-        raise ExportError(f"{out_dir} holds {len(foreign)} file(s) evo export did not write (e.g. {foreign[0]}); "
-                          "export into a new or empty folder (-o)")
+        raise ExportError(
+            f"{out_dir} holds {len(foreign)} file(s) evo export did not write (e.g. {foreign[0]}); "
+            "export into a new or empty folder (-o)"
+        )
     if old and not force:
         raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
     for name, digest in old.items():
         f = out_dir / name
         if digest and f.is_file() and _sha256(f) != digest:  # "": an export stopped while writing it
-            raise ExportError(f"{f} was changed since evo exported it; move it away (--force replaces only files "
-                              "as evo wrote them)")
+            raise ExportError(
+                f"{f} was changed since evo exported it; move it away (--force replaces only files as evo wrote them)"
+            )
     return old
 
 
-def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any], out_dir: Path, *,
-           force: bool = False, notes: list[str] | None = None) -> list[Path]:
+def export(
+    family: Family,
+    attempts: Sequence[Attempt],
+    meta: Mapping[str, Any],
+    out_dir: Path,
+    *,
+    force: bool = False,
+    notes: list[str] | None = None,
+) -> list[Path]:
     """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches.
 
     ``out_dir`` is made absolute first (the series is made in a temporary repository). Nothing is written when the
@@ -347,9 +378,15 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
         (repo / fname).write_text(texts[base.id])
         _git(repo, "add", fname)
         # the baseline's own time, so that exporting the same steps again gives the same files
-        date = base.finished_at or base.started_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        _git(repo, "commit", "-q", "-m", f"{family.name}: baseline (the family's defaults)",
-             env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        date = base.finished_at or base.started_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        _git(
+            repo,
+            "commit",
+            "-q",
+            "-m",
+            f"{family.name}: baseline (the family's defaults)",
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+        )
         prev, step, commits = base, 0, 0
         for a in chain[1:]:
             if texts[a.id] == texts[prev.id]:
@@ -381,8 +418,9 @@ def export(family: Family, attempts: Sequence[Attempt], meta: Mapping[str, Any],
     return sorted(out_dir / n for n in new if n.endswith(".patch"))
 
 
-def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], final: Path,
-                backend: str = "auto") -> tuple[bool, list[str]]:
+def check_final(
+    cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], final: Path, backend: str = "auto"
+) -> tuple[bool, list[str]]:
     """Build an exported kernel file as it stands and hold it against the campaign's champion.
 
     Always: the file, compiled with the champion's knob values, must give the champion's machine code
@@ -391,7 +429,7 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
     """
     from evo.ideas import inexact_ideas
     from gates import correctness_gate
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     fam = cfg.family
     chain = sorted((a for a in attempts if a.verdict.status in (ACCEPTED, BASELINE)), key=lambda a: a.id)
@@ -406,17 +444,21 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
         return False, [f"{final} does not build: {str(e).splitlines()[0] if str(e) else 'compile error'}"]
     lines = []
     same = not champ.sass_sha256 or built.sass_sha256 == champ.sass_sha256
-    lines.append(f"machine code of {Path(final).name} ({builder.arch}): {built.sass_sha256[:16]} "
-                 + ("equals" if same else "DIFFERS FROM")
-                 + f" attempt #{champ.id}'s {champ.sass_sha256[:16] or '(not recorded)'}")
+    lines.append(
+        f"machine code of {Path(final).name} ({builder.arch}): {built.sass_sha256[:16]} "
+        + ("equals" if same else "DIFFERS FROM")
+        + f" attempt #{champ.id}'s {champ.sass_sha256[:16] or '(not recorded)'}"
+    )
     ok = same
     if backend == "auto":
         from harness.gpu import gpu_available
 
         backend = "gpu" if gpu_available() else "recorded"
     if backend != "gpu":
-        lines.append(f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
-                     f"({champ.verdict.status}) with this machine code")
+        lines.append(
+            f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
+            f"({champ.verdict.status}) with this machine code"
+        )
         return ok, lines
     from harness.gpu import GpuBackend
 
@@ -428,6 +470,8 @@ def check_final(cfg: Any, attempts: Sequence[Attempt], meta: Mapping[str, Any], 
     book = idea_book(fam, meta)
     inexact = {g.name: fam.inexact_knobs(knobs, g) + inexact_ideas(champ.genome, book) for g in cfg.geometries}
     v = correctness_gate(ev, be.baseline_hashes, c.mode, inexact, be.baseline_errors, c.tolerance_factor)
-    lines.append(f"correctness gate on the GPU ({c.mode} mode, {c.seeds} seeds x {c.runs} runs, "
-                 f"{len(cfg.geometries)} geometries): {'passed' if v.ok else 'FAILED: ' + (v.reason or '')}")
+    lines.append(
+        f"correctness gate on the GPU ({c.mode} mode, {c.seeds} seeds x {c.runs} runs, "
+        f"{len(cfg.geometries)} geometries): {'passed' if v.ok else 'FAILED: ' + (v.reason or '')}"
+    )
     return ok and v.ok, lines

@@ -17,9 +17,10 @@ import os
 import re
 import sys
 import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from evo.genome import Genome
 
@@ -221,13 +222,16 @@ class Family(abc.ABC):
         bad = [n for n in dict.fromkeys(_PLACEHOLDER_RE.findall(self.entry)) if n not in knobs | other]
         if bad:
             what = "specialization keys" if spec is not None else "geometry params"
-            raise ValueError(f"family {self.name}: entry {self.entry!r} names {', '.join(map(repr, bad))}, not a knob "
-                             f"or one of the {what} (knobs: {', '.join(sorted(knobs)) or 'none'}; "
-                             f"{what}: {', '.join(sorted(other)) or 'none'})")
+            raise ValueError(
+                f"family {self.name}: entry {self.entry!r} names {', '.join(map(repr, bad))}, not a knob "
+                f"or one of the {what} (knobs: {', '.join(sorted(knobs)) or 'none'}; "
+                f"{what}: {', '.join(sorted(other)) or 'none'})"
+            )
 
     def entry_expression(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
         """:attr:`entry` with its placeholders filled from the genome (else ``spec``): bools as true/false,
         strings verbatim (a type name or an enum constant). Called by the builder for every module."""
+
         def value(m: re.Match) -> str:
             n = m.group(1)
             v = genome[n] if n in genome else spec[n]
@@ -274,8 +278,7 @@ class Family(abc.ABC):
         """One letter per kernel argument: p pointer, i int32, f float32 (matches kernel_args)."""
         raise NotImplementedError
 
-    def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
-                     geometry: Geometry) -> dict[str, Any]:
+    def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:
         """The parts of the output buffers this genome must write (poison, NaN, race and hash checks look here).
 
         Default: the whole buffers. A family whose outputs are sized for the largest knob value (e.g.
@@ -283,8 +286,7 @@ class Family(abc.ABC):
         """
         return dict(outputs)
 
-    def compare_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
-                     geometry: Geometry) -> dict[str, Any]:
+    def compare_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:
         """What is compared with :meth:`reference` (same keys and shapes). Default: the written view."""
         return self.written_view(outputs, genome, geometry)
 
@@ -339,15 +341,19 @@ def is_family_path(ref: str) -> bool:
 
 def check_family_name(name: str) -> None:
     if not _NAME_RE.fullmatch(name):
-        raise FamilyError(f"{name!r} is not a family name (letters, digits, _ and -; a folder is written as a "
-                          f"path, e.g. ./{name})")
+        raise FamilyError(
+            f"{name!r} is not a family name (letters, digits, _ and -; a folder is written as a path, e.g. ./{name})"
+        )
 
 
 def _folders_of(root: Path, origin: str) -> list[FamilySource]:
     if not root.is_dir():
         return []
-    return [FamilySource(p.parent.name, origin, p.parent) for p in sorted(root.glob("*/family.py"))
-            if _NAME_RE.fullmatch(p.parent.name)]
+    return [
+        FamilySource(p.parent.name, origin, p.parent)
+        for p in sorted(root.glob("*/family.py"))
+        if _NAME_RE.fullmatch(p.parent.name)
+    ]
 
 
 def _entry_points() -> list[FamilySource]:

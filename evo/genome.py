@@ -25,10 +25,10 @@ class Genome(Mapping[str, Any]):
         return self._key
 
     @classmethod
-    def from_key(cls, key: str) -> "Genome":
+    def from_key(cls, key: str) -> Genome:
         return cls(json.loads(key))
 
-    def replace(self, **changes: Any) -> "Genome":
+    def replace(self, **changes: Any) -> Genome:
         d = dict(self._items)
         d.update(changes)
         return Genome(d)

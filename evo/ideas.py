@@ -93,18 +93,31 @@ class Idea:
     def text(self) -> str:
         """The file form: headers, a blank line, the diff."""
         rat = "\n  ".join(textwrap_lines(self.rationale, 100))
-        return (f"Title: {self.title}\nRationale: {rat}\nExact: {'yes' if self.exact else 'no'}\n\n"
-                + self.patch)
+        return f"Title: {self.title}\nRationale: {rat}\nExact: {'yes' if self.exact else 'no'}\n\n" + self.patch
 
     def to_record(self) -> dict[str, Any]:
-        return {"title": self.title, "rationale": self.rationale, "exact": self.exact, "patch": self.patch,
-                "origin": self.origin, "path": self.path, "patch_sha256": self.patch_sha256,
-                "change_sha256": self.change_sha256}
+        return {
+            "title": self.title,
+            "rationale": self.rationale,
+            "exact": self.exact,
+            "patch": self.patch,
+            "origin": self.origin,
+            "path": self.path,
+            "patch_sha256": self.patch_sha256,
+            "change_sha256": self.change_sha256,
+        }
 
     @classmethod
-    def from_record(cls, slug: str, d: Mapping[str, Any]) -> "Idea":
-        return cls(slug, str(d.get("title", slug)), str(d.get("rationale", "")), str(d.get("patch", "")),
-                   bool(d.get("exact", True)), str(d.get("origin", "ledger")), str(d.get("path", "")))
+    def from_record(cls, slug: str, d: Mapping[str, Any]) -> Idea:
+        return cls(
+            slug,
+            str(d.get("title", slug)),
+            str(d.get("rationale", "")),
+            str(d.get("patch", "")),
+            bool(d.get("exact", True)),
+            str(d.get("origin", "ledger")),
+            str(d.get("path", "")),
+        )
 
 
 def textwrap_lines(text: str, width: int) -> list[str]:
@@ -173,8 +186,17 @@ def normalize_patch(diff: str, name: str = TARGET) -> str:
                 out.append(f"{hdr[:3]} {side}/{name}\n")
             headers += 1
             i += 1
-        elif body.startswith(("new file mode", "deleted file mode", "rename from", "rename to",
-                              "similarity index", "copy from", "copy to")):
+        elif body.startswith(
+            (
+                "new file mode",
+                "deleted file mode",
+                "rename from",
+                "rename to",
+                "similarity index",
+                "copy from",
+                "copy to",
+            )
+        ):
             raise IdeaError(f"the patch renames, creates or deletes files; an idea may only change {name}")
         elif body.startswith("index ") and not hunks:
             pass  # blob ids of some other tree: meaningless here
@@ -224,7 +246,7 @@ def change_signature(patch: str) -> str:
         j = i
         while j < len(body) and body[j][0] in "+-":
             j += 1
-        run = body[max(i - 1, 0):min(j + 1, len(body))]
+        run = body[max(i - 1, 0) : min(j + 1, len(body))]
         h.update("\n".join(t + x for t, x in run if t != "@").encode() + b"\n\x00")
         i = j
     return h.hexdigest()
@@ -235,8 +257,16 @@ def slugify(title: str, suffix: str = "") -> str:
     return f"{s}-{suffix}" if suffix else s
 
 
-def parse_idea(text: str, *, slug: str, origin: str = "folder", path: str = "", title: str | None = None,
-               rationale: str | None = None, exact: bool | None = None) -> Idea:
+def parse_idea(
+    text: str,
+    *,
+    slug: str,
+    origin: str = "folder",
+    path: str = "",
+    title: str | None = None,
+    rationale: str | None = None,
+    exact: bool | None = None,
+) -> Idea:
     """Headers + diff -> Idea; arguments given here override the headers. Raises IdeaError."""
     if not SLUG_RE.match(slug):
         raise IdeaError(f"idea name {slug[:60]!r} is not allowed (lower-case letters, digits, . _ -; up to 80)")
@@ -244,8 +274,9 @@ def parse_idea(text: str, *, slug: str, origin: str = "folder", path: str = "", 
 
     # every idea is stored in the ledger and rebuilt into kernels: text of a kernel change's size only
     if len(text.encode("utf-8", "replace")) > PATCH_LIMIT:
-        raise IdeaError(f"the patch is {len(text.encode('utf-8', 'replace'))} bytes, more than the {PATCH_LIMIT} an "
-                        "idea may have")
+        raise IdeaError(
+            f"the patch is {len(text.encode('utf-8', 'replace'))} bytes, more than the {PATCH_LIMIT} an idea may have"
+        )
     if "\x00" in text or "\ufffd" in text:
         raise IdeaError("the patch is not text (a NUL byte, or bytes that are not UTF-8)")
     headers, diff = split_headers(text)
@@ -272,8 +303,14 @@ def make_patch(old: str, new: str, name: str = TARGET) -> str:
         (d / "a" / name).write_text(old)
         (d / "b" / name).write_text(new)
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(d.parent), "LC_ALL": "C"}
-        r = subprocess.run(["git", "diff", "--no-index", "--no-color", "--no-ext-diff", "-U3",
-                            f"a/{name}", f"b/{name}"], cwd=d, env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            ["git", "diff", "--no-index", "--no-color", "--no-ext-diff", "-U3", f"a/{name}", f"b/{name}"],
+            cwd=d,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if r.returncode not in (0, 1):
             raise IdeaError(f"git diff failed: {r.stderr.strip()[:200]}")
         if not r.stdout.strip():
@@ -319,8 +356,9 @@ def book_from_meta(meta_ideas: Mapping[str, Any] | None) -> dict[str, Idea]:
     return {s: Idea.from_record(s, d) for s, d in (meta_ideas or {}).items() if isinstance(d, Mapping)}
 
 
-def campaign_book(family: Family, meta_ideas: Mapping[str, Any] | None, used: Iterable[str] = (),
-                  folder: bool = True) -> tuple[dict[str, Idea], list[str]]:
+def campaign_book(
+    family: Family, meta_ideas: Mapping[str, Any] | None, used: Iterable[str] = (), folder: bool = True
+) -> tuple[dict[str, Idea], list[str]]:
     """The ideas a campaign may use: what its ledger froze, plus the folder's (new or unused-and-edited).
 
     Returns (book, changed): ``changed`` names ideas the campaign already measured whose folder
@@ -353,7 +391,7 @@ def is_gene(key: str) -> bool:
 
 def idea_slugs(genome: Mapping[str, Any]) -> list[str]:
     """Slugs of the ideas switched on in ``genome``, in the order they are applied."""
-    return sorted(k[len(GENE_PREFIX):] for k, v in genome.items() if is_gene(k) and v)
+    return sorted(k[len(GENE_PREFIX) :] for k, v in genome.items() if is_gene(k) and v)
 
 
 def knob_part(genome: Mapping[str, Any]) -> Genome:
@@ -435,8 +473,7 @@ def apply_ideas(source: str, genome: Mapping[str, Any], book: Mapping[str, Idea]
             if not done or not _applies(source, idea.patch):
                 raise IdeaError(f"idea {slug} no longer applies to {TARGET}: {e}") from None
             culprit = next((d for d in done if not _applies(source, book[d].patch, idea.patch)), done[-1])
-            raise IdeaError(f"ideas {culprit} and {slug} do not apply together: {slug}'s {e} "
-                            f"after {culprit}") from None
+            raise IdeaError(f"ideas {culprit} and {slug} do not apply together: {slug}'s {e} after {culprit}") from None
         done.append(slug)
     return out
 
@@ -448,14 +485,20 @@ def apply_ideas(source: str, genome: Mapping[str, Any], book: Mapping[str, Idea]
 def idea_hook(book: Mapping[str, Idea]) -> Callable[[str, Mapping[str, Any]], str]:
     """The builder's source hook for a campaign's ideas (harness.build.Builder knows nothing of ideas): a genome's
     idea genes applied to the kernel text. ``book`` is read at each build, so ideas added to it later count."""
+
     def hook(body: str, genome: Mapping[str, Any]) -> str:
         return apply_ideas(body, genome, book) if idea_slugs(genome) else body
 
     return hook
 
 
-def check_idea(family: Family, idea: Idea, geometries: Sequence[Any] = (), arch: str = "sm_90",
-               others: Mapping[str, Idea] | None = None) -> dict[str, Any]:
+def check_idea(
+    family: Family,
+    idea: Idea,
+    geometries: Sequence[Any] = (),
+    arch: str = "sm_90",
+    others: Mapping[str, Idea] | None = None,
+) -> dict[str, Any]:
     """Does ``idea`` apply to the baseline kernel.cu and compile? Raises IdeaError / BuildError; returns facts.
 
     Compiles the family's baseline genome with the idea at every specialization of ``geometries``
@@ -483,14 +526,22 @@ def check_idea(family: Family, idea: Idea, geometries: Sequence[Any] = (), arch:
         raise
     except BuildError as e:
         raise BuildError(f"does not compile: {e}", e.log) from None
-    conflicts = sorted(s for s, o in (others or {}).items()
-                       if s != idea.slug and not _applies(base_src, *[x.patch for _, x in
-                                                                     sorted({s: o, idea.slug: idea}.items())]))
-    return {"specs": {k: {"registers": (before.modules[k].resources.registers, after.modules[k].resources.registers),
-                          "stack_frame": (before.modules[k].resources.stack_frame,
-                                          after.modules[k].resources.stack_frame)}
-                      for k in after.modules},
-            "same_sass": before.sass_sha256 == after.sass_sha256, "conflicts": conflicts}
+    conflicts = sorted(
+        s
+        for s, o in (others or {}).items()
+        if s != idea.slug and not _applies(base_src, *[x.patch for _, x in sorted({s: o, idea.slug: idea}.items())])
+    )
+    return {
+        "specs": {
+            k: {
+                "registers": (before.modules[k].resources.registers, after.modules[k].resources.registers),
+                "stack_frame": (before.modules[k].resources.stack_frame, after.modules[k].resources.stack_frame),
+            }
+            for k in after.modules
+        },
+        "same_sass": before.sass_sha256 == after.sass_sha256,
+        "conflicts": conflicts,
+    }
 
 
 def write_idea(family: Family, idea: Idea, folder: Path | None = None) -> Path:
@@ -540,12 +591,21 @@ def idea_events(attempts: Sequence[Any], meta: Mapping[str, Any] | None = None) 
         speed = {g: iv.value for g, iv in a.speedup_vs_parent.items()}
         if fresh:
             for s in fresh:
-                out.append(IdeaEvent(campaign, a.id, s, a.verdict.label(), a.verdict.reason, delta(a.genome, prev),
-                                     speed))
+                out.append(
+                    IdeaEvent(campaign, a.id, s, a.verdict.label(), a.verdict.reason, delta(a.genome, prev), speed)
+                )
         elif a.verdict.gate in ("proposer", "idea") or a.origin.startswith("outside proposer"):
-            out.append(IdeaEvent(campaign, a.id, None, a.verdict.label(), a.verdict.reason,
-                                 next((n[len("answer: "):] for n in a.notes if n.startswith("answer: ")), a.origin),
-                                 speed))
+            out.append(
+                IdeaEvent(
+                    campaign,
+                    a.id,
+                    None,
+                    a.verdict.label(),
+                    a.verdict.reason,
+                    next((n[len("answer: ") :] for n in a.notes if n.startswith("answer: ")), a.origin),
+                    speed,
+                )
+            )
     return out
 
 
@@ -554,8 +614,13 @@ def _short(s: str, n: int = 160) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def render_ideas(family: Family, folder_ideas: Mapping[str, Idea], broken: Mapping[str, str],
-                 campaigns: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], folder: Path) -> str:
+def render_ideas(
+    family: Family,
+    folder_ideas: Mapping[str, Idea],
+    broken: Mapping[str, str],
+    campaigns: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]],
+    folder: Path,
+) -> str:
     """`evo ideas`: each idea with its title, rationale and what every campaign made of it."""
     events: dict[str, list[IdeaEvent]] = {}
     answers: list[IdeaEvent] = []
@@ -578,13 +643,18 @@ def render_ideas(family: Family, folder_ideas: Mapping[str, Idea], broken: Mappi
         out.append(f"    tried {len(evs)}x, accepted {len(acc)}x, rejected or failed {len(evs) - len(acc)}x:")
         for e in evs:
             sp = ", ".join(f"{g} {v:.3f}x" for g, v in e.speedup.items())
-            out.append(f"      {e.campaign} #{e.attempt} ({e.change}): {e.verdict}"
-                       + (f" [{sp}]" if sp else "") + (f": {_short(e.reason)}" if e.verdict != "accepted" else ""))
+            out.append(
+                f"      {e.campaign} #{e.attempt} ({e.change}): {e.verdict}"
+                + (f" [{sp}]" if sp else "")
+                + (f": {_short(e.reason)}" if e.verdict != "accepted" else "")
+            )
         return out
 
-    L = [f"evo: ideas of {family.name}: {len(folder_ideas)} in {folder}"
-         + (f", {len(from_campaigns)} more made by campaigns" if from_campaigns else "")
-         + f"; {len(campaigns)} campaign(s) read"]
+    L = [
+        f"evo: ideas of {family.name}: {len(folder_ideas)} in {folder}"
+        + (f", {len(from_campaigns)} more made by campaigns" if from_campaigns else "")
+        + f"; {len(campaigns)} campaign(s) read"
+    ]
     for slug, idea in sorted(folder_ideas.items()):
         L += block(slug, idea)
     if from_campaigns:
@@ -593,8 +663,9 @@ def render_ideas(family: Family, folder_ideas: Mapping[str, Idea], broken: Mappi
             L += block(slug, idea, f"  (campaign {name}, {idea.origin})")
     if answers:
         L.append("outside answers that did not become ideas:")
-        L += [f"  {e.campaign} #{e.attempt}: {e.verdict}: {_short(e.reason)} ({_short(e.change, 100)})"
-              for e in answers]
+        L += [
+            f"  {e.campaign} #{e.attempt}: {e.verdict}: {_short(e.reason)} ({_short(e.change, 100)})" for e in answers
+        ]
     if broken:
         L.append("unreadable idea files (never proposed):")
         L += [f"  {slug}.patch: {why}" for slug, why in sorted(broken.items())]

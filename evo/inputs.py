@@ -33,9 +33,10 @@ def decode_text(data: bytes, where: str, limit: int) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise InputError(f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at line {line}); save it as "
-                         "UTF-8") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at line {line}); save it as UTF-8"
+        ) from None
     return text.removeprefix("\ufeff")
 
 
@@ -53,8 +54,9 @@ class StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             ev = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"an alias (*{ev.anchor}) is not allowed here; write the "
-                                              "value out", ev.start_mark)
+            raise yaml.composer.ComposerError(
+                None, None, f"an alias (*{ev.anchor}) is not allowed here; write the value out", ev.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -68,8 +70,11 @@ class StrictLoader(yaml.SafeLoader):
                     continue
                 if first is not None:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first given at line {first}; only one may be)",
-                        key_node.start_mark)
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first given at line {first}; only one may be)",
+                        key_node.start_mark,
+                    )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 

@@ -109,9 +109,7 @@ ATTEMPT_ATTR = "attempt"
 GENOME_KEY_ATTR = "evo:genome_key"  # system attr: the genome a RUNNING trial holds (written at ask)
 WORKER_ATTR = "evo:worker"  # system attr: who asked it (see "Liveness" above)
 INTERRUPTED = "error: interrupted"
-INTERRUPTED_REASON = (
-    "the campaign process stopped while this attempt was running; it will be proposed again"
-)
+INTERRUPTED_REASON = "the campaign process stopped while this attempt was running; it will be proposed again"
 HEARTBEAT_S = 10
 GRACE_S = 60
 SESSION_ATTR = "evo:session:"  # study system attr prefix: one per live evo run / evo worker (Ledger.claim)
@@ -150,6 +148,7 @@ class BudgetTaken(Exception):
 
 def heartbeat_settings() -> tuple[int, int]:
     """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
+
     def seconds(name: str, default: int) -> int:
         raw = os.environ.get(name)
         if not raw:
@@ -185,7 +184,7 @@ def sqlite_path(url: str) -> Path | None:
     """The file of a ``sqlite:///`` URL (None for other storages and in-memory ones)."""
     if not url.startswith("sqlite:///"):
         return None
-    path = url[len("sqlite:///"):]
+    path = url[len("sqlite:///") :]
     return Path(path) if path and path != ":memory:" and not path.startswith("file:") else None
 
 
@@ -209,14 +208,18 @@ def check_sqlite_ledger(path: Path) -> None:
 
     where = str(path)
     if path.is_dir():
-        raise LedgerError(f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)")
+        raise LedgerError(
+            f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)"
+        )
     try:
         with open(path, "rb") as f:
             head = f.read(100)
     except OSError as e:
         raise LedgerError(f"cannot read the ledger {where}: {e.strerror or e}") from None
     if not head:
-        raise LedgerError(f"{where} is an empty file (0 bytes), not an evo ledger; move it away or give another storage")
+        raise LedgerError(
+            f"{where} is an empty file (0 bytes), not an evo ledger; move it away or give another storage"
+        )
     if not head.startswith(_SQLITE_MAGIC):
         raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
     try:
@@ -226,34 +229,44 @@ def check_sqlite_ledger(path: Path) -> None:
             tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             versions = []
             if {"version_info", "alembic_version"} <= tables:
-                versions = [con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
-                            con.execute("SELECT version_num FROM alembic_version").fetchone()]
+                versions = [
+                    con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
+                    con.execute("SELECT version_num FROM alembic_version").fetchone(),
+                ]
         finally:
             con.close()
     except sqlite3.Error as e:
-        raise LedgerError(f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage") from None
+        raise LedgerError(
+            f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage"
+        ) from None
     if ok != "ok":
-        raise LedgerError(f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give "
-                          "another storage")
+        raise LedgerError(
+            f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give another storage"
+        )
     ours = tables & _OPTUNA_TABLES
     if not ours:
         other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
-        raise LedgerError(f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; "
-                          "give another storage")
+        raise LedgerError(
+            f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; give another storage"
+        )
     missing = sorted(_OPTUNA_TABLES - tables)
     if missing:
-        raise LedgerError(f"{where} is not a whole evo ledger: table {missing[0]} is missing"
-                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-                          + "; restore it from a copy, or give another storage")
+        raise LedgerError(
+            f"{where} is not a whole evo ledger: table {missing[0]} is missing"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + "; restore it from a copy, or give another storage"
+        )
     if versions and (versions[0] is None or versions[1] is None):
         raise LedgerError(f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy")
     if versions:
         (schema, lib), (rev,) = versions
         head = _head_revision()
         if rev != head:
-            raise LedgerError(f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
-                              f"{optuna.__version__} reads schema {head}: install optuna {lib}, or run `optuna storage "
-                              f"upgrade --storage sqlite:///{where}` on a copy")
+            raise LedgerError(
+                f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
+                f"{optuna.__version__} reads schema {head}: install optuna {lib}, or run `optuna storage "
+                f"upgrade --storage sqlite:///{where}` on a copy"
+            )
 
 
 def _create_sqlite(path: Path) -> None:
@@ -315,8 +328,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
                 return optuna.storages.RDBStorage(url, **kw)
         # a lock, a busy server, or another worker creating the schema at the same moment (PostgreSQL: a
         # UniqueViolation on Optuna's enum types): the next try finds what the other made
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError,
-                optuna.exceptions.StorageInternalError):
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError, optuna.exceptions.StorageInternalError):
             if n == 4:
                 raise
             time.sleep(0.2 + random.random())
@@ -324,7 +336,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
 
 
 # --- who owns a RUNNING trial, and is it alive? ---------------------------------
-_LIVE: "weakref.WeakSet[Ledger]" = weakref.WeakSet()  # every Ledger of this process
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()  # every Ledger of this process
 _PROCESS: dict[str, Any] = {}
 
 
@@ -340,7 +352,7 @@ def _stat(pid: int) -> tuple[str, str] | None:
     text = _read(f"/proc/{pid}/stat")
     if not text or ")" not in text:
         return None
-    rest = text[text.rindex(")") + 1:].split()
+    rest = text[text.rindex(")") + 1 :].split()
     return (rest[0], rest[19]) if len(rest) > 19 else None
 
 
@@ -354,8 +366,13 @@ def _process() -> dict[str, Any]:
             ns = None
         st = _stat(pid)
         _PROCESS.clear()
-        _PROCESS.update(host=socket.gethostname(), pid=pid, start=st[1] if st else None,
-                        boot=_read("/proc/sys/kernel/random/boot_id"), pidns=ns)
+        _PROCESS.update(
+            host=socket.gethostname(),
+            pid=pid,
+            start=st[1] if st else None,
+            boot=_read("/proc/sys/kernel/random/boot_id"),
+            pidns=ns,
+        )
     return dict(_PROCESS)
 
 
@@ -391,8 +408,7 @@ def _certainly_dead(owner: Mapping[str, Any]) -> bool:
     return start != owner.get("start") or state in ("Z", "X")
 
 
-def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval: float,
-          stop: threading.Event) -> None:
+def _beat(ref: weakref.ref[Ledger], rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
     """Optuna's heartbeat for every trial the Ledger holds, until the Ledger is gone."""
     while not stop.wait(interval):
         led = ref()
@@ -408,8 +424,9 @@ def _beat(ref: "weakref.ref[Ledger]", rdb: optuna.storages.RDBStorage, interval:
                 pass
 
 
-def _session_beat(ref: "weakref.ref[Ledger]", key: str, mine: dict[str, Any], interval: float,
-                  stop: threading.Event) -> None:
+def _session_beat(
+    ref: weakref.ref[Ledger], key: str, mine: dict[str, Any], interval: float, stop: threading.Event
+) -> None:
     """Renew a session's heartbeat until it is released or its Ledger is gone (re-added if taken for dead)."""
     sa = models.StudySystemAttributeModel
     while not stop.wait(interval):
@@ -419,8 +436,11 @@ def _session_beat(ref: "weakref.ref[Ledger]", key: str, mine: dict[str, Any], in
         try:
             with led._session() as session:
                 value = json.dumps({**mine, "beat": time.time()})
-                n = session.query(sa).filter(sa.study_id == led.study._study_id, sa.key == key).update(
-                    {sa.value_json: value}, synchronize_session=False)
+                n = (
+                    session.query(sa)
+                    .filter(sa.study_id == led.study._study_id, sa.key == key)
+                    .update({sa.value_json: value}, synchronize_session=False)
+                )
                 if n == 0:
                     session.add(sa(study_id=led.study._study_id, key=key, value_json=value))
         except Exception:  # a lost connection: the next beat tries again
@@ -472,28 +492,37 @@ def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
     return out
 
 
-def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s: int,
-                readonly: bool) -> optuna.Study:
+def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s: int, readonly: bool) -> optuna.Study:
     """The campaign's study; every way the storage can fail to open is a LedgerError (one line). ``readonly``:
     loaded, never created (a mistyped campaign name must not add an empty study)."""
     try:
         storage = _storage(url, heartbeat_s, grace_s, readonly)
         if not readonly:
-            return optuna.create_study(storage=storage, study_name=campaign, direction="maximize", sampler=sampler,
-                                       load_if_exists=True)
+            return optuna.create_study(
+                storage=storage, study_name=campaign, direction="maximize", sampler=sampler, load_if_exists=True
+            )
         try:
             return optuna.load_study(study_name=campaign, storage=storage, sampler=sampler)
         except KeyError:
             names = optuna.get_all_study_names(storage)
-            raise LedgerError(f"storage {safe_url(url)} holds no campaign {campaign!r} (it holds: "
-                              f"{', '.join(names[:5]) or 'none'}); check the config's campaign: name") from None
+            raise LedgerError(
+                f"storage {safe_url(url)} holds no campaign {campaign!r} (it holds: "
+                f"{', '.join(names[:5]) or 'none'}); check the config's campaign: name"
+            ) from None
     except LedgerError:
         raise
     except ImportError as e:  # no driver for this URL
-        raise LedgerError(f"cannot open the storage {safe_url(url)}: no database driver for it "
-                          f"({_first_line(e.__cause__ or e)}); for PostgreSQL: pip install psycopg2-binary") from None
-    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError,
-            ValueError) as e:
+        raise LedgerError(
+            f"cannot open the storage {safe_url(url)}: no database driver for it "
+            f"({_first_line(e.__cause__ or e)}); for PostgreSQL: pip install psycopg2-binary"
+        ) from None
+    except (
+        sqlalchemy.exc.SQLAlchemyError,
+        optuna.exceptions.StorageInternalError,
+        RuntimeError,
+        OSError,
+        ValueError,
+    ) as e:
         raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
 
 
@@ -506,17 +535,28 @@ def _first_line(e: BaseException) -> str:
 class Ledger:
     """All attempts of one campaign, stored as trials of the Optuna study named after it."""
 
-    def __init__(self, storage_url: str, campaign: str, knobs: Sequence[Knob],
-                 sampler: optuna.samplers.BaseSampler | None = None, *, shared: bool = False,
-                 heartbeat_s: int | None = None, grace_s: int | None = None, readonly: bool = False):
+    def __init__(
+        self,
+        storage_url: str,
+        campaign: str,
+        knobs: Sequence[Knob],
+        sampler: optuna.samplers.BaseSampler | None = None,
+        *,
+        shared: bool = False,
+        heartbeat_s: int | None = None,
+        grace_s: int | None = None,
+        readonly: bool = False,
+    ):
         self.storage_url = storage_url
         self.campaign = campaign
         hb, grace = heartbeat_settings()
         self.heartbeat_s = int(heartbeat_s or hb)
         self.grace_s = int(grace_s or max(grace, 2 * self.heartbeat_s))
         if self.grace_s <= self.heartbeat_s:
-            raise LedgerError(f"grace period {self.grace_s}s (EVO_GRACE_S) must exceed the heartbeat interval "
-                              f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)")
+            raise LedgerError(
+                f"grace period {self.grace_s}s (EVO_GRACE_S) must exceed the heartbeat interval "
+                f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)"
+            )
         self.readonly = readonly
         self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
         self.distributions: dict[str, CategoricalDistribution] = {
@@ -561,8 +601,7 @@ class Ledger:
         with self._session() as session:
             self._lock_study(session)
             study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
-            if any(models.StudyUserAttributeModel.find_by_study_and_key(study, k, session) is not None
-                   for k in items):
+            if any(models.StudyUserAttributeModel.find_by_study_and_key(study, k, session) is not None for k in items):
                 return False
             self._set_meta_in(session, items)
         return True
@@ -591,10 +630,17 @@ class Ledger:
         params = {k: fixed[k] for k in self.distributions if k in fixed}
         key = Genome(fixed).key
         template = FrozenTrial(
-            number=-1, state=TrialState.RUNNING, value=None, datetime_start=dt.datetime.now(),
-            datetime_complete=None, params=params, distributions={k: self.distributions[k] for k in params},
-            user_attrs={}, system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
-            intermediate_values={}, trial_id=-1,
+            number=-1,
+            state=TrialState.RUNNING,
+            value=None,
+            datetime_start=dt.datetime.now(),
+            datetime_complete=None,
+            params=params,
+            distributions={k: self.distributions[k] for k in params},
+            user_attrs={},
+            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
+            intermediate_values={},
+            trial_id=-1,
         )
         rdb = self._rdb()
         with self._session() as session:
@@ -623,8 +669,9 @@ class Ledger:
         stored one once per Ledger, not at every ask (Optuna's check reads the params table per param), and
         the rows are flushed together rather than one INSERT before each param's read of the trial.
         """
-        row = models.TrialModel(study_id=self.study._study_id, number=None, state=TrialState.RUNNING,
-                                datetime_start=template.datetime_start)
+        row = models.TrialModel(
+            study_id=self.study._study_id, number=None, state=TrialState.RUNNING, datetime_start=template.datetime_start
+        )
         session.add(row)
         session.flush()
         p = models.TrialParamModel
@@ -633,21 +680,32 @@ class Ledger:
                 dist = template.distributions[name]
                 prev = dist if name in self._checked else None
                 if prev is None:
-                    old = (session.query(p.distribution_json).join(models.TrialModel)
-                           .filter(models.TrialModel.study_id == self.study._study_id, p.param_name == name).first())
+                    old = (
+                        session.query(p.distribution_json)
+                        .join(models.TrialModel)
+                        .filter(models.TrialModel.study_id == self.study._study_id, p.param_name == name)
+                        .first()
+                    )
                     if old is not None:
                         prev = json_to_distribution(old[0])
                         check_distribution_compatibility(prev, dist)
-                rdb._set_trial_param_without_commit(session, row.trial_id, name, dist.to_internal_repr(value),
-                                                    dist, prev)
+                rdb._set_trial_param_without_commit(
+                    session, row.trial_id, name, dist.to_internal_repr(value), dist, prev
+                )
         for key, value in template.system_attrs.items():  # a new trial has none: no upsert needed
             session.add(models.TrialSystemAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value)))
         row.number = row.count_past_trials(session)
         self._checked.update(template.params)  # a stored distribution never changes: once per knob is enough
         return row.trial_id
 
-    def record(self, trial: optuna.trial.Trial, attempt: Attempt, meta: Mapping[str, Any] | None = None, *,
-               meta_max: Mapping[str, float] | None = None) -> None:
+    def record(
+        self,
+        trial: optuna.trial.Trial,
+        attempt: Attempt,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        meta_max: Mapping[str, float] | None = None,
+    ) -> None:
         """Store the attempt and finish its trial (COMPLETE with score, else FAIL) in one transaction.
 
         ``meta``: study meta that belongs to this attempt, written in the same transaction. ``meta_max``:
@@ -682,8 +740,13 @@ class Ledger:
         if self._session_key is not None:
             return
         key = SESSION_ATTR + self._token
-        mine = {**_process(), "ledger": self._token, "mode": mode, "beat": time.time(),
-                "since": dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+        mine = {
+            **_process(),
+            "ledger": self._token,
+            "mode": mode,
+            "beat": time.time(),
+            "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        }
         sa = models.StudySystemAttributeModel
         with self._session() as session:
             self._lock_study(session)  # of two runs starting at once, the second sees the first's row
@@ -703,8 +766,12 @@ class Ledger:
         self._session_key = key
         stop = threading.Event()
         self._session_stop = stop
-        threading.Thread(target=_session_beat, args=(weakref.ref(self), key, mine, self.heartbeat_s, stop),
-                         name="evo-session", daemon=True).start()
+        threading.Thread(
+            target=_session_beat,
+            args=(weakref.ref(self), key, mine, self.heartbeat_s, stop),
+            name="evo-session",
+            daemon=True,
+        ).start()
         weakref.finalize(self, stop.set)
 
     def release(self) -> None:
@@ -718,7 +785,8 @@ class Ledger:
         with contextlib.suppress(Exception):  # a lost storage: the session goes stale by itself
             with self._session() as session:
                 session.query(sa).filter(sa.study_id == self.study._study_id, sa.key == key).delete(
-                    synchronize_session=False)
+                    synchronize_session=False
+                )
 
     def _session_alive(self, other: Mapping[str, Any]) -> bool:
         for led in list(_LIVE):
@@ -736,8 +804,11 @@ class Ledger:
             if self._beat_thread is None or not self._beat_thread.is_alive():
                 stop = threading.Event()
                 self._beat_thread = threading.Thread(
-                    target=_beat, args=(weakref.ref(self), self._rdb(), self.heartbeat_s, stop),
-                    name="evo-heartbeat", daemon=True)
+                    target=_beat,
+                    args=(weakref.ref(self), self._rdb(), self.heartbeat_s, stop),
+                    name="evo-heartbeat",
+                    daemon=True,
+                )
                 weakref.finalize(self, stop.set)
                 self._beat_thread.start()
 
@@ -749,19 +820,31 @@ class Ledger:
         """A no-op UPDATE of the study row: a row lock on PostgreSQL, the database write lock on SQLite."""
         s = models.StudyModel
         session.query(s).filter(s.study_id == self.study._study_id).update(
-            {s.study_name: s.study_name}, synchronize_session=False)
+            {s.study_name: s.study_name}, synchronize_session=False
+        )
 
     def _holder(self, session: Any, key: str) -> int | None:
         """The lowest-numbered trial holding genome ``key``: RUNNING, or recorded and not interrupted."""
         t, u, sa = models.TrialModel, models.TrialUserAttributeModel, models.TrialSystemAttributeModel
         v = sqlalchemy.orm.aliased(u)
         sid, kj = self.study._study_id, json.dumps(key)
-        running = (session.query(t.number).join(sa, sa.trial_id == t.trial_id)
-                   .filter(t.study_id == sid, t.state == TrialState.RUNNING, sa.key == GENOME_KEY_ATTR,
-                           sa.value_json == kj))
-        recorded = (session.query(t.number).join(u, u.trial_id == t.trial_id).join(v, v.trial_id == t.trial_id)
-                    .filter(t.study_id == sid, u.key == "genome_key", u.value_json == kj, v.key == "verdict",
-                            v.value_json != json.dumps(INTERRUPTED)))
+        running = (
+            session.query(t.number)
+            .join(sa, sa.trial_id == t.trial_id)
+            .filter(t.study_id == sid, t.state == TrialState.RUNNING, sa.key == GENOME_KEY_ATTR, sa.value_json == kj)
+        )
+        recorded = (
+            session.query(t.number)
+            .join(u, u.trial_id == t.trial_id)
+            .join(v, v.trial_id == t.trial_id)
+            .filter(
+                t.study_id == sid,
+                u.key == "genome_key",
+                u.value_json == kj,
+                v.key == "verdict",
+                v.value_json != json.dumps(INTERRUPTED),
+            )
+        )
         numbers = [n for (n,) in running.all()] + [n for (n,) in recorded.all()]
         return min(numbers) if numbers else None
 
@@ -769,11 +852,22 @@ class Ledger:
         """RUNNING trials plus finished trials with a non-interrupted attempt."""
         t, u = models.TrialModel, models.TrialUserAttributeModel
         sid = self.study._study_id
-        running = session.query(sqlalchemy.func.count(t.trial_id)).filter(
-            t.study_id == sid, t.state == TrialState.RUNNING).scalar()
-        recorded = (session.query(sqlalchemy.func.count(t.trial_id)).join(u, u.trial_id == t.trial_id)
-                    .filter(t.study_id == sid, t.state != TrialState.RUNNING, u.key == "verdict",
-                            u.value_json != json.dumps(INTERRUPTED)).scalar())
+        running = (
+            session.query(sqlalchemy.func.count(t.trial_id))
+            .filter(t.study_id == sid, t.state == TrialState.RUNNING)
+            .scalar()
+        )
+        recorded = (
+            session.query(sqlalchemy.func.count(t.trial_id))
+            .join(u, u.trial_id == t.trial_id)
+            .filter(
+                t.study_id == sid,
+                t.state != TrialState.RUNNING,
+                u.key == "verdict",
+                u.value_json != json.dumps(INTERRUPTED),
+            )
+            .scalar()
+        )
         return int(running or 0) + int(recorded or 0)
 
     def _rdb(self) -> optuna.storages.RDBStorage:
@@ -800,16 +894,18 @@ class Ledger:
         for key, value in items.items():
             attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
             if attr is None:
-                session.add(models.StudyUserAttributeModel(study_id=study.study_id, key=key,
-                                                           value_json=json.dumps(value)))
+                session.add(
+                    models.StudyUserAttributeModel(study_id=study.study_id, key=key, value_json=json.dumps(value))
+                )
             elif replace(json.loads(attr.value_json), value):
                 attr.value_json = json.dumps(value)
 
     def _put_attrs(self, session: Any, trial_id: int, items: Sequence[tuple[str, Any]]) -> None:
         """User attrs of one trial, inserted or updated, with one read of those it has (not one per attr)."""
         u = models.TrialUserAttributeModel
-        have = {row.key: row for row in session.query(u).filter(u.trial_id == trial_id,
-                                                                u.key.in_([k for k, _ in items]))}
+        have = {
+            row.key: row for row in session.query(u).filter(u.trial_id == trial_id, u.key.in_([k for k, _ in items]))
+        }
         for key, value in items:
             if key in have:
                 have[key].value_json = json.dumps(value)
@@ -817,11 +913,21 @@ class Ledger:
                 session.add(u(trial_id=trial_id, key=key, value_json=json.dumps(value)))
 
     def _attr_items(self, attempt: Attempt) -> list[tuple[str, Any]]:
-        return [("verdict", attempt.verdict.label()), ("genome_key", attempt.genome_key),
-                (ATTEMPT_ATTR, attempt.to_json())]
+        return [
+            ("verdict", attempt.verdict.label()),
+            ("genome_key", attempt.genome_key),
+            (ATTEMPT_ATTR, attempt.to_json()),
+        ]
 
-    def _commit(self, trial_id: int, attempt: Attempt, state: TrialState | None, value: float | None,
-                meta: Mapping[str, Any] | None = None, meta_max: Mapping[str, float] | None = None) -> None:
+    def _commit(
+        self,
+        trial_id: int,
+        attempt: Attempt,
+        state: TrialState | None,
+        value: float | None,
+        meta: Mapping[str, Any] | None = None,
+        meta_max: Mapping[str, float] | None = None,
+    ) -> None:
         """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta.
 
         The final state is set only where the trial is still unfinished in this transaction (the trial row is
@@ -845,11 +951,17 @@ class Ledger:
             if state is not None:
                 if value is not None:
                     rdb._set_trial_value_without_commit(session, row, 0, value)
-                n = (session.query(t).filter(t.trial_id == trial_id,
-                                             t.state.in_([TrialState.RUNNING, TrialState.WAITING]))
-                     .update({t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
-                              t._datetime_complete_utc: dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)},
-                             synchronize_session=False))
+                n = (
+                    session.query(t)
+                    .filter(t.trial_id == trial_id, t.state.in_([TrialState.RUNNING, TrialState.WAITING]))
+                    .update(
+                        {
+                            t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
+                            t._datetime_complete_utc: dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                        },
+                        synchronize_session=False,
+                    )
+                )
                 if n != 1:
                     raise UpdateFinishedTrialError(f"trial {trial_id} was finished by another process meanwhile")
             if meta:
@@ -888,8 +1000,10 @@ class Ledger:
         if not self.damaged:
             return None
         first = min(self.damaged)
-        return (f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
-                "the other attempts are read as recorded")
+        return (
+            f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
+            "the other attempts are read as recorded"
+        )
 
     def attempts(self) -> list[Attempt]:
         """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""

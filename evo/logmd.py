@@ -127,17 +127,21 @@ def _first_resources(a: Attempt) -> str:
 
 
 # --- the log ----------------------------------------------------------------------
-def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tuple[str, float]],
-           base: Attempt | None) -> list[str]:
+def _setup(
+    attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tuple[str, float]], base: Attempt | None
+) -> list[str]:
     cfg = meta.get("config") or {}
     dev = meta.get("device") or {}
     L = ["## Setup", ""]
     L.append(f"- Device: {dev.get('name', DASH)} (uuid {dev.get('uuid', DASH)})")
-    L.append(f"- Driver {dev.get('driver', DASH)}, CUDA {dev.get('cuda', DASH)}, "
-             f"NVRTC {dev.get('nvrtc', DASH)}, arch {dev.get('arch', DASH)}")
+    L.append(
+        f"- Driver {dev.get('driver', DASH)}, CUDA {dev.get('cuda', DASH)}, "
+        f"NVRTC {dev.get('nvrtc', DASH)}, arch {dev.get('arch', DASH)}"
+    )
     if "sm_clock_mhz" in dev or "max_sm_clock_mhz" in dev:
-        L.append(f"- SM clock at start: {dev.get('sm_clock_mhz', DASH)} MHz "
-                 f"(max {dev.get('max_sm_clock_mhz', DASH)} MHz)")
+        L.append(
+            f"- SM clock at start: {dev.get('sm_clock_mhz', DASH)} MHz (max {dev.get('max_sm_clock_mhz', DASH)} MHz)"
+        )
     L += _clock_lines(attempts)
     cc = meta.get("copy_ceiling") or {}
     if cc:
@@ -145,18 +149,21 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
         if cc.get("method"):  # since session 11: the best of several trials, each trial's figures kept
             per = [max(t.get("own_kernel_tbps") or 0, t.get("copyto_tbps") or 0) for t in cc.get("trials") or []]
             how = f"; {cc['method']}" + (f", trials {min(per):.3f}-{max(per):.3f} TB/s" if per else "")
-        L.append(f"- Copy ceiling: {_num(cc.get('ceiling_tbps'))} TB/s "
-                 f"(own copy kernel {_num(cc.get('own_kernel_tbps'))} TB/s, "
-                 f"copyto {_num(cc.get('copyto_tbps'))} TB/s{how})")
+        L.append(
+            f"- Copy ceiling: {_num(cc.get('ceiling_tbps'))} TB/s "
+            f"(own copy kernel {_num(cc.get('own_kernel_tbps'))} TB/s, "
+            f"copyto {_num(cc.get('copyto_tbps'))} TB/s{how})"
+        )
     else:
         L.append(f"- Copy ceiling: {DASH}")
     nf = meta.get("noise_floor") or {}
     if nf:
-        per = ", ".join(f"{g} {v * 100:.3f}%" if isinstance(v, (int, float)) else f"{g} {DASH}"
-                        for g, v in nf.items())
+        per = ", ".join(f"{g} {v * 100:.3f}%" if isinstance(v, (int, float)) else f"{g} {DASH}" for g, v in nf.items())
         floor = meta.get("floor")
-        L.append(f"- A/A noise floor: {per}"
-                 + (f" (floor used: {floor * 100:.3f}%)" if isinstance(floor, (int, float)) else ""))
+        L.append(
+            f"- A/A noise floor: {per}"
+            + (f" (floor used: {floor * 100:.3f}%)" if isinstance(floor, (int, float)) else "")
+        )
     else:
         L.append(f"- A/A noise floor: {DASH}")
     sessions = meta.get("sessions") or []
@@ -164,8 +171,9 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
         L.append("- Sessions (the floor is measured again at every start; each session's attempts use its own):")
         for s in sessions:
             per = ", ".join(f"{g} {v * 100:.3f}%" for g, v in (s.get("floors") or {}).items())
-            L.append(f"  - {s.get('at', DASH)} ({s.get('backend', DASH)}): {per}; threshold "
-                     f"{_num(s.get('threshold'), 4)}")
+            L.append(
+                f"  - {s.get('at', DASH)} ({s.get('backend', DASH)}): {per}; threshold {_num(s.get('threshold'), 4)}"
+            )
     gates = cfg.get("gates")
     if isinstance(gates, Mapping) and gates:
         L.append("- Gates:")
@@ -177,9 +185,11 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
     L.append(f"- Backend: {meta.get('backend') or cfg.get('backend') or DASH}")
     perf = gates.get("perf") if isinstance(gates, Mapping) else None
     if isinstance(perf, Mapping) and perf.get("launch", "plain") != "plain":
-        L.append(f"- Launches: {perf['launch']} (gates.perf.launch): programmatic dependent launch for the kernels the "
-                 "family calls PDL-safe, so each may overlap the launch before it; the others plainly. Each timing's "
-                 "method names every part's launch")
+        L.append(
+            f"- Launches: {perf['launch']} (gates.perf.launch): programmatic dependent launch for the kernels the "
+            "family calls PDL-safe, so each may overlap the launch before it; the others plainly. Each timing's "
+            "method names every part's launch"
+        )
     L.append(f"- Started: {meta.get('started_at') or DASH}; elapsed {_elapsed(meta.get('elapsed_s'))}")
     if cfg.get("command"):
         L.append(f"- Command: `{cfg['command']}`")
@@ -192,6 +202,7 @@ def _setup(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tup
 
 def _clock_lines(attempts: Sequence[Attempt]) -> list[str]:
     """SM clock ranges and throttling seen across attempts (keys are optional)."""
+
     def rng(key: str) -> tuple[float, float] | None:
         vals = [a.device[key] for a in attempts if isinstance(a.device.get(key), (int, float))]
         return (min(vals), max(vals)) if vals else None
@@ -199,21 +210,29 @@ def _clock_lines(attempts: Sequence[Attempt]) -> list[str]:
     out: list[str] = []
     ends = [r for r in (rng("sm_mhz_min"), rng("sm_mhz_max")) if r]
     if ends:
-        out.append(f"- SM clock while measuring: {min(r[0] for r in ends):g}–{max(r[1] for r in ends):g} MHz "
-                   f"(lowest per-attempt minimum to highest maximum)")
+        out.append(
+            f"- SM clock while measuring: {min(r[0] for r in ends):g}–{max(r[1] for r in ends):g} MHz "
+            f"(lowest per-attempt minimum to highest maximum)"
+        )
     for key in ("sm_mhz_before", "sm_mhz_after"):
         r = rng(key)
         if r:
             out.append(f"- SM clock {key.rsplit('_', 1)[1]} measuring: {r[0]:g}–{r[1]:g} MHz")
-    thr = [a.device["throttled_samples"] for a in attempts
-           if isinstance(a.device.get("throttled_samples"), (int, float))]
+    thr = [
+        a.device["throttled_samples"] for a in attempts if isinstance(a.device.get("throttled_samples"), (int, float))
+    ]
     if thr:
         out.append(f"- Throttled samples: {sum(thr):g} in {sum(1 for t in thr if t)} of {len(thr)} attempts")
     return out
 
 
-def _peer(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tuple[str, float]],
-          chain: list[Attempt], base: Attempt | None) -> list[str]:
+def _peer(
+    attempts: Sequence[Attempt],
+    meta: Mapping[str, Any],
+    geoms: list[tuple[str, float]],
+    chain: list[Attempt],
+    base: Attempt | None,
+) -> list[str]:
     peer = meta.get("peer_torch_compile") or {}
     rows = []
     for g, w in geoms:
@@ -226,13 +245,15 @@ def _peer(attempts: Sequence[Attempt], meta: Mapping[str, Any], geoms: list[tupl
             tc = DASH
         times = [a.timings[g].median_us for a in chain if g in a.timings]
         best = min(times) if times else None
-        ratio = (f"{p['median_us'] / best:.3f}x" if best and isinstance(p.get("median_us"), (int, float))
-                 else DASH)
+        ratio = f"{p['median_us'] / best:.3f}x" if best and isinstance(p.get("median_us"), (int, float)) else DASH
         base_us = base.timings[g].median_us if base and g in base.timings else None
         rows.append([_gname(g, w), tc, _us(base_us), _us(best), ratio])
-    return ["## Peer", "",
-            *_table(["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs",
-                     "Champion vs torch.compile"], rows), ""]
+    return [
+        "## Peer",
+        "",
+        *_table(["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"], rows),
+        "",
+    ]
 
 
 def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
@@ -244,19 +265,44 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
             t = a.timings.get(g)
             sp, sb = a.speedup_vs_parent.get(g), a.speedup_vs_baseline.get(g)
             roof = a.roofline_pct.get(g)
-            rows.append([step, f"#{a.id}", _gname(g, w), change, _us(t.median_us if t else None),
-                         sp.fmt() if sp else DASH, sb.fmt() if sb else DASH,
-                         # the time as a multiple of the HBM floor for the bytes moved (copy ceiling = 1x)
-                         f"{roof:.1f}% ({100.0 / roof:.2f}x floor)" if isinstance(roof, (int, float)) and roof > 0
-                         else DASH, _output(a, chain[0], g)])
+            rows.append(
+                [
+                    step,
+                    f"#{a.id}",
+                    _gname(g, w),
+                    change,
+                    _us(t.median_us if t else None),
+                    sp.fmt() if sp else DASH,
+                    sb.fmt() if sb else DASH,
+                    # the time as a multiple of the HBM floor for the bytes moved (copy ceiling = 1x)
+                    f"{roof:.1f}% ({100.0 / roof:.2f}x floor)" if isinstance(roof, (int, float)) and roof > 0 else DASH,
+                    _output(a, chain[0], g),
+                ]
+            )
         prev = a
     L = ["## Accepted steps", ""]
     if not chain:
         return L + ["No baseline or accepted attempt yet.", ""]
     if len(chain) == 1 and chain[0].verdict.status == BASELINE:
         L += ["No step accepted yet; the baseline is the champion.", ""]
-    return L + _table(["Step", "Attempt", "Geometry", "Change", "Time µs", "Step speedup",
-                       "vs baseline", "% copy ceiling", "Output vs baseline"], rows) + [""]
+    return (
+        L
+        + _table(
+            [
+                "Step",
+                "Attempt",
+                "Geometry",
+                "Change",
+                "Time µs",
+                "Step speedup",
+                "vs baseline",
+                "% copy ceiling",
+                "Output vs baseline",
+            ],
+            rows,
+        )
+        + [""]
+    )
 
 
 def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
@@ -264,13 +310,19 @@ def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
     checks = meta.get("ceiling_checks") or []
     if not checks:
         return []
-    L = ["## Champion against the copy ceiling", "",
-         "Measured side by side at the end of each run (the steps' \"% copy ceiling\" divides by the ceiling measured "
-         "once at the campaign's start):", ""]
+    L = [
+        "## Champion against the copy ceiling",
+        "",
+        'Measured side by side at the end of each run (the steps\' "% copy ceiling" divides by the ceiling measured '
+        "once at the campaign's start):",
+        "",
+    ]
     for c in checks:
         sim = " (simulated from recorded H200 measurements)" if c.get("simulated") else ""
-        L.append(f"- {c.get('at', DASH)}, champion #{c.get('champion', DASH)} on the {c.get('backend', DASH)} backend"
-                 f"{sim}: {c.get('method', DASH)}")
+        L.append(
+            f"- {c.get('at', DASH)}, champion #{c.get('champion', DASH)} on the {c.get('backend', DASH)} backend"
+            f"{sim}: {c.get('method', DASH)}"
+        )
         L += [f"  - {line}" for line in ceiling_describe(c)]
     return L + [""]
 
@@ -282,7 +334,9 @@ def _output(a: Attempt, base: Attempt, g: str) -> str:
     mine, ref = a.output_hashes.get(g), base.output_hashes.get(g)
     if mine and ref and mine == ref:
         return "bit-identical"
-    errs = [v for k, v in (a.error_vs_ref.get(g) or {}).items() if k.endswith("rel_err") and isinstance(v, (int, float))]
+    errs = [
+        v for k, v in (a.error_vs_ref.get(g) or {}).items() if k.endswith("rel_err") and isinstance(v, (int, float))
+    ]
     if mine and ref:
         return f"tolerance: rel err {max(errs):.2e}" if errs else "tolerance"
     return DASH
@@ -300,19 +354,35 @@ def _decode_steps(chain: list[Attempt]) -> list[str]:
             continue
         obs = b.get("observed")
         resid = (obs - (b["bound"] - 1.0)) if isinstance(obs, (int, float)) else None
-        rows.append([i, f"#{a.id}", f"{b['kernel_speedup']:.3f}x ({b['geometry']})", f"{b['share']:.1%}",
-                     f"+{(b['bound'] - 1) * 100:.2f}%",
-                     f"{obs * 100:+.2f}%" if isinstance(obs, (int, float)) else DASH,
-                     f"{resid * 100:+.2f}%" if resid is not None else DASH,
-                     "yes" if b.get("claim") else "no: kernel-only"])
+        rows.append(
+            [
+                i,
+                f"#{a.id}",
+                f"{b['kernel_speedup']:.3f}x ({b['geometry']})",
+                f"{b['share']:.1%}",
+                f"+{(b['bound'] - 1) * 100:.2f}%",
+                f"{obs * 100:+.2f}%" if isinstance(obs, (int, float)) else DASH,
+                f"{resid * 100:+.2f}%" if resid is not None else DASH,
+                "yes" if b.get("claim") else "no: kernel-only",
+            ]
+        )
     last = steps[-1].bound
-    return (["## Decode bound", "",
-             f"Profile {last.get('profile', DASH)}; decode noise floor {last.get('decode_floor', 0):.2%}. "
-             f"Cumulative kernel {last['cumulative_kernel']:.3f}x predicts at most "
-             f"+{(last['predicted_decode'] - 1) * 100:.2f}% decode. Observed gains come only from a configured "
-             "end-to-end command; none is shown where none ran.", ""]
-            + _table(["Step", "Attempt", "Kernel speedup", "Share before", "Step bound", "Observed", "Residual",
-                      "E2E claim"], rows) + [""])
+    return (
+        [
+            "## Decode bound",
+            "",
+            f"Profile {last.get('profile', DASH)}; decode noise floor {last.get('decode_floor', 0):.2%}. "
+            f"Cumulative kernel {last['cumulative_kernel']:.3f}x predicts at most "
+            f"+{(last['predicted_decode'] - 1) * 100:.2f}% decode. Observed gains come only from a configured "
+            "end-to-end command; none is shown where none ran.",
+            "",
+        ]
+        + _table(
+            ["Step", "Attempt", "Kernel speedup", "Share before", "Step bound", "Observed", "Residual", "E2E claim"],
+            rows,
+        )
+        + [""]
+    )
 
 
 def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt]) -> list[str]:
@@ -320,11 +390,26 @@ def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt]) -> list[str]
     for a in attempts:
         parent = by_id.get(a.parent_id) if a.parent_id is not None else None
         change = "baseline" if a.verdict.status == BASELINE else _change(a, parent.genome if parent else None)
-        rows.append([f"#{a.id}", a.origin, change, a.verdict.label(), a.verdict.reason,
-                     _num(a.score), _first_resources(a), _num(a.compile_s, 2)])
-    return ["## All attempts", "",
-            *_table(["Id", "Origin", "Change vs parent", "Verdict", "Reason", "Score",
-                     "Regs/stack/spills", "Compile s"], rows), ""]
+        rows.append(
+            [
+                f"#{a.id}",
+                a.origin,
+                change,
+                a.verdict.label(),
+                a.verdict.reason,
+                _num(a.score),
+                _first_resources(a),
+                _num(a.compile_s, 2),
+            ]
+        )
+    return [
+        "## All attempts",
+        "",
+        *_table(
+            ["Id", "Origin", "Change vs parent", "Verdict", "Reason", "Score", "Regs/stack/spills", "Compile s"], rows
+        ),
+        "",
+    ]
 
 
 def rejected_ideas(attempts: Sequence[Attempt], meta: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -348,15 +433,29 @@ def rejected_ideas(attempts: Sequence[Attempt], meta: Mapping[str, Any] | None =
 
 
 def _rejected(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]:
-    L = ["## Rejected ideas", "",
-         "These were tried and failed a gate; re-try them only if the hardware or the gates "
-         "changed (`evo replay`, later).", ""]
+    L = [
+        "## Rejected ideas",
+        "",
+        "These were tried and failed a gate; re-try them only if the hardware or the gates "
+        "changed (`evo replay`, later).",
+        "",
+    ]
     groups = rejected_ideas(attempts, meta)
     if not groups:
         return L + ["None yet.", ""]
-    rows = [[g["change"], g["count"], ", ".join(f"{k} ×{n}" for k, n in g["gates"].most_common()),
-             " / ".join(g["reasons"]) or DASH, ", ".join(f"#{i}" for i in g["ids"])] for g in groups]
-    return L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""] + _rejected_sources(attempts, meta)
+    rows = [
+        [
+            g["change"],
+            g["count"],
+            ", ".join(f"{k} ×{n}" for k, n in g["gates"].most_common()),
+            " / ".join(g["reasons"]) or DASH,
+            ", ".join(f"#{i}" for i in g["ids"]),
+        ]
+        for g in groups
+    ]
+    return (
+        L + _table(["Change", "Attempts", "Gates", "Reasons", "Ids"], rows) + [""] + _rejected_sources(attempts, meta)
+    )
 
 
 def _rejected_sources(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]:
@@ -372,12 +471,27 @@ def _rejected_sources(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> l
             title, why = (idea.title, idea.rationale) if idea else (e.slug, DASH)
         else:
             title, _, why = e.change.partition(": ")
-        rows.append([e.slug or "(outside answer)", _short(title, 100), _short(why or DASH, 240), e.verdict,
-                     _short(e.reason, 240), f"#{e.attempt}"])
-    return (["### Source-level ideas", "",
-             "Patches that switched an idea on (or outside answers that never became one) and did not make it, "
-             "with the idea's own rationale and the reason it was turned down.", ""]
-            + _table(["Idea", "Title", "Rationale", "Verdict", "Reason", "Id"], rows) + [""])
+        rows.append(
+            [
+                e.slug or "(outside answer)",
+                _short(title, 100),
+                _short(why or DASH, 240),
+                e.verdict,
+                _short(e.reason, 240),
+                f"#{e.attempt}",
+            ]
+        )
+    return (
+        [
+            "### Source-level ideas",
+            "",
+            "Patches that switched an idea on (or outside answers that never became one) and did not make it, "
+            "with the idea's own rationale and the reason it was turned down.",
+            "",
+        ]
+        + _table(["Idea", "Title", "Rationale", "Verdict", "Reason", "Id"], rows)
+        + [""]
+    )
 
 
 def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
@@ -387,16 +501,22 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
         return []
     aa = sc.get("aa") or {}
     L = ["## Self-check", "", f"Run {sc.get('at', DASH)} on the {sc.get('backend', DASH)} backend.", ""]
-    L.append(f"- A/A acceptance: {aa.get('accepted', DASH)} of {aa.get('evaluations', DASH)} perf-gate evaluations "
-             f"of the baseline against a copy of itself accepted ({aa.get('rounds_each', DASH)} pairs each); highest "
-             f"lower bound {_num(aa.get('max_lower_bound'), 4)} against a threshold of {_num(aa.get('threshold'), 4)}"
-             f" (floor {_num((aa.get('floor') or 0) * 100, 3)}%)")
+    L.append(
+        f"- A/A acceptance: {aa.get('accepted', DASH)} of {aa.get('evaluations', DASH)} perf-gate evaluations "
+        f"of the baseline against a copy of itself accepted ({aa.get('rounds_each', DASH)} pairs each); highest "
+        f"lower bound {_num(aa.get('max_lower_bound'), 4)} against a threshold of {_num(aa.get('threshold'), 4)}"
+        f" (floor {_num((aa.get('floor') or 0) * 100, 3)}%)"
+    )
     for title, v in (sc.get("faults") or {}).items():
         at = f" (attempt #{v['attempt']})" if "attempt" in v else ""
         ok = {True: "right verdict", False: f"WRONG: expected {v.get('expected')}", None: "needs a GPU"}.get(
-            v.get("ok"), "")
-        L.append(f"- Fault \"{_cell(title)}\"{at}: {v.get('verdict', DASH)}" + (f" ({ok})" if ok else "")
-                 + f": {_cell(_short(v.get('reason', ''), 240))}")
+            v.get("ok"), ""
+        )
+        L.append(
+            f'- Fault "{_cell(title)}"{at}: {v.get("verdict", DASH)}'
+            + (f" ({ok})" if ok else "")
+            + f": {_cell(_short(v.get('reason', ''), 240))}"
+        )
     return L + [""]
 
 
@@ -407,18 +527,22 @@ def _sanitizer(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
     rec = meta.get("sanitizer")
     L = ["## Sanitizer", ""]
     if not isinstance(rec, Mapping) or not rec:
-        why = ("the campaign ran on the recorded backend (simulated from recorded H200 measurements); "
-               "compute-sanitizer needs a GPU" if meta.get("simulated") else
-               "no pass recorded (`evo run` makes one on the GPU backend where compute-sanitizer is installed; "
-               "`evo sanitize <config>` runs one on demand)")
+        why = (
+            "the campaign ran on the recorded backend (simulated from recorded H200 measurements); "
+            "compute-sanitizer needs a GPU"
+            if meta.get("simulated")
+            else "no pass recorded (`evo run` makes one on the GPU backend where compute-sanitizer is installed; "
+            "`evo sanitize <config>` runs one on demand)"
+        )
         return L + [f"Sanitizer not run: {why}.", ""]
     if "skipped" in rec:
         return L + [f"Sanitizer not run: {rec['skipped']} ({rec.get('at', DASH)}).", ""]
     aid, cid = rec.get("attempt_id"), rec.get("champion_id")
-    who = f"attempt #{aid}" + (" (the champion)" if aid == cid else f" (champion then: #{cid})" if cid is not None
-                               else "")
+    who = f"attempt #{aid}" + (
+        " (the champion)" if aid == cid else f" (champion then: #{cid})" if cid is not None else ""
+    )
     if rec.get("fault"):
-        who += f" with fault \"{rec['fault']}\""
+        who += f' with fault "{rec["fault"]}"'
     L.append(f"compute-sanitizer {rec.get('version') or DASH} on {who}, {rec.get('at', DASH)}.")
     if chain and aid is not None and chain[-1].id != aid and aid == cid:
         L.append(f"The champion is now #{chain[-1].id}; this pass checked #{aid} (`evo sanitize` checks the new one).")
@@ -459,9 +583,14 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
     L += _setup(attempts, meta, geoms, base)
     L += _peer(attempts, meta, geoms, chain, base)
     if plot is not None:
-        L += ["## Convergence", "",
-              f"![Convergence: champion against attempts]({plot})" if plot
-              else "(convergence plot skipped: matplotlib is not installed)", ""]
+        L += [
+            "## Convergence",
+            "",
+            f"![Convergence: champion against attempts]({plot})"
+            if plot
+            else "(convergence plot skipped: matplotlib is not installed)",
+            "",
+        ]
     L += _steps(chain, geoms)
     L += _ceiling_checks(meta)
     L += _decode_steps(chain)

@@ -44,8 +44,9 @@ class Prefetcher:
 
     def __init__(self, config_path: str, arch: str, workers: int = 1):
         # spawn: the campaign process may hold threads (rich, the worker pipe) that fork would copy mid-state
-        self._pool = cf.ProcessPoolExecutor(workers, mp.get_context("spawn"), initializer=_init,
-                                            initargs=(config_path, arch))
+        self._pool = cf.ProcessPoolExecutor(
+            workers, mp.get_context("spawn"), initializer=_init, initargs=(config_path, arch)
+        )
         self._jobs: dict[str, cf.Future] = {}
 
     @staticmethod

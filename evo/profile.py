@@ -42,13 +42,23 @@ class Profile:
         """Share of decode time of every profiled kernel whose name contains ``kernel``."""
         hit = sum(t for name, t in self.times.items() if kernel in name)
         if hit == 0:
-            raise ProfileError(f"kernel {kernel!r} is not in the profile {self.source} "
-                               f"(names: {', '.join(sorted(self.times)[:8])}...)")
+            raise ProfileError(
+                f"kernel {kernel!r} is not in the profile {self.source} (names: {', '.join(sorted(self.times)[:8])}...)"
+            )
         return hit / self.total
 
 
-_TIME_COLUMNS = ("Total Time (ns)", "Self CUDA total (us)", "CUDA total (us)", "Self CUDA", "CUDA total",
-                 "self_device_time_total", "device_time_total", "cuda_time_total", "self_cuda_time_total")
+_TIME_COLUMNS = (
+    "Total Time (ns)",
+    "Self CUDA total (us)",
+    "CUDA total (us)",
+    "Self CUDA",
+    "CUDA total",
+    "self_device_time_total",
+    "device_time_total",
+    "cuda_time_total",
+    "self_cuda_time_total",
+)
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -36,7 +36,7 @@ class Progress:
         self._live: Live | None = None
         self._baseline: dict[str, Any] = {}
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live_mode:
             self._live = Live(self.render(), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()
@@ -63,9 +63,12 @@ class Progress:
             change = describe_change(a.genome, self._baseline) if self._baseline else ""
             # markup=False: rich took "[simulated]" (and any [..] in a reason) for a style tag and dropped it.
             sim = " [simulated from recorded H200 measurements]" if self.simulated else ""
-            self.console.print(f"#{a.id:<4} {a.verdict.label():<22} {_short(change, 60):<60} "
-                               f"{_short(a.verdict.reason, 110)}{sim}", highlight=False, soft_wrap=True,
-                               markup=False)
+            self.console.print(
+                f"#{a.id:<4} {a.verdict.label():<22} {_short(change, 60):<60} {_short(a.verdict.reason, 110)}{sim}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
 
     def render(self) -> Panel:
         head = Table.grid(padding=(0, 2))
@@ -82,7 +85,9 @@ class Progress:
         recent = Table("#", "verdict", "origin", "reason", box=None, show_edge=False)
         for a in reversed(self.recent):
             style = "green" if a.verdict.status == ACCEPTED else ("red" if a.verdict.status == "error" else None)
-            recent.add_row(str(a.id), a.verdict.label(), _short(a.origin, 50), _short(a.verdict.reason, 80), style=style)
+            recent.add_row(
+                str(a.id), a.verdict.label(), _short(a.origin, 50), _short(a.verdict.reason, 80), style=style
+            )
         title = "evo" + (" — simulated from recorded H200 measurements" if self.simulated else "")
         return Panel(Group(head, recent), title=title)
 

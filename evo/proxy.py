@@ -65,13 +65,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--genome-file", type=Path, default=None, help="JSON {family: {knob: value}}")
     p.add_argument("--backend", choices=("auto", "gpu", "reference"), default="auto")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="where the reference backend runs (gpu always runs on cuda)")
-    p.add_argument("--graph", action=argparse.BooleanOptionalAction, default=True,
-                   help="on CUDA, replay one decode step as a CUDA graph (default on)")
+    p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the reference backend runs (gpu always runs on cuda)",
+    )
+    p.add_argument(
+        "--graph",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on CUDA, replay one decode step as a CUDA graph (default on)",
+    )
     p.add_argument("--profile-out", type=Path, default=None, help="CSV of time per decode step per op")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: steadier and faster for this small model on a busy host)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: steadier and faster for this small model on a busy host)",
+    )
     return p
 
 
@@ -127,19 +139,21 @@ class Model:
         self.hc_scale = (torch.rand((1, HC, 1), generator=g) + 0.5).to(device)
         self.layers = []
         for _ in range(layers):
-            self.layers.append({
-                "fn": rnd(MIX, H4, scale=H4 ** -0.5),
-                "scale": (torch.rand(3, generator=g) + 0.5).to(device),
-                "base": rnd(MIX, scale=0.5),
-                "norm": (torch.rand(H, generator=g) + 0.5).to(device),
-                "router": rnd(EXPERTS, H, scale=H ** -0.5),
-                "w_gate": rnd(EXPERTS, self.I, H, scale=H ** -0.5),
-                "w_up": rnd(EXPERTS, self.I, H, scale=H ** -0.5),
-                "w_down": rnd(EXPERTS, H, self.I, scale=self.I ** -0.5),
-                "state": torch.zeros((1, H), device=device),
-            })
+            self.layers.append(
+                {
+                    "fn": rnd(MIX, H4, scale=H4**-0.5),
+                    "scale": (torch.rand(3, generator=g) + 0.5).to(device),
+                    "base": rnd(MIX, scale=0.5),
+                    "norm": (torch.rand(H, generator=g) + 0.5).to(device),
+                    "router": rnd(EXPERTS, H, scale=H**-0.5),
+                    "w_gate": rnd(EXPERTS, self.I, H, scale=H**-0.5),
+                    "w_up": rnd(EXPERTS, self.I, H, scale=H**-0.5),
+                    "w_down": rnd(EXPERTS, H, self.I, scale=self.I**-0.5),
+                    "state": torch.zeros((1, H), device=device),
+                }
+            )
         self.final_norm = (torch.rand(H, generator=g) + 0.5).to(device)
-        self.lm_head = rnd(vocab, H, scale=H ** -0.5)
+        self.lm_head = rnd(vocab, H, scale=H**-0.5)
         self.prompt = torch.randint(vocab, (PROMPT_LEN,), generator=g).tolist()
         # static buffers
         f32, bf16 = torch.float32, torch.bfloat16
@@ -147,16 +161,23 @@ class Model:
         self.residual = torch.zeros((1, HC, H), dtype=bf16, device=device)
         self.dot_mix = torch.zeros((1, 1, MIX), dtype=f32, device=device)
         self.sqrsum = torch.zeros((1, 1), dtype=f32, device=device)
-        self.outs = {"post_mix": torch.zeros((1, HC), dtype=f32, device=device),
-                     "comb_mix": torch.zeros((1, HC, HC), dtype=f32, device=device),
-                     "layer_input": torch.zeros((1, H), dtype=bf16, device=device)}
+        self.outs = {
+            "post_mix": torch.zeros((1, HC), dtype=f32, device=device),
+            "comb_mix": torch.zeros((1, HC, HC), dtype=f32, device=device),
+            "layer_input": torch.zeros((1, H), dtype=bf16, device=device),
+        }
         self.fuse = None  # callable(layer index): fills self.outs from dot_mix/sqrsum/residual
         self.profiling = False
 
     def fuse_inputs(self, i: int) -> dict[str, Any]:
         lay = self.layers[i]
-        return {"dot_mix": self.dot_mix, "sqrsum": self.sqrsum, "residual": self.residual,
-                "scale": lay["scale"], "base": lay["base"]}
+        return {
+            "dot_mix": self.dot_mix,
+            "sqrsum": self.sqrsum,
+            "residual": self.residual,
+            "scale": lay["scale"],
+            "base": lay["base"],
+        }
 
     def reset(self) -> None:
         for lay in self.layers:
@@ -265,7 +286,7 @@ def decode(model: Model, n: int, step) -> tuple[list[int], float]:
     t0 = time.perf_counter()
     for i in range(n):
         step()
-        out[i:i + 1].copy_(model.tok)
+        out[i : i + 1].copy_(model.tok)
     if cuda:
         torch.cuda.synchronize()
     secs = time.perf_counter() - t0
@@ -393,23 +414,32 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     with torch.inference_mode():
         model = Model(args.layers, args.hidden, args.vocab, args.seed, device)
-        model.fuse = gpu_fuse(model, family, geometry, genome) if backend == "gpu" else \
-            reference_fuse(model, family, geometry)
+        model.fuse = (
+            gpu_fuse(model, family, geometry, genome) if backend == "gpu" else reference_fuse(model, family, geometry)
+        )
         use_graph = device.type == "cuda" and args.graph
         step = graph_step(model) if use_graph else model.step
         decode(model, min(2, args.tokens), step)  # warm-up (compiled modules, allocator, clocks)
         tokens, secs = decode(model, args.tokens, step)
-        print(f"# evo.proxy: backend={backend} device={device.type} graph={int(use_graph)} layers={args.layers} "
-              f"H={args.hidden} vocab={args.vocab} seed={args.seed} genome={genome.key}", file=sys.stderr)
+        print(
+            f"# evo.proxy: backend={backend} device={device.type} graph={int(use_graph)} layers={args.layers} "
+            f"H={args.hidden} vocab={args.vocab} seed={args.seed} genome={genome.key}",
+            file=sys.stderr,
+        )
         if args.profile_out is not None:
             ptokens, per_step = profile(model, args.tokens, args.profile_out, kernel_rows=backend == "gpu")
             if ptokens != tokens:
-                print("evo.proxy: error: the profiled (eager) decode generated other tokens than the timed one",
-                      file=sys.stderr)
+                print(
+                    "evo.proxy: error: the profiled (eager) decode generated other tokens than the timed one",
+                    file=sys.stderr,
+                )
                 return 3
             total = sum(per_step.values()) or 1.0
-            print(f"# profile: {args.profile_out}: {FAMILY_NAME} {per_step[FAMILY_NAME] / total:.2%} of "
-                  f"{total / 1000:.1f} us per step", file=sys.stderr)
+            print(
+                f"# profile: {args.profile_out}: {FAMILY_NAME} {per_step[FAMILY_NAME] / total:.2%} of "
+                f"{total / 1000:.1f} us per step",
+                file=sys.stderr,
+            )
     print(f"tokens/s: {args.tokens / secs:.3f}")
     print(f"sha256: {token_hash(tokens)}")
     return 0

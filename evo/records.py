@@ -123,17 +123,17 @@ class Verdict:
         object.__setattr__(self, "detail", dict(self.detail or {}))
 
     @classmethod
-    def accepted(cls, reason: str, detail: Mapping[str, Any] | None = None) -> "Verdict":
+    def accepted(cls, reason: str, detail: Mapping[str, Any] | None = None) -> Verdict:
         return cls(ACCEPTED, "perf", reason, None, Code.PERF_ACCEPTED, dict(detail or {}))
 
     @classmethod
-    def rejected(cls, gate: str, reason: str, code: Code = Code.UNSPECIFIED,
-                 detail: Mapping[str, Any] | None = None) -> "Verdict":
+    def rejected(
+        cls, gate: str, reason: str, code: Code = Code.UNSPECIFIED, detail: Mapping[str, Any] | None = None
+    ) -> Verdict:
         return cls(REJECTED, gate, reason, None, code, dict(detail or {}))
 
     @classmethod
-    def error(cls, kind: str, reason: str, gate: str | None = None,
-              detail: Mapping[str, Any] | None = None) -> "Verdict":
+    def error(cls, kind: str, reason: str, gate: str | None = None, detail: Mapping[str, Any] | None = None) -> Verdict:
         return cls(ERROR, gate, reason, kind, error_code(kind), dict(detail or {}))
 
     @property
@@ -153,29 +153,37 @@ PASS = Verdict("pass", code=Code.PASS)
 
 _KNOBS_RE = re.compile(r"^(?P<knobs>.*?) changes the summation order at (?P<geometry>\S+?);")
 _LEGACY: dict[str | None, list[tuple[re.Pattern[str], Code]]] = {
-    "static": [(re.compile(r"registers > limit"), Code.STATIC_REGISTERS),
-               (re.compile(r"^spills "), Code.STATIC_SPILLS),
-               (re.compile(r"stack frame"), Code.STATIC_STACK),
-               (re.compile(r"^identical SASS to attempt #(?P<attempt>\d+)"), Code.STATIC_IDENTICAL_SASS)],
-    "correctness": [(_KNOBS_RE, Code.CORRECTNESS_INEXACT_KNOB),
-                    (re.compile(r"^after timing: "), Code.CORRECTNESS_RECHECK),
-                    (re.compile(r"^wrote past the bounds"), Code.CORRECTNESS_OOB),
-                    (re.compile(r"NaN/Inf values"), Code.CORRECTNESS_NONFINITE),
-                    (re.compile(r"never written"), Code.CORRECTNESS_UNWRITTEN),
-                    (re.compile(r"^race: "), Code.CORRECTNESS_RACE),
-                    (re.compile(r"differs and no float64 error"), Code.CORRECTNESS_NO_FLOAT64),
-                    (re.compile(r"^hash of .* differs"), Code.CORRECTNESS_HASH),
-                    (re.compile(r"^error vs float64"), Code.CORRECTNESS_TOLERANCE)],
-    "perf": [(re.compile(r"^physics: .* at (?P<geometry>\S+) implies"), Code.PERF_PHYSICS),
-             (re.compile(r"^slower than the champion at (?P<geometry>\S+) in all of the first (?P<after>\d+) pairs"),
-              Code.PERF_EARLY_STOP),
-             (re.compile(r"^slower than the baseline at (?P<geometry>[^:\s]+)"), Code.PERF_WATCHED_BASELINE),
-             (re.compile(r"^slower at (?P<geometry>[^:\s]+):.*watched slack"), Code.PERF_WATCHED),
-             (re.compile(r"^slower at (?P<geometry>[^:\s]+):"), Code.PERF_SLOWER),
-             (re.compile(r"^not faster at (?P<geometry>[^:\s]+):"), Code.PERF_NOT_FASTER),
-             (re.compile(r"^weighted speedup "), Code.PERF_NOT_FASTER),
-             (re.compile(r"^no samples"), Code.PERF_NO_SAMPLES),
-             (re.compile(r"unthrottled pairs at (?P<geometry>\S+)"), Code.PERF_TOO_FEW_PAIRS)],
+    "static": [
+        (re.compile(r"registers > limit"), Code.STATIC_REGISTERS),
+        (re.compile(r"^spills "), Code.STATIC_SPILLS),
+        (re.compile(r"stack frame"), Code.STATIC_STACK),
+        (re.compile(r"^identical SASS to attempt #(?P<attempt>\d+)"), Code.STATIC_IDENTICAL_SASS),
+    ],
+    "correctness": [
+        (_KNOBS_RE, Code.CORRECTNESS_INEXACT_KNOB),
+        (re.compile(r"^after timing: "), Code.CORRECTNESS_RECHECK),
+        (re.compile(r"^wrote past the bounds"), Code.CORRECTNESS_OOB),
+        (re.compile(r"NaN/Inf values"), Code.CORRECTNESS_NONFINITE),
+        (re.compile(r"never written"), Code.CORRECTNESS_UNWRITTEN),
+        (re.compile(r"^race: "), Code.CORRECTNESS_RACE),
+        (re.compile(r"differs and no float64 error"), Code.CORRECTNESS_NO_FLOAT64),
+        (re.compile(r"^hash of .* differs"), Code.CORRECTNESS_HASH),
+        (re.compile(r"^error vs float64"), Code.CORRECTNESS_TOLERANCE),
+    ],
+    "perf": [
+        (re.compile(r"^physics: .* at (?P<geometry>\S+) implies"), Code.PERF_PHYSICS),
+        (
+            re.compile(r"^slower than the champion at (?P<geometry>\S+) in all of the first (?P<after>\d+) pairs"),
+            Code.PERF_EARLY_STOP,
+        ),
+        (re.compile(r"^slower than the baseline at (?P<geometry>[^:\s]+)"), Code.PERF_WATCHED_BASELINE),
+        (re.compile(r"^slower at (?P<geometry>[^:\s]+):.*watched slack"), Code.PERF_WATCHED),
+        (re.compile(r"^slower at (?P<geometry>[^:\s]+):"), Code.PERF_SLOWER),
+        (re.compile(r"^not faster at (?P<geometry>[^:\s]+):"), Code.PERF_NOT_FASTER),
+        (re.compile(r"^weighted speedup "), Code.PERF_NOT_FASTER),
+        (re.compile(r"^no samples"), Code.PERF_NO_SAMPLES),
+        (re.compile(r"unthrottled pairs at (?P<geometry>\S+)"), Code.PERF_TOO_FEW_PAIRS),
+    ],
     "e2e": [(re.compile(r""), Code.E2E_TOKENS)],
 }
 
@@ -295,7 +303,7 @@ class Attempt:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Attempt":
+    def from_json(cls, text: str) -> Attempt:
         d = json.loads(text)
         d["verdict"] = verdict_from_dict(d["verdict"])
         d["resources"] = {k: Resources(**v) for k, v in d.get("resources", {}).items()}

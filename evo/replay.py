@@ -9,7 +9,7 @@ from evo.proposers import Proposal
 from evo.records import Attempt
 
 
-def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
+def replay(camp: Campaign, *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:
     """Re-judge rejected attempts on this machine with today's gates; each new attempt links its original.
 
     ``gate`` keeps only attempts rejected by that gate (or errors of that kind); ``ids`` only those attempts.
@@ -32,13 +32,15 @@ def replay(camp: "Campaign", *, gate: str | None = None, ids: list[int] | None =
     if ids:
         missing = sorted(set(ids) - {a.id for a in targets})
         if missing:
-            raise CampaignError(f"attempt(s) {', '.join(f'#{i}' for i in missing)} are not rejected attempts of "
-                                f"campaign {camp.cfg.campaign}")
+            raise CampaignError(
+                f"attempt(s) {', '.join(f'#{i}' for i in missing)} are not rejected attempts of "
+                f"campaign {camp.cfg.campaign}"
+            )
     pairs = []
     for old in targets:
         source = None
         if old.origin.startswith("fault: "):
-            title = old.origin[len("fault: "):]
+            title = old.origin[len("fault: ") :]
             if title not in camp.family.faults:
                 continue
             source = camp.family.faulty_source(title)

@@ -49,16 +49,23 @@ TARGET_NO_GPU, TARGET_FAILED, TARGET_CRASH = 3, 4, 5
 TARGET_PREFIX = "evo-sanitize-target:"
 
 _ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
-_RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards?\s+displayed\s*\(\s*(\d+)\s+errors?\s*,\s*"
-                           r"(\d+)\s+warnings?\s*\)")
+_RACE_SUMMARY = re.compile(
+    r"RACECHECK SUMMARY:\s*(\d+)\s+hazards?\s+displayed\s*\(\s*(\d+)\s+errors?\s*,\s*"
+    r"(\d+)\s+warnings?\s*\)"
+)
 _PREFIX = re.compile(r"^=+ ?")
 # Output that means the tool could not check this device at all (not a verdict on the kernel).
-_UNAVAILABLE = ("device not supported", "no cuda-capable device", "cudaerrornodevice", "cuda_error_no_device",
-                "cudaerrorinsufficientdriver")
+_UNAVAILABLE = (
+    "device not supported",
+    "no cuda-capable device",
+    "cudaerrornodevice",
+    "cuda_error_no_device",
+    "cudaerrorinsufficientdriver",
+)
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -143,8 +150,11 @@ def _problem_lines(text: str) -> list[str]:
         if not ln.startswith("="):
             continue
         body = _PREFIX.sub("", ln, count=1)
-        if not body or body[0].isspace() or body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY",
-                                                              "RACECHECK SUMMARY", "LEAK SUMMARY")):
+        if (
+            not body
+            or body[0].isspace()
+            or body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY"))
+        ):
             continue
         where = ""
         if i + 1 < len(lines) and lines[i + 1].startswith("="):
@@ -196,14 +206,27 @@ def target_env() -> dict[str, str]:
     return env
 
 
-def run_tool(binary: str, tool: str, target: Sequence[str], timeout_s: float, version: str | None = None,
-             env: Mapping[str, str] | None = None) -> ToolResult:
+def run_tool(
+    binary: str,
+    tool: str,
+    target: Sequence[str],
+    timeout_s: float,
+    version: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ToolResult:
     """One tool over the target, killed (with everything it started) past ``timeout_s``."""
     argv = [binary, "--tool", tool, *target]
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                env=dict(env) if env is not None else target_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env=dict(env) if env is not None else target_env(),
+            start_new_session=True,
+        )
     except OSError as e:
         return ToolResult(tool, UNAVAILABLE, argv=argv, version=version, reason=f"{binary} could not start: {e}")
     timed_out = False
@@ -232,8 +255,9 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def write_genome_file(path: Path, family: str, genome: Mapping[str, Any], ideas: Mapping[str, Any] | None = None,
-                      fault: str | None = None) -> Path:
+def write_genome_file(
+    path: Path, family: str, genome: Mapping[str, Any], ideas: Mapping[str, Any] | None = None, fault: str | None = None
+) -> Path:
     """What the target builds: the genome, the records of the ideas it switches on, an optional fault."""
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"family": family, "genome": dict(genome), "ideas": dict(ideas or {}), "fault": fault}
@@ -241,16 +265,18 @@ def write_genome_file(path: Path, family: str, genome: Mapping[str, Any], ideas:
     return path
 
 
-def run_pass(config: Path, genome_file: Path, tools: Sequence[str], timeout_s: float,
-             binary: str | None = None) -> dict[str, ToolResult]:
+def run_pass(
+    config: Path, genome_file: Path, tools: Sequence[str], timeout_s: float, binary: str | None = None
+) -> dict[str, ToolResult]:
     """Every tool over the target; a missing binary makes every tool ``unavailable``."""
     why = ""
     if binary is None:
         binary, why = find_sanitizer()
     target = target_argv(config, genome_file)
     if binary is None:
-        return {t: ToolResult(t, UNAVAILABLE, argv=["compute-sanitizer", "--tool", t, *target], reason=why)
-                for t in tools}
+        return {
+            t: ToolResult(t, UNAVAILABLE, argv=["compute-sanitizer", "--tool", t, *target], reason=why) for t in tools
+        }
     version = sanitizer_version(binary)
     env = target_env()
     return {t: run_tool(binary, t, target, timeout_s, version, env) for t in tools}
@@ -260,23 +286,31 @@ def run_pass(config: Path, genome_file: Path, tools: Sequence[str], timeout_s: f
 def _fault_of(attempt: Any) -> str | None:
     """selfcheck's fault attempts share the baseline's genome; their source is the named fault."""
     origin = getattr(attempt, "origin", "") or ""
-    return origin[len("fault: "):] if origin.startswith("fault: ") else None
+    return origin[len("fault: ") :] if origin.startswith("fault: ") else None
 
 
-def sanitize_attempt(cfg: Any, ledger: Any, attempt: Any, champion_id: int | None = None,
-                     out: Callable[[str], None] = print) -> dict[str, Any]:
+def sanitize_attempt(
+    cfg: Any, ledger: Any, attempt: Any, champion_id: int | None = None, out: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Build ``attempt``'s genome, run the configured tools over it, keep the result in the ledger meta."""
     from evo.ideas import campaign_book, idea_hook, idea_slugs
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     sc = cfg.sanitizer
     genome = dict(attempt.genome)
     fault = _fault_of(attempt)
     slugs = idea_slugs(genome)
-    book, _ = campaign_book(cfg.family, ledger.meta("ideas"), slugs,
-                            folder=cfg.ideas.folder if cfg.ideas is not None else True)
-    record: dict[str, Any] = {"at": now(), "attempt_id": attempt.id, "champion_id": champion_id,
-                              "genome": genome, "fault": fault, "tools": {}}
+    book, _ = campaign_book(
+        cfg.family, ledger.meta("ideas"), slugs, folder=cfg.ideas.folder if cfg.ideas is not None else True
+    )
+    record: dict[str, Any] = {
+        "at": now(),
+        "attempt_id": attempt.id,
+        "champion_id": champion_id,
+        "genome": genome,
+        "fault": fault,
+        "tools": {},
+    }
     try:
         missing = [s for s in slugs if s not in book]
         if missing:
@@ -292,8 +326,13 @@ def sanitize_attempt(cfg: Any, ledger: Any, attempt: Any, champion_id: int | Non
         return record
     # False: kernel.cu (or an idea) changed since the attempt was measured; the pass checks today's source.
     record["source_matches"] = built.source_sha256 == attempt.source_sha256 if attempt.source_sha256 else None
-    gfile = write_genome_file(cfg.log_dir / "sanitize" / f"attempt-{attempt.id}.json", cfg.family.name, genome,
-                              {s: book[s].to_record() for s in slugs}, fault)
+    gfile = write_genome_file(
+        cfg.log_dir / "sanitize" / f"attempt-{attempt.id}.json",
+        cfg.family.name,
+        genome,
+        {s: book[s].to_record() for s in slugs},
+        fault,
+    )
     results = run_pass(Path(cfg.path).resolve(), gfile.resolve(), sc.tools, sc.timeout_s)
     record["tools"] = {t: r.to_dict() for t, r in results.items()}
     record["version"] = next((r.version for r in results.values() if r.version), None)
@@ -323,8 +362,10 @@ def failed_tools(record: Mapping[str, Any] | None) -> list[str]:
 def skip_reason(cfg: Any, backend_name: str, simulated: bool) -> str | None:
     """Why the after-run pass does not run on this machine (None: it runs)."""
     if simulated or backend_name != "gpu":
-        return (f"the {backend_name} backend runs no kernel (simulated from recorded H200 measurements); "
-                "compute-sanitizer needs the GPU backend")
+        return (
+            f"the {backend_name} backend runs no kernel (simulated from recorded H200 measurements); "
+            "compute-sanitizer needs the GPU backend"
+        )
     mode = cfg.sanitizer.enabled
     if mode == "off":
         return "sanitizer.enabled is off in the config"
@@ -349,8 +390,9 @@ def _skip(ledger: Any, reason: str, champion_id: int | None, out: Callable[[str]
         ledger.set_meta(META_KEY, {"at": now(), "champion_id": champion_id, "skipped": reason})
 
 
-def after_run(cfg: Any, ledger: Any, backend_name: str, simulated: bool, stopped: str = "",
-              out: Callable[[str], None] = print) -> dict[str, Any] | None:
+def after_run(
+    cfg: Any, ledger: Any, backend_name: str, simulated: bool, stopped: str = "", out: Callable[[str], None] = print
+) -> dict[str, Any] | None:
     """The pass `evo run` makes on a finished campaign's champion; returns the record when it ran."""
     from evo.records import BASELINE
 
@@ -370,9 +412,13 @@ def after_run(cfg: Any, ledger: Any, backend_name: str, simulated: bool, stopped
         return None
     old = ledger.meta(META_KEY)
     if _already_checked(old, champ, cfg.sanitizer.tools):
-        out(f"evo: sanitizer: champion #{champ.id} was already checked at {old.get('at')}: "
-            + ", ".join(f"{t} {r.get('status')}" for t, r in old["tools"].items()))
+        out(
+            f"evo: sanitizer: champion #{champ.id} was already checked at {old.get('at')}: "
+            + ", ".join(f"{t} {r.get('status')}" for t, r in old["tools"].items())
+        )
         return old
-    out(f"evo: sanitizer: {', '.join(cfg.sanitizer.tools)} on champion #{champ.id} "
-        f"(up to {cfg.sanitizer.timeout_s:g} s each) ...")
+    out(
+        f"evo: sanitizer: {', '.join(cfg.sanitizer.tools)} on champion #{champ.id} "
+        f"(up to {cfg.sanitizer.timeout_s:g} s each) ..."
+    )
     return sanitize_attempt(cfg, ledger, champ, champ.id, out)

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from evo.config import ConfigError, load_config
     from evo.genome import Genome
     from evo.ideas import book_from_meta, idea_hook
-    from harness.build import BuildError, Builder
+    from harness.build import Builder, BuildError
 
     try:
         cfg = load_config(args[0])
@@ -59,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loaded = backend.load(built, genome)
         for g in geoms:
-            outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device=backend.device)
-                    for o in fam.outputs(g)}
+            outs = {
+                o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device=backend.device)
+                for o in fam.outputs(g)
+            }
             inputs = backend.inputs(g, 0)
             with torch.cuda.stream(backend.stream):
                 for t in outs.values():

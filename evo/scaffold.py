@@ -43,7 +43,9 @@ def knob_name(param: str) -> str:
 _GLOBAL = re.compile(
     r"(?P<tmpl>template\s*<(?P<targs>[^<>]*(?:<[^<>]*>[^<>]*)*)>\s*)?"
     r"(?:extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-    r"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)", re.S)
+    r"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
+    re.S,
+)
 
 
 def read_entries(source: str) -> list[Entry]:
@@ -80,9 +82,13 @@ def _knob_line(ttype: str, name: str, default: str | None) -> str:
         d = "True" if default in ("true", "1") else "False"
         return f'        Knob("{k}", (False, True), {d}, doc="{name}"),\n'
     if default is not None and re.fullmatch(r"-?\d+", default):
-        return (f'        Knob("{k}", ({default},), {default}, doc="TODO: the values of {name} to search '
-                f'(default {default})"),\n')
-    return f'        Knob("{k}", (0,), 0, doc="TODO: the values of template parameter {ttype} {name} and its default"),\n'
+        return (
+            f'        Knob("{k}", ({default},), {default}, doc="TODO: the values of {name} to search '
+            f'(default {default})"),\n'
+        )
+    return (
+        f'        Knob("{k}", (0,), 0, doc="TODO: the values of template parameter {ttype} {name} and its default"),\n'
+    )
 
 
 def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
@@ -106,15 +112,32 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
         entries = read_entries(src)
         if not entries:
             raise ScaffoldError(f"{kernel} has no __global__ function")
-        e = next((x for x in entries if x.name == name), entries[0])
-        knobs = "".join(_knob_line(*t) for t in e.template) or "        # TODO: knobs (template parameters or EVO_<KNOB> macros)\n"
-        values = {"name": name, "cls": cls, "kernel": kernel.name, "entry": e.expression(),
-                  "arg_types": _arg_types(e.params), "signature": e.params.replace('"', "'"), "knobs": knobs}
+        entry = next((x for x in entries if x.name == name), entries[0])
+        knobs = (
+            "".join(_knob_line(*t) for t in entry.template)
+            or "        # TODO: knobs (template parameters or EVO_<KNOB> macros)\n"
+        )
+        values = {
+            "name": name,
+            "cls": cls,
+            "kernel": kernel.name,
+            "entry": entry.expression(),
+            "arg_types": _arg_types(entry.params),
+            "signature": entry.params.replace('"', "'"),
+            "knobs": knobs,
+        }
         files["kernel.cu"] = src
         files["family.py"] = (TEMPLATES / "family_stub.py").read_text().format(**values)
-        files["evo.yaml"] = (TEMPLATES / "evo.yaml").read_text().format(name=name).replace(
-            "  - {name: n16M, n: 16777216, weight: 1}\n  - {name: n64K, n: 65536, weight: 0}     # watched: must not regress\n",
-            "  - {name: small, weight: 1}   # TODO: every geometry param of family.py, and a weight (0: watched)\n")
+        files["evo.yaml"] = (
+            (TEMPLATES / "evo.yaml")
+            .read_text()
+            .format(name=name)
+            .replace(
+                "  - {name: n16M, n: 16777216, weight: 1}\n"
+                "  - {name: n64K, n: 65536, weight: 0}     # watched: must not regress\n",
+                "  - {name: small, weight: 1}   # TODO: every geometry param of family.py, and a weight (0: watched)\n",
+            )
+        )
         files["test_family.py"] = (TEMPLATES / "test_family.py").read_text().format(name=name)
     dest.mkdir(parents=True)
     for f, text in files.items():

@@ -10,7 +10,7 @@ from evo.records import ACCEPTED
 from gates import PairSamples, perf_gate, threshold
 
 
-def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
+def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
     """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
 
     A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
@@ -28,27 +28,51 @@ def selfcheck(camp: "Campaign", aa_evaluations: int = 50, faults: bool = True) -
         samples = []
         for g in camp.cfg.geometries:
             s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
-            samples.append(PairSamples(g.name, g.weight, s.times_us["cand"], s.times_us["champ"], None, s.discarded,
-                                       camp.family.bytes_moved(g)))
-        res = perf_gate(samples, camp.floor, p.min_gain, p.confidence, p.rule,
-                        camp.ceiling.get("ceiling_tbps"), p.watched_slack)
+            samples.append(
+                PairSamples(
+                    g.name,
+                    g.weight,
+                    s.times_us["cand"],
+                    s.times_us["champ"],
+                    None,
+                    s.discarded,
+                    camp.family.bytes_moved(g),
+                )
+            )
+        res = perf_gate(
+            samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"), p.watched_slack
+        )
         accepted += res.verdict.status == ACCEPTED
         lows.append(min(iv.lo for iv in res.vs_parent.values()))
-    out: dict[str, Any] = {"at": now(), "backend": camp.backend.name,
-                           "aa": {"evaluations": aa_evaluations, "accepted": accepted, "rounds_each": p.rounds,
-                                  "max_lower_bound": max(lows) if lows else None,
-                                  "threshold": threshold(p.min_gain, camp.floor), "floor": camp.floor},
-                           "faults": {}}
+    out: dict[str, Any] = {
+        "at": now(),
+        "backend": camp.backend.name,
+        "aa": {
+            "evaluations": aa_evaluations,
+            "accepted": accepted,
+            "rounds_each": p.rounds,
+            "max_lower_bound": max(lows) if lows else None,
+            "threshold": threshold(p.min_gain, camp.floor),
+            "floor": camp.floor,
+        },
+        "faults": {},
+    }
     if faults:
         for title in camp.family.faults:
             want = camp.family.fault_expectation(title)
             # Static faults (compile errors, stack frames) are judged anywhere; the rest need a GPU.
-            att = camp.evaluate(Proposal(base, f"fault: {title}"), source=camp.family.faulty_source(title),
-                                remeasure=True)
+            att = camp.evaluate(
+                Proposal(base, f"fault: {title}"), source=camp.family.faulty_source(title), remeasure=True
+            )
             got = att.verdict.label()
             needs_gpu = camp.simulated and att.verdict.kind == "not_recorded"
-            out["faults"][title] = {"attempt": att.id, "verdict": got, "expected": want, "reason": att.verdict.reason,
-                                    "ok": None if needs_gpu else got == want}
+            out["faults"][title] = {
+                "attempt": att.id,
+                "verdict": got,
+                "expected": want,
+                "reason": att.verdict.reason,
+                "ok": None if needs_gpu else got == want,
+            }
             if camp.on_attempt:
                 camp.on_attempt(att, camp)
     camp.ledger.set_meta("selfcheck", out)

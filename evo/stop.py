@@ -89,7 +89,7 @@ def _evo_command() -> bool:
     argv = list(getattr(sys, "orig_argv", []) or [])
     if "-m" in argv:
         i = argv.index("-m")
-        return argv[i + 1:i + 2] == ["evo"]
+        return argv[i + 1 : i + 2] == ["evo"]
     return len(argv) > 1 and os.path.basename(argv[1]) in ("evo", "evo.exe")
 
 

@@ -111,8 +111,10 @@ class WorkerCampaign(Campaign):
                 frozen = self.ledger.meta("baseline_hashes") or {}
                 moved = [k for k, v in frozen.items() if self.backend.baseline_hashes.get(k) != v]
                 if moved:
-                    raise CampaignError(f"this worker's baseline output hash differs from the campaign's ({moved[0]}):"
-                                        " different GPU, driver or inputs; it cannot join this campaign")
+                    raise CampaignError(
+                        f"this worker's baseline output hash differs from the campaign's ({moved[0]}):"
+                        " different GPU, driver or inputs; it cannot join this campaign"
+                    )
                 self.baseline = base
                 return
             # its holder died before recording it: try again
@@ -130,8 +132,7 @@ class WorkerCampaign(Campaign):
             time.sleep(POLL_S)
 
     # --- one attempt -----------------------------------------------------------
-    def evaluate(self, prop: Any, source: str | None = None, remeasure: bool = False,
-                 trial: Any = None) -> Attempt:
+    def evaluate(self, prop: Any, source: str | None = None, remeasure: bool = False, trial: Any = None) -> Attempt:
         # Another worker may have accepted a step since: measure against the ledger's champion (run() read it
         # with its step's view; other callers read it now).
         view = self._view
@@ -152,18 +153,22 @@ class WorkerCampaign(Campaign):
         """As in Campaign.run, seeded per worker so that workers do not all propose the same genomes."""
         cfg = self.cfg
         seed = cfg.seed * 7919 + n_before + zlib.crc32(self.name.encode()) % 1_000_003
-        proposer = PROPOSERS[cfg.proposer.name](self.family, cfg.geometries, cfg.proposer.options, seed,
-                                                tabu=self.tabu())
+        proposer = PROPOSERS[cfg.proposer.name](
+            self.family, cfg.geometries, cfg.proposer.options, seed, tabu=self.tabu()
+        )
         from evo.proposers.outside import IdeaLayer
 
-        return IdeaLayer(proposer, self.family, cfg.geometries, self.ideas, cfg.ideas, seed,
-                         self.builder.source_for, self.out)
+        return IdeaLayer(
+            proposer, self.family, cfg.geometries, self.ideas, cfg.ideas, seed, self.builder.source_for, self.out
+        )
 
     def _recover(self) -> None:
         lost = self.ledger.recover()
         if lost:
-            self.out(f"worker {self.name}: {len(lost)} attempt(s) of a stopped worker recorded as interrupted "
-                     f"({', '.join(f'#{n}' for n in lost)})")
+            self.out(
+                f"worker {self.name}: {len(lost)} attempt(s) of a stopped worker recorded as interrupted "
+                f"({', '.join(f'#{n}' for n in lost)})"
+            )
 
     def _reserve(self, proposer: Any, attempts: list[Attempt], seen: set[str]) -> tuple[Proposal, Any] | None:
         """Propose a genome and reserve it at once: (proposal, its RUNNING trial), or None when nothing is left.
@@ -210,8 +215,10 @@ class WorkerCampaign(Campaign):
             try:
                 a = self.evaluate(prop, trial=trial)
             except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)
-                self.out(f"worker {self.name}: an attempt was recovered by another worker before it was "
-                         f"recorded ({e}); its result is dropped and its genome may be proposed again")
+                self.out(
+                    f"worker {self.name}: an attempt was recovered by another worker before it was "
+                    f"recorded ({e}); its result is dropped and its genome may be proposed again"
+                )
                 return
             new += 1
             if self.on_attempt:
@@ -307,8 +314,11 @@ def cli_worker(cfg: Any, args: Any) -> int:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return fail(f"cannot open the storage {_safe_url(cfg.storage)}: {type(e).__name__}: {first}")
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
-    print(f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
-          f"on the {camp.backend.name} backend{sim}", flush=True)
+    print(
+        f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
+        f"on the {camp.backend.name} backend{sim}",
+        flush=True,
+    )
     try:
         summary = run_with_progress(camp, live=False)
     except CampaignError as e:
@@ -319,8 +329,10 @@ def cli_worker(cfg: Any, args: Any) -> int:
         os.replace(part, log)
     except OSError as e:
         print(f"evo: attempt log not written ({e}); `evo log` writes it")
-    print(f"evo: worker {camp.name} stopped: {summary.stopped}; {summary.new_attempts} new attempt(s) by this worker, "
-          f"{summary.attempts} recorded, {camp.taken} proposal(s) taken by another worker first{sim}")
+    print(
+        f"evo: worker {camp.name} stopped: {summary.stopped}; {summary.new_attempts} new attempt(s) by this worker, "
+        f"{summary.attempts} recorded, {camp.taken} proposal(s) taken by another worker first{sim}"
+    )
     print_champion(summary, sim)
     return 0
 
@@ -333,4 +345,3 @@ def _safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url.split("@")[-1]
-

@@ -11,6 +11,16 @@ from gates.perf import EarlyStop, PairSamples, PerfResult, noise_floor, perf_gat
 from gates.static import identical_sass, static_gate
 
 __all__ = [
-    "CorrectnessEvidence", "OutputCheck", "baseline_problem", "correctness_gate", "EarlyStop", "PairSamples", "PerfResult", "noise_floor",
-    "perf_gate", "threshold", "identical_sass", "static_gate",
+    "CorrectnessEvidence",
+    "OutputCheck",
+    "baseline_problem",
+    "correctness_gate",
+    "EarlyStop",
+    "PairSamples",
+    "PerfResult",
+    "noise_floor",
+    "perf_gate",
+    "threshold",
+    "identical_sass",
+    "static_gate",
 ]

@@ -47,9 +47,13 @@ def bound_gate(s0: float, previous_cumulative: float, k: float, decode_floor: fl
     pred = 1.0 / (1.0 - s0 + s0 / cum)
     claim = (b - 1.0) >= decode_floor
     if claim:
-        summary = (f"step bound +{(b - 1) * 100:.2f}% decode (kernel share {s:.1%} of the remaining decode time, "
-                   f"kernel {k:.3f}x); chain so far predicts +{(pred - 1) * 100:.2f}%")
+        summary = (
+            f"step bound +{(b - 1) * 100:.2f}% decode (kernel share {s:.1%} of the remaining decode time, "
+            f"kernel {k:.3f}x); chain so far predicts +{(pred - 1) * 100:.2f}%"
+        )
     else:
-        summary = (f"kernel-only, no end-to-end claim: step bound +{(b - 1) * 100:.2f}% is under the decode noise "
-                   f"floor {decode_floor:.2%} (kernel share {s:.1%}, kernel {k:.3f}x)")
+        summary = (
+            f"kernel-only, no end-to-end claim: step bound +{(b - 1) * 100:.2f}% is under the decode noise "
+            f"floor {decode_floor:.2%} (kernel share {s:.1%}, kernel {k:.3f}x)"
+        )
     return BoundVerdict(s, k, b, cum, pred, claim, summary)

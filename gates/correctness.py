@@ -33,9 +33,14 @@ class CorrectnessEvidence:
     checks: list[OutputCheck] = field(default_factory=list)
 
 
-def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str, str], mode: str = "exact",
-                     inexact: Mapping[str, Sequence[str]] | None = None,
-                     baseline_errors: Mapping[str, float] | None = None, tolerance_factor: float = 2.0) -> Verdict:
+def correctness_gate(
+    evidence: CorrectnessEvidence,
+    baseline_hashes: Mapping[str, str],
+    mode: str = "exact",
+    inexact: Mapping[str, Sequence[str]] | None = None,
+    baseline_errors: Mapping[str, float] | None = None,
+    tolerance_factor: float = 2.0,
+) -> Verdict:
     """Decide from the evidence; the reason names geometry, seed and output.
 
     ``baseline_hashes`` and ``baseline_errors`` are keyed "geometry/seed/output".
@@ -46,24 +51,37 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
         for g, knobs in inexact.items():
             if knobs:
                 return Verdict.rejected(
-                    "correctness", f"{', '.join(knobs)} changes the summation order at {g}; "
-                                   "the campaign runs in exact mode (use gates.correctness.mode: tolerance)",
-                    Code.CORRECTNESS_INEXACT_KNOB, {"knobs": list(knobs), "geometry": g})
+                    "correctness",
+                    f"{', '.join(knobs)} changes the summation order at {g}; "
+                    "the campaign runs in exact mode (use gates.correctness.mode: tolerance)",
+                    Code.CORRECTNESS_INEXACT_KNOB,
+                    {"knobs": list(knobs), "geometry": g},
+                )
     for c in evidence.checks:
         where = f"{c.output} at {c.geometry} seed {c.seed}"
         if c.oob_bytes:
-            return Verdict.rejected("correctness", f"wrote past the bounds of {c.output} at {c.geometry} seed {c.seed}: "
-                                                   f"{c.oob_bytes} guard-band bytes overwritten",
-                                    Code.CORRECTNESS_OOB)
+            return Verdict.rejected(
+                "correctness",
+                f"wrote past the bounds of {c.output} at {c.geometry} seed {c.seed}: "
+                f"{c.oob_bytes} guard-band bytes overwritten",
+                Code.CORRECTNESS_OOB,
+            )
         if c.nonfinite:
-            return Verdict.rejected("correctness", f"{c.nonfinite} NaN/Inf values in {where}",
-                                    Code.CORRECTNESS_NONFINITE)
+            return Verdict.rejected(
+                "correctness", f"{c.nonfinite} NaN/Inf values in {where}", Code.CORRECTNESS_NONFINITE
+            )
         if c.unwritten:
-            return Verdict.rejected("correctness", f"{c.unwritten} elements of {where} never written (poison left)",
-                                    Code.CORRECTNESS_UNWRITTEN)
+            return Verdict.rejected(
+                "correctness",
+                f"{c.unwritten} elements of {where} never written (poison left)",
+                Code.CORRECTNESS_UNWRITTEN,
+            )
         if len(set(c.hashes)) > 1:
-            return Verdict.rejected("correctness", f"race: the hash of {where} moved between {len(c.hashes)} runs "
-                                                   "on the same input", Code.CORRECTNESS_RACE)
+            return Verdict.rejected(
+                "correctness",
+                f"race: the hash of {where} moved between {len(c.hashes)} runs on the same input",
+                Code.CORRECTNESS_RACE,
+            )
     for c in evidence.checks:
         key = f"{c.geometry}/{c.seed}/{c.output}"
         where = f"{c.output} at {c.geometry} seed {c.seed}"
@@ -74,17 +92,22 @@ def correctness_gate(evidence: CorrectnessEvidence, baseline_hashes: Mapping[str
             continue
         if mode == "exact":
             detail = f": {c.mismatch}" if c.mismatch else ""
-            return Verdict.rejected("correctness", f"hash of {where} differs from the baseline{detail}",
-                                    Code.CORRECTNESS_HASH)
+            return Verdict.rejected(
+                "correctness", f"hash of {where} differs from the baseline{detail}", Code.CORRECTNESS_HASH
+            )
         base_err = (baseline_errors or {}).get(key)
         if c.rel_err is None or base_err is None:
-            return Verdict.rejected("correctness", f"hash of {where} differs and no float64 error is known",
-                                    Code.CORRECTNESS_NO_FLOAT64)
+            return Verdict.rejected(
+                "correctness", f"hash of {where} differs and no float64 error is known", Code.CORRECTNESS_NO_FLOAT64
+            )
         limit = tolerance_factor * max(base_err, 1e-12)
         if c.rel_err > limit:
             return Verdict.rejected(
-                "correctness", f"error vs float64 of {where} is {c.rel_err:.3e}, over {tolerance_factor:g}x the "
-                               f"baseline's {base_err:.3e}", Code.CORRECTNESS_TOLERANCE)
+                "correctness",
+                f"error vs float64 of {where} is {c.rel_err:.3e}, over {tolerance_factor:g}x the "
+                f"baseline's {base_err:.3e}",
+                Code.CORRECTNESS_TOLERANCE,
+            )
     return PASS
 
 
@@ -94,8 +117,10 @@ def baseline_problem(evidence: CorrectnessEvidence, error_bound: Callable[[str],
     for c in evidence.checks:
         bound = error_bound(c.output)
         if c.rel_err is None or not c.rel_err <= bound or c.nonfinite or c.unwritten:
-            return (f"the baseline is wrong: {c.output} at {c.geometry} seed {c.seed} has relative error "
-                    f"{c.rel_err} vs float64 (bound {bound}), {c.nonfinite} NaN/Inf, {c.unwritten} unwritten")
+            return (
+                f"the baseline is wrong: {c.output} at {c.geometry} seed {c.seed} has relative error "
+                f"{c.rel_err} vs float64 (bound {bound}), {c.nonfinite} NaN/Inf, {c.unwritten} unwritten"
+            )
         if len(set(c.hashes)) > 1:
             return f"the baseline races: {c.output} at {c.geometry} seed {c.seed} hash moved"
     return None

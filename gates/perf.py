@@ -64,8 +64,10 @@ class EarlyStop:
         return n == self.after and all(r[i] < c[i] for i in range(n))
 
     def describe(self, rounds: int) -> str:
-        return (f"early-out after {self.after} rounds when every pair is slower (p <= 1/{2 ** self.after} "
-                f"for a candidate as fast as the champion), else {rounds} rounds")
+        return (
+            f"early-out after {self.after} rounds when every pair is slower (p <= 1/{2**self.after} "
+            f"for a candidate as fast as the champion), else {rounds} rounds"
+        )
 
 
 def threshold(min_gain: float, floor: float) -> float:
@@ -77,21 +79,34 @@ def ratios(ref: Sequence[float], cand: Sequence[float]) -> list[float]:
     return [ref[i] / cand[i] for i in range(n)]
 
 
-def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.01, confidence: float = 0.95,
-              rule: str = "every", ceiling_tbps: float | None = None, watched_slack: float = 0.0) -> PerfResult:
+def perf_gate(
+    samples: Sequence[PairSamples],
+    floor: float,
+    min_gain: float = 0.01,
+    confidence: float = 0.95,
+    rule: str = "every",
+    ceiling_tbps: float | None = None,
+    watched_slack: float = 0.0,
+) -> PerfResult:
     res = PerfResult(Verdict.rejected("perf", "no samples", Code.PERF_NO_SAMPLES))
     need = threshold(min_gain, floor)
     regress = 1.0 - 3.0 * floor
     for s in samples:
         if len(s.cand_us) < 3:
             res.verdict = Verdict.rejected(
-                "perf", f"only {len(s.cand_us)} unthrottled pairs at {s.geometry} ({s.discarded} discarded)",
-                Code.PERF_TOO_FEW_PAIRS, {"geometry": s.geometry})
+                "perf",
+                f"only {len(s.cand_us)} unthrottled pairs at {s.geometry} ({s.discarded} discarded)",
+                Code.PERF_TOO_FEW_PAIRS,
+                {"geometry": s.geometry},
+            )
             return res
         r = ratios(s.parent_us, s.cand_us)
         res.vs_parent[s.geometry] = median_interval(r, confidence)
-        res.vs_baseline[s.geometry] = (median_interval(ratios(s.base_us, s.cand_us), confidence)
-                                       if s.base_us is not None else res.vs_parent[s.geometry])
+        res.vs_baseline[s.geometry] = (
+            median_interval(ratios(s.base_us, s.cand_us), confidence)
+            if s.base_us is not None
+            else res.vs_parent[s.geometry]
+        )
         med = median(s.cand_us)
         res.timings[s.geometry] = Timing(med, spread_pct(s.cand_us), len(s.cand_us), s.discarded, s.method)
         if ceiling_tbps and s.bytes_moved:
@@ -103,9 +118,12 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         pct = res.roofline_pct.get(s.geometry)
         if pct is not None and pct > 100.0 * PHYSICS_SLACK:
             res.verdict = Verdict.rejected(
-                "perf", f"physics: {res.timings[s.geometry].median_us:.2f} µs at {s.geometry} implies {pct:.0f}% of "
-                        "the measured copy ceiling (measurement error or skipped work)", Code.PERF_PHYSICS,
-                {"geometry": s.geometry})
+                "perf",
+                f"physics: {res.timings[s.geometry].median_us:.2f} µs at {s.geometry} implies {pct:.0f}% of "
+                "the measured copy ceiling (measurement error or skipped work)",
+                Code.PERF_PHYSICS,
+                {"geometry": s.geometry},
+            )
             res.score = None
             return res
     for s in samples:
@@ -113,42 +131,60 @@ def perf_gate(samples: Sequence[PairSamples], floor: float, min_gain: float = 0.
         if s.weight > 0 or not watched_slack:
             if iv.hi < regress:
                 res.verdict = Verdict.rejected(
-                    "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)",
-                    Code.PERF_SLOWER, {"geometry": s.geometry})
+                    "perf",
+                    f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the {3 * floor:.2%} noise band)",
+                    Code.PERF_SLOWER,
+                    {"geometry": s.geometry},
+                )
                 return res
             continue
         # a watched geometry may give a little back for a win where the weights are, never more than the slack
         # a step and never below the baseline (so steps cannot add up to a loss against the user's kernel)
         if iv.hi < 1.0 - max(watched_slack, 3.0 * floor):
             res.verdict = Verdict.rejected(
-                "perf", f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the watched slack of "
-                        f"{max(watched_slack, 3.0 * floor):.2%})", Code.PERF_WATCHED, {"geometry": s.geometry})
+                "perf",
+                f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the watched slack of "
+                f"{max(watched_slack, 3.0 * floor):.2%})",
+                Code.PERF_WATCHED,
+                {"geometry": s.geometry},
+            )
             return res
         ivb = res.vs_baseline[s.geometry]
         if ivb.hi < regress:
             res.verdict = Verdict.rejected(
-                "perf", f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise "
-                        "band; a watched geometry's slack is against the champion only)", Code.PERF_WATCHED_BASELINE,
-                {"geometry": s.geometry})
+                "perf",
+                f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise "
+                "band; a watched geometry's slack is against the champion only)",
+                Code.PERF_WATCHED_BASELINE,
+                {"geometry": s.geometry},
+            )
             return res
     if rule == "every":
         for s in weighted:
             iv = res.vs_parent[s.geometry]
             if iv.lo < need:
                 res.verdict = Verdict.rejected(
-                    "perf", f"not faster at {s.geometry}: {iv.fmt()} vs champion, lower bound under {need:.4f}",
-                    Code.PERF_NOT_FASTER, {"rule": rule, "geometry": s.geometry})
+                    "perf",
+                    f"not faster at {s.geometry}: {iv.fmt()} vs champion, lower bound under {need:.4f}",
+                    Code.PERF_NOT_FASTER,
+                    {"rule": rule, "geometry": s.geometry},
+                )
                 return res
         summary = ", ".join(f"{s.geometry} {res.vs_parent[s.geometry].fmt()}" for s in weighted)
     else:
         n = min(len(s.cand_us) for s in weighted)
-        per_round = [geomean([ratios(s.parent_us, s.cand_us)[i] for s in weighted], [s.weight for s in weighted])
-                     for i in range(n)]
+        per_round = [
+            geomean([ratios(s.parent_us, s.cand_us)[i] for s in weighted], [s.weight for s in weighted])
+            for i in range(n)
+        ]
         iv = median_interval(per_round, confidence)
         if iv.lo < need:
             res.verdict = Verdict.rejected(
-                "perf", f"weighted speedup {iv.fmt()} vs champion, lower bound under {need:.4f}",
-                Code.PERF_NOT_FASTER, {"rule": rule})
+                "perf",
+                f"weighted speedup {iv.fmt()} vs champion, lower bound under {need:.4f}",
+                Code.PERF_NOT_FASTER,
+                {"rule": rule},
+            )
             return res
         summary = f"weighted {iv.fmt()}"
     res.verdict = Verdict.accepted(f"faster than the champion: {summary} (needs > {need:.4f})")

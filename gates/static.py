@@ -7,8 +7,12 @@ from collections.abc import Mapping
 from evo.records import PASS, Code, Resources, Verdict
 
 
-def static_gate(resources: Mapping[str, Resources], baseline: Mapping[str, Resources],
-                max_registers: int = 255, allow_new_spills: bool = False) -> Verdict:
+def static_gate(
+    resources: Mapping[str, Resources],
+    baseline: Mapping[str, Resources],
+    max_registers: int = 255,
+    allow_new_spills: bool = False,
+) -> Verdict:
     """Reject register blow-ups, and spills or stack frames the baseline does not have.
 
     ``resources`` and ``baseline`` map a specialization (e.g. "S=1,prenorm=0")
@@ -18,15 +22,20 @@ def static_gate(resources: Mapping[str, Resources], baseline: Mapping[str, Resou
         b = baseline.get(spec, Resources())
         where = f" ({spec})" if len(resources) > 1 else ""
         if r.registers > max_registers:
-            return Verdict.rejected("static", f"{r.registers} registers > limit {max_registers}{where}",
-                                    Code.STATIC_REGISTERS)
+            return Verdict.rejected(
+                "static", f"{r.registers} registers > limit {max_registers}{where}", Code.STATIC_REGISTERS
+            )
         if r.spills > b.spills and not allow_new_spills:
             return Verdict.rejected(
-                "static", f"spills {r.spill_stores} B stored / {r.spill_loads} B loaded; baseline spills "
-                          f"{b.spill_stores}/{b.spill_loads} B{where}", Code.STATIC_SPILLS)
+                "static",
+                f"spills {r.spill_stores} B stored / {r.spill_loads} B loaded; baseline spills "
+                f"{b.spill_stores}/{b.spill_loads} B{where}",
+                Code.STATIC_SPILLS,
+            )
         if r.stack_frame > b.stack_frame:
-            return Verdict.rejected("static", f"{r.stack_frame}-byte stack frame; baseline has {b.stack_frame}{where}",
-                                    Code.STATIC_STACK)
+            return Verdict.rejected(
+                "static", f"{r.stack_frame}-byte stack frame; baseline has {b.stack_frame}{where}", Code.STATIC_STACK
+            )
     return PASS
 
 
@@ -34,6 +43,10 @@ def identical_sass(sass_sha256: str, measured: Mapping[str, int]) -> Verdict:
     """Skip GPU work for machine code that was already measured under another genome."""
     other = measured.get(sass_sha256)
     if other is not None:
-        return Verdict.rejected("static", f"identical SASS to attempt #{other}: same machine code, not measured again",
-                                Code.STATIC_IDENTICAL_SASS, {"attempt": other})
+        return Verdict.rejected(
+            "static",
+            f"identical SASS to attempt #{other}: same machine code, not measured again",
+            Code.STATIC_IDENTICAL_SASS,
+            {"attempt": other},
+        )
     return PASS

@@ -23,9 +23,10 @@ import re
 import struct
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from evo.family import Family, Geometry
 from evo.records import Resources
@@ -57,8 +58,14 @@ def apply_patch(source: str, patch: str, name: str = "kernel.cu") -> str:
         (d / "change.patch").write_text(patch if patch.endswith("\n") else patch + "\n")
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(d.parent), "LC_ALL": "C"}
         try:
-            r = subprocess.run(["git", "apply", "--recount", "--whitespace=nowarn", "-v", "change.patch"], cwd=d,
-                               env=env, capture_output=True, text=True, timeout=60)
+            r = subprocess.run(
+                ["git", "apply", "--recount", "--whitespace=nowarn", "-v", "change.patch"],
+                cwd=d,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise PatchError(f"git apply could not run: {e}") from None
         if r.returncode != 0:
@@ -77,7 +84,7 @@ def patch_failure(log: str, name: str = "kernel.cu") -> str:
     searched: list[str] = []
     for i, ln in enumerate(lines):
         if ln.startswith("error: while searching for:"):
-            for nxt in lines[i + 1:]:
+            for nxt in lines[i + 1 :]:
                 if nxt.startswith("error:") or (not nxt.strip() and searched):
                     break
                 if nxt.strip():
@@ -87,8 +94,9 @@ def patch_failure(log: str, name: str = "kernel.cu") -> str:
         m = re.match(r"error: patch failed: (.+):(\d+)", ln)
         if m:
             ctx = " | ".join(searched[:3])
-            return (f"hunk at {m.group(1)}:{m.group(2)} does not apply"
-                    + (f" (its context is not in the source: {ctx[:200]})" if ctx else ""))
+            return f"hunk at {m.group(1)}:{m.group(2)} does not apply" + (
+                f" (its context is not in the source: {ctx[:200]})" if ctx else ""
+            )
     for ln in lines:
         m = re.match(r"error: (?:corrupt patch|patch fragment without header) at line (\d+)", ln)
         if m:
@@ -156,8 +164,13 @@ def spec_key(spec: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(spec.items())) or "default"
 
 
-def resolve_source(family: Family, genome: Mapping[str, Any], spec: Mapping[str, Any],
-                   base_source: str | None = None, extra_defines: Mapping[str, Any] | None = None) -> str:
+def resolve_source(
+    family: Family,
+    genome: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    base_source: str | None = None,
+    extra_defines: Mapping[str, Any] | None = None,
+) -> str:
     """The exact text NVRTC compiles: knob macros, the campaign's own (``extra_defines``), then the kernel."""
     lines = [f"// evo: family {family.name}, genome {json.dumps(dict(sorted(genome.items())), separators=(',', ':'))}"]
     for name, val in family.value_macros().items():
@@ -167,7 +180,7 @@ def resolve_source(family: Family, genome: Mapping[str, Any], spec: Mapping[str,
     for name, val in (extra_defines or {}).items():
         lines.append(f"#define {name} {val}")
     body = base_source if base_source is not None else family.source()
-    return "\n".join(lines) + "\n#line 1 \"kernel.cu\"\n" + body
+    return "\n".join(lines) + '\n#line 1 "kernel.cu"\n' + body
 
 
 # ---------------------------------------------------------------------------
@@ -235,9 +248,9 @@ def sass_digest(cubin: bytes, rename: Mapping[str, str] | None = None) -> str:
     h = hashlib.sha256()
     for name, sh_off, size in sections:
         end = cubin.index(b"\0", str_off + name)
-        sname = cubin[str_off + name:end]
+        sname = cubin[str_off + name : end]
         if sname.startswith(b".text."):
-            h.update(renamed.get(sname, sname) + b"\0" + cubin[sh_off:sh_off + size])
+            h.update(renamed.get(sname, sname) + b"\0" + cubin[sh_off : sh_off + size])
     return h.hexdigest()
 
 
@@ -250,7 +263,7 @@ def _elf_sections(cubin: bytes) -> list[tuple[str, int, int, int]]:
         name, _t, _f, _a, off, size, _link, info = struct.unpack_from("<IIQQQQII", cubin, e_shoff + i * e_shentsize)
         raw.append((name, off, size, info))
     str_off = raw[e_shstrndx][1]
-    return [(cubin[str_off + n:cubin.index(b"\0", str_off + n)].decode(), o, sz, inf) for n, o, sz, inf in raw]
+    return [(cubin[str_off + n : cubin.index(b"\0", str_off + n)].decode(), o, sz, inf) for n, o, sz, inf in raw]
 
 
 EIATTR_FRAME_SIZE, EIATTR_REGCOUNT = 0x11, 0x2F
@@ -269,12 +282,12 @@ def resources_from_cubin(cubin: bytes, entry: str) -> Resources:
     res = Resources(report="cubin")
     for name, off, size, _inf in secs:
         if name == ".nv.info":
-            data, i = cubin[off:off + size], 0
+            data, i = cubin[off : off + size], 0
             while i + 4 <= len(data):
                 fmt, attr = data[i], data[i + 1]
                 if fmt == 0x04:  # EIFMT_SVAL: u16 size, payload
                     (n,) = struct.unpack_from("<H", data, i + 2)
-                    payload, i = data[i + 4:i + 4 + n], i + 4 + n
+                    payload, i = data[i + 4 : i + 4 + n], i + 4 + n
                     if n == 8:
                         s_idx, val = struct.unpack_from("<II", payload)
                         if s_idx == sym and attr == EIATTR_REGCOUNT:
@@ -415,8 +428,10 @@ def cuda_headers_key() -> str:
         ver = _cuda_version(Path(d))
         if ver is None:
             try:
-                m = re.search(r"#define\s+CCCL_VERSION\s+(\d+)",
-                              (Path(d) / "cuda" / "std" / "__cccl" / "version.h").read_text(errors="replace"))
+                m = re.search(
+                    r"#define\s+CCCL_VERSION\s+(\d+)",
+                    (Path(d) / "cuda" / "std" / "__cccl" / "version.h").read_text(errors="replace"),
+                )
                 ver = f"cccl{m.group(1)}" if m else "?"
             except OSError:
                 ver = "?"
@@ -488,12 +503,16 @@ def first_error(log: str) -> str:
     """The first error line of an NVRTC log: "file(line): error: ..." (or "catastrophic error"), else the first
     line that says error (e.g. "nvrtc: error: unrecognized option")."""
     lines = [ln.strip() for ln in log.replace("\x00", "").splitlines() if ln.strip()]
-    return (next((ln for ln in lines if _ERROR_LINE_RE.search(ln)), None)
-            or next((ln for ln in lines if "error" in ln), None) or (lines[0][:200] if lines else "unknown"))
+    return (
+        next((ln for ln in lines if _ERROR_LINE_RE.search(ln)), None)
+        or next((ln for ln in lines if "error" in ln), None)
+        or (lines[0][:200] if lines else "unknown")
+    )
 
 
-def compile_program(source: str, entry: str, arch: str, options: Sequence[str] | None = None,
-                    name: str = "kernel.cu") -> Compiled:
+def compile_program(
+    source: str, entry: str, arch: str, options: Sequence[str] | None = None, name: str = "kernel.cu"
+) -> Compiled:
     """NVRTC: source -> cubin, log, seconds and the entry's symbol. Raises BuildError with the first error line.
 
     ``entry`` with ``<`` is a template-id: NVRTC instantiates it as a name expression and says its lowered
@@ -534,15 +553,17 @@ def cuda_include_options() -> list[str]:
     return [f"-I{d}" for d in cuda_include_dirs()]
 
 
-def compile_source(source: str, entry: str, arch: str, name: str = "kernel.cu",
-                   options: Sequence[str] | None = None) -> tuple[bytes, str, float]:
+def compile_source(
+    source: str, entry: str, arch: str, name: str = "kernel.cu", options: Sequence[str] | None = None
+) -> tuple[bytes, str, float]:
     """NVRTC: source -> (cubin, log, seconds); :func:`compile_program` without the entry's symbol."""
     c = compile_program(source, entry, arch, options, name)
     return c.cubin, c.log, c.seconds
 
 
-def build_module(source: str, entry: str, arch: str, key: str, options: Sequence[str] = (),
-                 includes: Includes | None = None) -> Module:
+def build_module(
+    source: str, entry: str, arch: str, key: str, options: Sequence[str] = (), includes: Includes | None = None
+) -> Module:
     """Compile (or fetch from the cache) one resolved source.
 
     ``entry``: a function name, or a template-id (:meth:`evo.family.Family.entry_expression`); ``options``: the
@@ -553,8 +574,11 @@ def build_module(source: str, entry: str, arch: str, key: str, options: Sequence
     src_sha = hashlib.sha256(source.encode()).hexdigest()
     headers, uses_cuda = includes.scan(source)
     # The compiled source's identity: the text, and the text of every header of the family's it includes.
-    ident = (hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode())
-             .hexdigest() if headers else src_sha)
+    ident = (
+        hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode()).hexdigest()
+        if headers
+        else src_sha
+    )
     opts = "".join(f"|{o}" for o in _debug_opts() + list(options))
     opts += "".join(f"|h:{n}={h}" for n, h in sorted(headers.items()))
     opts += f"|cuda:{cuda_headers_key()}" if uses_cuda else ""
@@ -566,8 +590,17 @@ def build_module(source: str, entry: str, arch: str, key: str, options: Sequence
         meta = json.loads(meta_path.read_text())
         function = meta.get("function", "" if template else entry)
         if function:
-            return Module(key, ident, meta["cubin_sha256"], meta["sass_sha256"], Resources(**meta["resources"]),
-                          str(cubin_path), meta.get("log", ""), cached=True, function=function)
+            return Module(
+                key,
+                ident,
+                meta["cubin_sha256"],
+                meta["sass_sha256"],
+                Resources(**meta["resources"]),
+                str(cubin_path),
+                meta.get("log", ""),
+                cached=True,
+                function=function,
+            )
     nv_opts = includes.options() + list(options)
     name = includes.program_name()
     cubin, log, secs, function = compile_program(source, entry, arch, nv_opts, name)
@@ -583,13 +616,27 @@ def build_module(source: str, entry: str, arch: str, key: str, options: Sequence
         except BuildError:
             res = resources_from_cubin(cubin, function)
     rename = {function: entry.split("<", 1)[0].strip()} if template else None
-    mod = Module(key, ident, hashlib.sha256(cubin).hexdigest(), sass_digest(cubin, rename), res, str(cubin_path),
-                 log, compile_s=secs, function=function)
+    mod = Module(
+        key,
+        ident,
+        hashlib.sha256(cubin).hexdigest(),
+        sass_digest(cubin, rename),
+        res,
+        str(cubin_path),
+        log,
+        compile_s=secs,
+        function=function,
+    )
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(cubin)
     os.replace(tmp, cubin_path)
-    meta = {"cubin_sha256": mod.cubin_sha256, "sass_sha256": mod.sass_sha256, "resources": asdict(res), "log": log,
-            "function": function}
+    meta = {
+        "cubin_sha256": mod.cubin_sha256,
+        "sass_sha256": mod.sass_sha256,
+        "resources": asdict(res),
+        "log": log,
+        "function": function,
+    }
     tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta))
     os.replace(tmp, meta_path)
@@ -602,9 +649,16 @@ SourceHook = Callable[[str, Mapping[str, Any]], str]
 class Builder:
     """Turns genomes into compiled modules, one per specialization of the campaign's geometries."""
 
-    def __init__(self, family: Family, geometries: list[Geometry], arch: str = "auto",
-                 source_hook: SourceHook | None = None, defines: Mapping[str, Any] | None = None,
-                 include_dirs: Sequence[str] = (), nvrtc_options: Sequence[str] = ()):
+    def __init__(
+        self,
+        family: Family,
+        geometries: list[Geometry],
+        arch: str = "auto",
+        source_hook: SourceHook | None = None,
+        defines: Mapping[str, Any] | None = None,
+        include_dirs: Sequence[str] = (),
+        nvrtc_options: Sequence[str] = (),
+    ):
         """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
         ``source_hook(body, genome)``: the kernel text a genome with genes beyond the family's knobs builds from
         (the campaign's source-level ideas, evo/ideas.py ``idea_hook``); the builder knows nothing of them.
@@ -626,8 +680,9 @@ class Builder:
         # A family made in code has no folder (Path()): then its kernel has no headers of its own.
         folder = Path(family.folder).resolve() if str(family.folder) not in ("", ".") else None
         local = [folder] if folder is not None else []
-        for d, whose in [(d, "the family's") for d in family.include_dirs] + [(d, "the campaign's")
-                                                                             for d in include_dirs]:
+        for d, whose in [(d, "the family's") for d in family.include_dirs] + [
+            (d, "the campaign's") for d in include_dirs
+        ]:
             p = Path(d) if folder is None else folder / d  # an absolute d stays itself
             if not p.is_dir():
                 raise BuildError(f"include folder {d} ({whose} include_dirs) is not a folder: {p}")
@@ -645,14 +700,26 @@ class Builder:
         return self._includes
 
     @classmethod
-    def for_config(cls, cfg: Any, arch: str | None = None, source_hook: SourceHook | None = None,
-                   geometries: Sequence[Geometry] | None = None) -> "Builder":
+    def for_config(
+        cls,
+        cfg: Any,
+        arch: str | None = None,
+        source_hook: SourceHook | None = None,
+        geometries: Sequence[Geometry] | None = None,
+    ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
         section (include folders and NVRTC options)."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
-        return cls(cfg.family, geos, arch or cfg.arch, source_hook=source_hook, defines=cfg.build_defines,
-                   include_dirs=[str(d) for d in b.include_dirs], nvrtc_options=list(b.nvrtc_options))
+        return cls(
+            cfg.family,
+            geos,
+            arch or cfg.arch,
+            source_hook=source_hook,
+            defines=cfg.build_defines,
+            include_dirs=[str(d) for d in b.include_dirs],
+            nvrtc_options=list(b.nvrtc_options),
+        )
 
     def spec_of(self, geometry: Geometry) -> str:
         return spec_key(self.family.specialization(geometry))
@@ -665,8 +732,10 @@ class Builder:
         extra = sorted(k for k in genome if k not in knobs)
         if extra:
             if self.source_hook is None:
-                raise BuildError(f"genes {', '.join(extra)} are no knobs of {self.family.name}, and this builder "
-                                 "was given no source hook to build them")
+                raise BuildError(
+                    f"genes {', '.join(extra)} are no knobs of {self.family.name}, and this builder "
+                    "was given no source hook to build them"
+                )
             body = self.source_hook(body, genome)
         return body
 

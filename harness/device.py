@@ -16,10 +16,11 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, Callable
+from typing import Any
 
 try:
     import pynvml as _pynvml
@@ -200,9 +201,11 @@ class Nvml:
             reasons = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
         except Exception:  # older pynvml or driver: only the pre-12.x name exists
             reasons = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
-        return ClockSample(sm_mhz=int(nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
-                           mem_mhz=int(nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
-                           reasons=int(reasons))
+        return ClockSample(
+            sm_mhz=int(nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
+            mem_mhz=int(nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
+            reasons=int(reasons),
+        )
 
     def uuid(self) -> str:
         return _text(self.module.nvmlDeviceGetUUID(self.handle()))
@@ -224,8 +227,10 @@ class ClockLockError(RuntimeError):
 
 
 def _permission_error(e: BaseException) -> bool:
-    return getattr(e, "value", None) in (_ERROR_NO_PERMISSION, _ERROR_NOT_SUPPORTED) or \
-        type(e).__name__ in ("NVMLError_NoPermission", "NVMLError_NotSupported")
+    return getattr(e, "value", None) in (_ERROR_NO_PERMISSION, _ERROR_NOT_SUPPORTED) or type(e).__name__ in (
+        "NVMLError_NoPermission",
+        "NVMLError_NotSupported",
+    )
 
 
 def _proc_stat(pid: int) -> tuple[str, str] | None:
@@ -282,8 +287,9 @@ class ClockLock:
         except Exception as e:
             raise ClockLockError(f"cannot lock the SM clock: NVML unavailable ({e}); use clocks: record") from e
         stat = _proc_stat(os.getpid())
-        self._write_marker({"pid": os.getpid(), "pid_start": stat and stat[1], "uuid": uuid,
-                            "mhz": self.mhz, "time": time.time()})
+        self._write_marker(
+            {"pid": os.getpid(), "pid_start": stat and stat[1], "uuid": uuid, "mhz": self.mhz, "time": time.time()}
+        )
         # Arm before locking so a signal that lands in between still resets.
         self._armed = True
         self._install_handlers()
@@ -294,8 +300,9 @@ class ClockLock:
             self._disarm(reset=False)
             if _permission_error(e):
                 why = "no permission" if getattr(e, "value", None) != _ERROR_NOT_SUPPORTED else "not supported"
-                raise ClockLockError(f"cannot lock the SM clock: {why} (needs root on a GPU you own); "
-                                     "use clocks: record") from e
+                raise ClockLockError(
+                    f"cannot lock the SM clock: {why} (needs root on a GPU you own); use clocks: record"
+                ) from e
             raise ClockLockError(f"cannot lock the SM clock: {e}") from e
         return self
 
@@ -316,8 +323,9 @@ class ClockLock:
                     self.nvml.reset_sm_clock()
                 except Exception as e:
                     # Keep the marker: restore_stale_lock retries once this process is gone.
-                    print(f"evo: could not reset the SM clock lock ({e}); marker kept at {self.marker}",
-                          file=sys.stderr)
+                    print(
+                        f"evo: could not reset the SM clock lock ({e}); marker kept at {self.marker}", file=sys.stderr
+                    )
                 else:
                     self.marker.unlink(missing_ok=True)
             else:
@@ -378,7 +386,9 @@ def restore_stale_lock(nvml: Nvml, marker: Path) -> bool:
     try:
         nvml.reset_sm_clock(data.get("uuid"))
     except Exception as e:
-        raise ClockLockError(f"cannot reset the stale SM clock lock from pid {pid} ({e}); "
-                             f"run nvidia-smi -rgc as root, then delete {marker}") from e
+        raise ClockLockError(
+            f"cannot reset the stale SM clock lock from pid {pid} ({e}); "
+            f"run nvidia-smi -rgc as root, then delete {marker}"
+        ) from e
     marker.unlink(missing_ok=True)
     return True

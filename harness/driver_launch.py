@@ -32,10 +32,18 @@ class _Attr(ctypes.Structure):
 
 
 class _Config(ctypes.Structure):
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.POINTER(_Attr)), ("numAttrs", ctypes.c_uint)]
+    _fields_ = [
+        ("gridDimX", ctypes.c_uint),
+        ("gridDimY", ctypes.c_uint),
+        ("gridDimZ", ctypes.c_uint),
+        ("blockDimX", ctypes.c_uint),
+        ("blockDimY", ctypes.c_uint),
+        ("blockDimZ", ctypes.c_uint),
+        ("sharedMemBytes", ctypes.c_uint),
+        ("hStream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_Attr)),
+        ("numAttrs", ctypes.c_uint),
+    ]
 
 
 # cuda.h: CUlaunchAttribute is 8 + 64 bytes, CUlaunchConfig 7 uints, a stream, a pointer and a uint (56 bytes)
@@ -50,8 +58,12 @@ def _driver():
     if _lib is None:
         lib = ctypes.CDLL("libcuda.so.1")
         lib.cuLaunchKernelEx.restype = ctypes.c_int
-        lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_Config), ctypes.c_void_p,
-                                         ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+        lib.cuLaunchKernelEx.argtypes = [
+            ctypes.POINTER(_Config),
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
         lib.cuGetErrorString.restype = ctypes.c_int
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         _lib = lib

@@ -23,7 +23,7 @@ from typing import Any
 
 from evo.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
-from harness.build import Built, Builder
+from harness.build import Builder, Built
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
@@ -109,8 +109,18 @@ class GpuBackend:
     name = "gpu"
     simulated = False
 
-    def __init__(self, family: Family, geometries: Sequence[Geometry], builder: Builder, *, seeds: int = 3,
-                 runs: int = 2, batch_ms: float = 1.0, nvml: Any = None, pdl: bool = False):
+    def __init__(
+        self,
+        family: Family,
+        geometries: Sequence[Geometry],
+        builder: Builder,
+        *,
+        seeds: int = 3,
+        runs: int = 2,
+        batch_ms: float = 1.0,
+        nvml: Any = None,
+        pdl: bool = False,
+    ):
         import cupy
         import torch
 
@@ -132,15 +142,23 @@ class GpuBackend:
         self.baseline_errors: dict[str, float] = {}
 
     @classmethod
-    def for_config(cls, cfg: Any, builder: Builder) -> "GpuBackend":
+    def for_config(cls, cfg: Any, builder: Builder) -> GpuBackend:
         """The backend a campaign config asks for: its geometries, correctness seeds and runs, batch_ms, launches
         (gates.perf.launch) and NVML clocks where NVML is present. ``builder`` must carry cfg.build_defines."""
         from harness.device import Nvml
 
         c, p = cfg.gates.correctness, cfg.gates.perf
         nvml = Nvml()
-        return cls(cfg.family, list(cfg.geometries), builder, seeds=c.seeds, runs=c.runs, batch_ms=p.batch_ms,
-                   nvml=nvml if nvml.available() else None, pdl=p.launch == "pdl")
+        return cls(
+            cfg.family,
+            list(cfg.geometries),
+            builder,
+            seeds=c.seeds,
+            runs=c.runs,
+            batch_ms=p.batch_ms,
+            nvml=nvml if nvml.available() else None,
+            pdl=p.launch == "pdl",
+        )
 
     # --- facts -----------------------------------------------------------
 
@@ -148,9 +166,11 @@ class GpuBackend:
         torch, cupy = self.torch, self.cupy
         props = torch.cuda.get_device_properties(0)
         out: dict[str, Any] = {
-            "name": props.name, "sm_count": props.multi_processor_count,
+            "name": props.name,
+            "sm_count": props.multi_processor_count,
             "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
-            "torch": torch.__version__, "cupy": cupy.__version__,
+            "torch": torch.__version__,
+            "cupy": cupy.__version__,
             "cuda_runtime": ".".join(map(str, divmod(cupy.cuda.runtime.runtimeGetVersion() // 10, 100))),
             "arch": self.builder.arch,
         }
@@ -257,8 +277,8 @@ class GpuBackend:
                 pad = GUARD_BYTES // torch.empty((), dtype=dt).element_size()
                 full = torch.empty(n + 2 * pad, dtype=dt, device=self.device)
                 full.view(torch.uint8).fill_(GUARD)
-                bufs[o.name] = full[pad:pad + n].view(o.shape)
-                guards[o.name] = (full[:pad], full[pad + n:])
+                bufs[o.name] = full[pad : pad + n].view(o.shape)
+                guards[o.name] = (full[:pad], full[pad + n :])
             self._outbuf[g.name] = bufs
             self._guards[g.name] = guards
         return self._outbuf[g.name]
@@ -290,8 +310,10 @@ class GpuBackend:
         g = got.flatten()[idx].item()
         w = want.flatten()[idx].item()
         mad = (got.to(torch.float64) - want.to(torch.float64)).abs().max().item()
-        return (f"{n} of {got.numel()} elements differ ({100.0 * n / got.numel():.2f}%), first at flat index {idx}: "
-                f"got {g:.6g}, want {w:.6g}; max abs diff {mad:.3g}")
+        return (
+            f"{n} of {got.numel()} elements differ ({100.0 * n / got.numel():.2f}%), first at flat index {idx}: "
+            f"got {g:.6g}, want {w:.6g}; max abs diff {mad:.3g}"
+        )
 
     # --- correctness --------------------------------------------------------
     def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:
@@ -328,8 +350,7 @@ class GpuBackend:
                         if t.is_floating_point():
                             chk.nonfinite = max(chk.nonfinite, int((~torch.isfinite(t)).sum().item()))
                         base = self._base_out.get(key, {}).get(name)
-                        same_as_base = (base is not None and base.shape == t.shape
-                                        and torch.equal(iv, _int_view(base)))
+                        same_as_base = base is not None and base.shape == t.shape and torch.equal(iv, _int_view(base))
                         if freeze and run == 0:
                             self._base_out.setdefault(key, {})[name] = t.clone()
                             h = sha256_tensor(t)
@@ -424,8 +445,14 @@ class GpuBackend:
         us = min(self._time_graph(graph) for _ in range(3)) / 5
         return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
 
-    def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | Mapping[str, int] | None = None, stop: Any = None) -> Samples:
+    def measure(
+        self,
+        parts: Sequence[tuple[str, Loaded]],
+        g: Geometry,
+        rounds: int,
+        launches: int | Mapping[str, int] | None = None,
+        stop: Any = None,
+    ) -> Samples:
         """Interleave the parts for ``rounds`` rounds; return µs per launch of each, throttled rounds removed.
 
         ``launches``: the launches in each part's graph, one count for all, or label -> count (a campaign sizes each
@@ -453,7 +480,7 @@ class GpuBackend:
         reasons = 0
         early = False
         for r in range(rounds):
-            order = labels[r % len(labels):] + labels[:r % len(labels)]
+            order = labels[r % len(labels) :] + labels[: r % len(labels)]
             got: dict[str, float] = {}
             throttled = False
             for lb in order:
@@ -475,8 +502,12 @@ class GpuBackend:
             if stop is not None and stop.hit(times):
                 early = True
                 break
-        clocks = {"sm_mhz_min": min(sm) if sm else None, "sm_mhz_max": max(sm) if sm else None,
-                  "throttled_samples": discarded, "throttle_reasons": reasons}
+        clocks = {
+            "sm_mhz_min": min(sm) if sm else None,
+            "sm_mhz_max": max(sm) if sm else None,
+            "throttled_samples": discarded,
+            "throttle_reasons": reasons,
+        }
         del graphs
         return Samples(times, discarded, dict(counts) if isinstance(launches, Mapping) else n, clocks, early)
 
@@ -484,18 +515,18 @@ class GpuBackend:
     def copy_ceiling(self, gib: float = 4.0, reps: int = 10, trials: int = 3) -> dict[str, Any]:
         """Device-to-device copy bandwidth (bytes read + written): the roofline every "% of ceiling" divides by.
 
-        Buffers of ``gib`` GiB (docs/measurement.md, "copy ceiling"); our 16-byte copy kernel at 4, 8 and 16 blocks an SM and
-        cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
+        Buffers of ``gib`` GiB (docs/measurement.md, "copy ceiling"); our 16-byte copy kernel at 4, 8 and 16 blocks an
+        SM and cupy.copyto, each the median of ``reps`` timed copies after an untimed one; ``trials`` times, on fresh
         buffers each; the ceiling is the best of them all, since a ceiling is what a copy reached, not what it
         usually reaches. (One trial of 1 GiB read 3.92-4.07 TB/s in one process where 4 GiB read 4.14-4.23,
         benchmarks/results/2026-12-01-copy-ceiling-1gib-vs-4gib.) Every trial's figures are kept beside the result.
         """
         cupy = self.cupy
-        src = r'''
+        src = r"""
         extern "C" __global__ void copy16(const uint4* __restrict__ a, uint4* __restrict__ b, unsigned long long n) {
           for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
                i += (unsigned long long)gridDim.x * blockDim.x) b[i] = a[i];
-        }'''
+        }"""
         k = cupy.RawKernel(src, "copy16", options=("-std=c++17",))
         sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
 
@@ -525,16 +556,24 @@ class GpuBackend:
                     if gib <= 0.25:
                         raise
                     gib /= 2
-            own = max(best(lambda bl=bl: k((sms * bl,), (256,), (a, b, cupy.uint64(n16))), n16) for bl in (4, 8, 16))
-            copyto = best(lambda: cupy.copyto(b, a), n16)
+            own = max(
+                best(lambda bl=bl, a=a, b=b, n16=n16: k((sms * bl,), (256,), (a, b, cupy.uint64(n16))), n16)
+                for bl in (4, 8, 16)
+            )
+            copyto = best(lambda a=a, b=b: cupy.copyto(b, a), n16)
             rows.append({"own_kernel_tbps": round(own, 3), "copyto_tbps": round(copyto, 3)})
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
         own = max(r["own_kernel_tbps"] for r in rows)
         copyto = max(r["copyto_tbps"] for r in rows)
-        return {"own_kernel_tbps": own, "copyto_tbps": copyto, "ceiling_tbps": max(own, copyto),
-                "bytes": 2 * n16 * 16, "method": f"best of {len(rows)} trials, {reps} copies of {gib:g} GiB each",
-                "trials": rows}
+        return {
+            "own_kernel_tbps": own,
+            "copyto_tbps": copyto,
+            "ceiling_tbps": max(own, copyto),
+            "bytes": 2 * n16 * 16,
+            "method": f"best of {len(rows)} trials, {reps} copies of {gib:g} GiB each",
+            "trials": rows,
+        }
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
         """torch.compile of the float32 reference, timed by graph replay: the peer a user would otherwise pick."""
@@ -545,7 +584,7 @@ class GpuBackend:
                 inputs = self.inputs(g, 0)
                 fam = self.family
 
-                def fn(inp=inputs, g=g):
+                def fn(inp=inputs, g=g, fam=fam):
                     r = fam.reference(inp, g, dtype=torch.float32)
                     return {k: v.to(_dtype(o.dtype)) for (k, v), o in zip(r.items(), fam.outputs(g))}
 
@@ -566,8 +605,12 @@ class GpuBackend:
                         cf()
                 ts = [self._time_graph(graph) / n for _ in range(9)]
                 ts.sort()
-                out[g.name] = {"median_us": round(ts[len(ts) // 2], 3), "mode": mode, "compile_s": round(compile_s, 1),
-                               "method": f"batch: graph x {n}, 9 replays, median"}
+                out[g.name] = {
+                    "median_us": round(ts[len(ts) // 2], 3),
+                    "mode": mode,
+                    "compile_s": round(compile_s, 1),
+                    "method": f"batch: graph x {n}, 9 replays, median",
+                }
             except Exception as e:  # the peer is context, never a reason to stop a campaign
                 out[g.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "mode": mode}
         return out

@@ -70,15 +70,21 @@ def find_sweep(family: Family, geometries: Sequence[Geometry]) -> Sweep:
         mapping = {g.name: by_params.get(_params_key(g.params)) for g in geometries}
         if all(mapping.values()):
             return Sweep(Path(d["_path"]), d, mapping)  # type: ignore[arg-type]
+
     def shape(name: str, params: Mapping[str, Any]) -> str:
         return f"{name} ({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
 
     # matched by parameters, so a name alone says little: both sides are given with their parameters
     have = sorted({shape(g["name"], g["params"]) for d in sweeps for g in d["geometries"]})
-    missing = [shape(g.name, g.params) for g in geometries if not any(
-        _params_key(g.params) == _params_key(rg["params"]) for d in sweeps for rg in d["geometries"])]
-    raise NotRecorded(f"no recorded H200 sweep covers geometries {', '.join(missing) or '(this combination)'} "
-                      f"(recorded: {', '.join(have)}); run on a GPU or pick recorded geometries")
+    missing = [
+        shape(g.name, g.params)
+        for g in geometries
+        if not any(_params_key(g.params) == _params_key(rg["params"]) for d in sweeps for rg in d["geometries"])
+    ]
+    raise NotRecorded(
+        f"no recorded H200 sweep covers geometries {', '.join(missing) or '(this combination)'} "
+        f"(recorded: {', '.join(have)}); run on a GPU or pick recorded geometries"
+    )
 
 
 class RecordedBackend:
@@ -152,16 +158,26 @@ class RecordedBackend:
     def launches_for(self, loaded: Loaded, g: Geometry) -> int:
         return int(self.sweep.data["launches"][self.sweep.geo_map[g.name]])
 
-    def measure(self, parts: Sequence[tuple[str, Loaded]], g: Geometry, rounds: int,
-                launches: int | Mapping[str, int] | None = None, stop: Any = None) -> Samples:
+    def measure(
+        self,
+        parts: Sequence[tuple[str, Loaded]],
+        g: Geometry,
+        rounds: int,
+        launches: int | Mapping[str, int] | None = None,
+        stop: Any = None,
+    ) -> Samples:
         # (the counts the sweep timed with, whatever ``launches`` asks: that is what the samples say)
         rg = self.sweep.geo_map[g.name]
         keys = [p[1].functions["key"] for p in parts]
         if len(set(keys)) == 1 and keys[0] == self.baseline_key and len(parts) == 2:
             aa = self.sweep.data["aa"][rg]  # an A/A pair was recorded as such
             n = min(rounds, len(aa["a"]), len(aa["b"]))
-            return Samples({parts[0][0]: aa["a"][:n], parts[1][0]: aa["b"][:n]}, 0,
-                           self.launches_for(parts[0][1], g), {"note": SIMULATED_LABEL})
+            return Samples(
+                {parts[0][0]: aa["a"][:n], parts[1][0]: aa["b"][:n]},
+                0,
+                self.launches_for(parts[0][1], g),
+                {"note": SIMULATED_LABEL},
+            )
         base_med = sorted(self._entry(self.baseline_key)["t"][rg])
         bmed = base_med[len(base_med) // 2]
         times: dict[str, list[float]] = {}
@@ -176,12 +192,14 @@ class RecordedBackend:
             disc = max(disc, e.get("disc", {}).get(rg, 0))
             clocks.update(e.get("clk", {}).get(rg, {}))
         n = min(len(v) for v in times.values())
-        early = stop is not None and stop.after < n and stop.hit({k: v[:stop.after] for k, v in times.items()})
+        early = stop is not None and stop.after < n and stop.hit({k: v[: stop.after] for k, v in times.items()})
         if early:
             n = stop.after
         # sweeps from session 18 on keep each genome's own graph length ("n"); older ones timed all by the baseline's
-        counts = {label: self._entry(key).get("n", {}).get(rg, self.launches_for(loaded, g))
-                  for (label, loaded), key in zip(parts, keys)}
+        counts = {
+            label: self._entry(key).get("n", {}).get(rg, self.launches_for(loaded, g))
+            for (label, loaded), key in zip(parts, keys)
+        }
         return Samples({k: v[:n] for k, v in times.items()}, disc, counts, clocks, early)
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:

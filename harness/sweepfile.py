@@ -21,8 +21,20 @@ from typing import Any
 FORMAT = 1
 SUFFIXES = (".json.xz", ".json.gz")  # the first is written; both are read
 # Keys every sweep holds (the recorded backend reads each of them).
-REQUIRED = ("format", "family", "geometries", "seeds", "runs", "launches", "baseline_key", "baseline_hashes",
-            "baseline_errors", "aa", "copy_ceiling", "genomes")
+REQUIRED = (
+    "format",
+    "family",
+    "geometries",
+    "seeds",
+    "runs",
+    "launches",
+    "baseline_key",
+    "baseline_hashes",
+    "baseline_errors",
+    "aa",
+    "copy_ceiling",
+    "genomes",
+)
 
 
 class SweepFileError(ValueError):

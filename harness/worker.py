@@ -71,8 +71,12 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
                 result = {k: getattr(backend, k) for k in args}
             else:
                 args = [loaded[a.handle] if isinstance(a, RemoteLoaded) else a for a in args]
-                args = [[(lb, loaded[x.handle]) if isinstance(x, RemoteLoaded) else (lb, x) for lb, x in a]
-                        if method == "measure" and i == 0 else a for i, a in enumerate(args)]
+                args = [
+                    [(lb, loaded[x.handle]) if isinstance(x, RemoteLoaded) else (lb, x) for lb, x in a]
+                    if method == "measure" and i == 0
+                    else a
+                    for i, a in enumerate(args)
+                ]
                 result = getattr(backend, method)(*args, **kwargs_)
             conn.send(("ok", result))
         except KernelCrash as e:
@@ -220,8 +224,14 @@ class WorkerBackend:
     def launches_for(self, loaded: RemoteLoaded, g: Any) -> int:
         return self._call("launches_for", (loaded, g))
 
-    def measure(self, parts: Sequence[tuple[str, RemoteLoaded]], g: Any, rounds: int,
-                launches: int | Mapping[str, int] | None = None, stop: Any = None):
+    def measure(
+        self,
+        parts: Sequence[tuple[str, RemoteLoaded]],
+        g: Any,
+        rounds: int,
+        launches: int | Mapping[str, int] | None = None,
+        stop: Any = None,
+    ):
         return self._call("measure", (list(parts), g, rounds, launches), {"stop": stop} if stop is not None else {})
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:

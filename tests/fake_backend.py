@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import time
 
+from evo.backend_factories import recorded_backend
 from harness.gpu import KernelCrash
 from harness.recorded import RecordedBackend
-from evo.backend_factories import recorded_backend
 
 
 class Faulty:

@@ -80,8 +80,7 @@ def test_recorded_samples_carry_the_counts_the_sweep_timed_with():
     g = cfg.geometries[0]
     rg = be.sweep.geo_map[g.name]
     base = be.load(None, cfg.family.baseline())
-    key = next(k for k, e in be.sweep.data["genomes"].items()
-               if "t" in e and rg in e["t"] and k != be.baseline_key)
+    key = next(k for k, e in be.sweep.data["genomes"].items() if "t" in e and rg in e["t"] and k != be.baseline_key)
     other = be.load(None, dict(Genome.from_key(key)))
     old = be.measure([("cand", other), ("base", base)], g, 4, {"cand": 999, "base": 999})
     assert old.launches == {"cand": be.launches_for(base, g), "base": be.launches_for(base, g)}

@@ -42,8 +42,10 @@ def test_profiles_yaml_and_csv(tmp_path):
     with pytest.raises(ProfileError):
         p.share("nope")
     c = tmp_path / "k.csv"
-    c.write_text('"Time (%)","Total Time (ns)","Instances","Name"\n'
-                 '35.0,"1,891,400",16182,"mix_matvec_rocmfp2_moe_kernel"\n65.0,3508200,1,"other_kernel"\n')
+    c.write_text(
+        '"Time (%)","Total Time (ns)","Instances","Name"\n'
+        '35.0,"1,891,400",16182,"mix_matvec_rocmfp2_moe_kernel"\n65.0,3508200,1,"other_kernel"\n'
+    )
     q = load_profile(c)
     assert q.share("rocmfp2_moe") == pytest.approx(1891400 / (1891400 + 3508200))
     bad = tmp_path / "b.yaml"
@@ -84,8 +86,8 @@ def test_campaign_records_bound_for_accepted_steps(tmp_path):
 
 def test_replay_links_original_and_reports_changes(tmp_path):
     from evo.campaign import Campaign
-    from evo.replay import replay
     from evo.config import load_config
+    from evo.replay import replay
 
     cfg = load_config(_cfg(tmp_path, 20))
     Campaign(cfg, out=lambda s: None).run()
@@ -105,14 +107,18 @@ def test_replay_links_original_and_reports_changes(tmp_path):
 def test_replay_of_the_committed_h200_campaign_on_the_recorded_backend(tmp_path):
     """The GPU ledger re-judged here: knob genomes replay, source-level faults say they need a GPU."""
     from evo.campaign import Campaign
-    from evo.replay import replay
     from evo.config import load_config
+    from evo.replay import replay
 
     db = tmp_path / "h200.db"
-    with gzip.open(ROOT / "benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/ledger.db.gz") as src, open(db, "wb") as dst:
+    with (
+        gzip.open(ROOT / "benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/ledger.db.gz") as src,
+        open(db, "wb") as dst,
+    ):
         shutil.copyfileobj(src, dst)  # committed ledgers are gzipped (benchmarks/results/README.md)
-    cfg = load_config(ROOT / "configs/mhc_pre_big_fuse.yaml", backend_override="recorded",
-                      storage_override=f"sqlite:///{db}")
+    cfg = load_config(
+        ROOT / "configs/mhc_pre_big_fuse.yaml", backend_override="recorded", storage_override=f"sqlite:///{db}"
+    )
     camp = Campaign(cfg, out=lambda s: None, replaying=True)
     pairs = replay(camp, ids=[2, 3, 211])
     got = {o.id: (o.backend, n.backend, n.verdict.label()) for o, n in pairs}

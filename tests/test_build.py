@@ -11,8 +11,15 @@ pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrt
 
 import harness.build as hb  # noqa: E402
 from evo.family import Geometry, load_family  # noqa: E402
-from harness.build import (BuildError, Builder, compile_source, parse_ptxas_report, resolve_source,  # noqa: E402
-                           resources_from_cubin, sass_digest)
+from harness.build import (
+    Builder,
+    BuildError,
+    compile_source,
+    parse_ptxas_report,
+    resolve_source,  # noqa: E402
+    resources_from_cubin,
+    sass_digest,
+)
 
 FAM = load_family("mhc_pre_big_fuse")
 ARCH = "sm_90"
@@ -64,8 +71,14 @@ ptxas info    : Compile time = 95.041 ms
 
 def test_parse_ptxas_report_captured_log():
     r = parse_ptxas_report(CAPTURED, "mhc_pre_big_fuse")
-    assert (r.registers, r.barriers, r.stack_frame, r.spill_stores, r.spill_loads, r.shared_static) == \
-        (40, 1, 96, 8, 12, 148)
+    assert (r.registers, r.barriers, r.stack_frame, r.spill_stores, r.spill_loads, r.shared_static) == (
+        40,
+        1,
+        96,
+        8,
+        12,
+        148,
+    )
     assert r.spills == 20 and r.report == "ptxas"
     o = parse_ptxas_report(CAPTURED, "other_kernel")
     assert (o.registers, o.barriers, o.stack_frame, o.spill_stores, o.shared_static) == (255, 0, 16, 4, 0)
@@ -85,9 +98,15 @@ def test_parse_ptxas_report_on_a_real_log():
     assert parse_ptxas_report(m.log, FAM.entry) == m.resources
 
 
-@pytest.mark.parametrize("changes", [
-    {}, {"meta": "slice"}, {"block": 512, "unroll": 4}, {"vec": 8, "h_split": 2, "barrier": "early"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"meta": "slice"},
+        {"block": 512, "unroll": 4},
+        {"vec": 8, "h_split": 2, "barrier": "early"},
+    ],
+)
 def test_resources_from_cubin_agree_with_ptxas(changes):
     b = _builder(G_S1, G_S32, G_PRE)
     built = b.build(FAM.genome(changes))
@@ -96,8 +115,10 @@ def test_resources_from_cubin_agree_with_ptxas(changes):
         cub = resources_from_cubin(Path(m.cubin_path).read_bytes(), FAM.entry)
         r = m.resources
         assert cub.report == "cubin"
-        assert (cub.registers, cub.stack_frame, cub.shared_static) == (r.registers, r.stack_frame, r.shared_static), \
-            (changes, key)
+        assert (cub.registers, cub.stack_frame, cub.shared_static) == (r.registers, r.stack_frame, r.shared_static), (
+            changes,
+            key,
+        )
     # prenorm uses shared memory for the block's square sum: the agreement is over a real difference.
     assert built.modules[PRE].resources.shared_static > built.modules[S1].resources.shared_static
 
@@ -124,8 +145,11 @@ def test_empty_ptxas_log_falls_back_to_the_cubin(monkeypatch, tmp_path):
     assert len(calls) == 2  # one retry before reading the cubin
     assert m.resources.report == "cubin"
     assert want.report == "ptxas" and want.stack_frame == 96
-    assert (m.resources.registers, m.resources.stack_frame, m.resources.shared_static) == \
-        (want.registers, want.stack_frame, want.shared_static)
+    assert (m.resources.registers, m.resources.stack_frame, m.resources.shared_static) == (
+        want.registers,
+        want.stack_frame,
+        want.shared_static,
+    )
 
 
 def test_sass_equal_only_where_machine_code_is_equal():
@@ -223,10 +247,20 @@ def test_resolve_source_has_the_macros():
     g = FAM.baseline().replace(meta="slice", warp0_stream=True, h_split=4)
     src = resolve_source(FAM, g, {"S": 32, "prenorm": False})
     lines = src.splitlines()
-    for want in ("#define EVO_BLOCK 256", "#define EVO_META EVO_META_SLICE", "#define EVO_META_ARRAY 0",
-                 "#define EVO_META_SLICE 1", "#define EVO_SPLIT_REDUCE EVO_SPLIT_REDUCE_SERIAL",
-                 "#define EVO_WARP0_STREAM 1", "#define EVO_H_SPLIT 4", "#define EVO_VEC 16", "#define EVO_UNROLL 1",
-                 "#define EVO_BARRIER EVO_BARRIER_LATE", "#define EVO_S 32", "#define EVO_PRENORM 0"):
+    for want in (
+        "#define EVO_BLOCK 256",
+        "#define EVO_META EVO_META_SLICE",
+        "#define EVO_META_ARRAY 0",
+        "#define EVO_META_SLICE 1",
+        "#define EVO_SPLIT_REDUCE EVO_SPLIT_REDUCE_SERIAL",
+        "#define EVO_WARP0_STREAM 1",
+        "#define EVO_H_SPLIT 4",
+        "#define EVO_VEC 16",
+        "#define EVO_UNROLL 1",
+        "#define EVO_BARRIER EVO_BARRIER_LATE",
+        "#define EVO_S 32",
+        "#define EVO_PRENORM 0",
+    ):
         assert want in lines, want
     assert lines[0].startswith("// evo: family mhc_pre_big_fuse, genome {")
     assert '#line 1 "kernel.cu"' in lines
@@ -288,8 +322,12 @@ def test_compile_error_is_exactly_the_first_error_line():
     with pytest.raises(BuildError) as ei:
         compile_source('extern "C" __global__ void k(float* y) {\n  y[0] = undefined_x;\n}\n', "k", ARCH)
     assert str(ei.value) == 'compile error: kernel.cu(2): error: identifier "undefined_x" is undefined'
-    log = ('kernel.cu(1): warning #177-D: variable "error_count" was declared but never referenced\n'
-           'my.cuh(3): error: expected a ";"\n1 error detected in the compilation of "kernel.cu".\n')
+    log = (
+        'kernel.cu(1): warning #177-D: variable "error_count" was declared but never referenced\n'
+        'my.cuh(3): error: expected a ";"\n1 error detected in the compilation of "kernel.cu".\n'
+    )
     assert hb.first_error(log) == 'my.cuh(3): error: expected a ";"'
-    assert hb.first_error("nvrtc: error: unrecognized option -foo found\n") == \
-        "nvrtc: error: unrecognized option -foo found"
+    assert (
+        hb.first_error("nvrtc: error: unrecognized option -foo found\n")
+        == "nvrtc: error: unrecognized option -foo found"
+    )

@@ -13,8 +13,16 @@ pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrt
 
 import harness.build as hb  # noqa: E402
 from evo.family import FamilyError, Geometry, Knob, load_family  # noqa: E402
-from harness.build import (BuildError, Builder, Includes, compile_program, cuda_include_dirs,  # noqa: E402
-                           parse_ptxas_report, resources_from_cubin, sass_digest)
+from harness.build import (
+    Builder,
+    BuildError,
+    Includes,
+    compile_program,
+    cuda_include_dirs,  # noqa: E402
+    parse_ptxas_report,
+    resources_from_cubin,
+    sass_digest,
+)
 
 ARCH = "sm_90"
 
@@ -116,8 +124,11 @@ def test_a_toolkit_of_nvrtcs_major_version_before_the_wheels(monkeypatch, tmp_pa
     wheels = ("/site/nvidia/cu13/include/cccl", "/site/nvidia/cu13/include")
     monkeypatch.setattr(hb, "_wheel_include_dirs", lambda: wheels)
     try:
-        for roots, want in [([older, same], (f"{same}/include/cccl", f"{same}/include")),
-                            ([older], wheels), ([tmp_path / "none"], wheels)]:
+        for roots, want in [
+            ([older, same], (f"{same}/include/cccl", f"{same}/include")),
+            ([older], wheels),
+            ([tmp_path / "none"], wheels),
+        ]:
             monkeypatch.setattr(hb, "_toolkit_roots", lambda roots=roots: roots)
             hb.cuda_include_dirs.cache_clear()
             assert hb.cuda_include_dirs() == want, roots
@@ -150,7 +161,7 @@ def test_without_a_toolkit_the_headers_come_from_cuda_pathfinder(monkeypatch):
 # ---------------------------------------------------------------------------
 # A family written to tmp_path, with headers of its own and an extra include folder
 
-FAMILY_PY = '''
+FAMILY_PY = """
 from evo.family import Family, GeometryParam, Knob, Launch
 
 
@@ -176,7 +187,7 @@ class Tiny(Family):
 
 FAMILY = Tiny(entry=ENTRY, knobs=KNOBS, geometry_params=(GeometryParam("n", int),), include_dirs=INCLUDE_DIRS,
               nvrtc_options=OPTIONS)
-'''
+"""
 
 PLAIN_KERNEL = """\
 #include <cuda_bf16.h>
@@ -205,16 +216,27 @@ __global__ void __launch_bounds__(BLOCK) tiny_t(const T* __restrict__ x, float* 
 """
 
 
-def write_family(root: Path, name: str, kernel: str, entry: str, knobs: str = "(Knob('block', (128, 256), 128),)",
-                 include_dirs: tuple[str, ...] = (), options: tuple[str, ...] = (), local: str | None = None) -> Path:
+def write_family(
+    root: Path,
+    name: str,
+    kernel: str,
+    entry: str,
+    knobs: str = "(Knob('block', (128, 256), 128),)",
+    include_dirs: tuple[str, ...] = (),
+    options: tuple[str, ...] = (),
+    local: str | None = None,
+) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
     text = FAMILY_PY.replace("ENTRY", repr(entry)).replace("KNOBS", knobs)
     text = text.replace("INCLUDE_DIRS", repr(tuple(include_dirs))).replace("OPTIONS", repr(tuple(options)))
     (folder / "family.py").write_text(text)
     (folder / "kernel.cu").write_text(kernel)
-    (folder / "local.cuh").write_text(local or '#pragma once\n#include "sub/nested.cuh"\n'
-                                      "__device__ __forceinline__ float local_scale(float v) { return v * SCALE; }\n")
+    (folder / "local.cuh").write_text(
+        local
+        or '#pragma once\n#include "sub/nested.cuh"\n'
+        "__device__ __forceinline__ float local_scale(float v) { return v * SCALE; }\n"
+    )
     (folder / "sub").mkdir()
     (folder / "sub" / "nested.cuh").write_text("#pragma once\n#define SCALE 2.0f\n")
     return folder
@@ -247,9 +269,11 @@ def test_headers_from_the_family_folder_and_an_include_dir_are_in_the_cache_key(
     assert first.source_sha256 != hashlib.sha256(b.build(fam.baseline()).source["n=1024"].encode()).hexdigest()
     assert build().cached
     seen = {(first.cubin_path, first.source_sha256, first.sass_sha256)}
-    edits = [(fam.folder / "local.cuh", "v * SCALE", "v * SCALE * 3.0f"),      # the family's own header
-             (fam.folder / "sub" / "nested.cuh", "2.0f", "5.0f"),             # one it includes, by its own folder
-             (extra / "extra.cuh", "1.0f", "7.0f")]                           # the campaign's include folder
+    edits = [
+        (fam.folder / "local.cuh", "v * SCALE", "v * SCALE * 3.0f"),  # the family's own header
+        (fam.folder / "sub" / "nested.cuh", "2.0f", "5.0f"),  # one it includes, by its own folder
+        (extra / "extra.cuh", "1.0f", "7.0f"),
+    ]  # the campaign's include folder
     for path, old, new in edits:
         path.write_text(path.read_text().replace(old, new))
         m = build()
@@ -278,13 +302,18 @@ def test_scan_follows_nvrtcs_search_order(tmp_path):
     headers, cuda = inc_.scan('#include "a.cuh"\n')
     assert sorted(headers) == ["a.cuh", "c.cuh", "sub/b.cuh", "sub/d.cuh"] and cuda
     assert headers["c.cuh"] == hashlib.sha256((fam / "c.cuh").read_bytes()).hexdigest()
-    assert Includes((str(fam), str(inc)), str(fam), ()).scan("extern \"C\" __global__ void k() {}") == ({}, False)
+    assert Includes((str(fam), str(inc)), str(fam), ()).scan('extern "C" __global__ void k() {}') == ({}, False)
 
 
 def test_a_compile_error_in_an_included_header_names_its_file_and_line(tmp_path, cache):
-    bad = '#pragma once\n\n__device__ __forceinline__ float local_scale(float v) { return v * nope; }\n'
-    write_family(tmp_path / "fams", "broken", PLAIN_KERNEL.replace("#include <extra.cuh>\n", "#define EXTRA_OFFSET 0\n"),
-                 "tiny", local=bad)
+    bad = "#pragma once\n\n__device__ __forceinline__ float local_scale(float v) { return v * nope; }\n"
+    write_family(
+        tmp_path / "fams",
+        "broken",
+        PLAIN_KERNEL.replace("#include <extra.cuh>\n", "#define EXTRA_OFFSET 0\n"),
+        "tiny",
+        local=bad,
+    )
     fam = load_family("broken", tmp_path / "fams")
     with pytest.raises(BuildError) as ei:
         Builder(fam, [G], ARCH).build(fam.baseline())
@@ -304,8 +333,10 @@ def test_a_compile_error_in_an_included_header_names_its_file_and_line(tmp_path,
     assert str(ei.value) == 'compile error: kernel.cu(2): catastrophic error: cannot open source file "gone.cuh"'
 
 
-TEMPLATE_KNOBS = ("(Knob('block', (128, 256), 256), Knob('vec', (1, 4), 1), Knob('two_pass', (False, True), False),"
-                  " Knob('dtype', ('float', '__nv_bfloat16'), 'float'), Knob('unused', (0, 1), 0))")
+TEMPLATE_KNOBS = (
+    "(Knob('block', (128, 256), 256), Knob('vec', (1, 4), 1), Knob('two_pass', (False, True), False),"
+    " Knob('dtype', ('float', '__nv_bfloat16'), 'float'), Knob('unused', (0, 1), 0))"
+)
 TEMPLATE_ENTRY = "tiny_t<{block}, {vec}, {two_pass}, {dtype}, {n}, {unused}>"
 
 
@@ -347,8 +378,13 @@ def test_template_knobs_compile_through_name_expressions(tmp_path, cache):
 
 
 def test_a_bad_placeholder_is_refused_in_one_line(tmp_path):
-    write_family(tmp_path / "fams", "typo", TEMPLATE_KERNEL, "tiny_t<{block}, {vecc}, {n}>",
-                 "(Knob('block', (128, 256), 256), Knob('vec', (1, 4), 1))")
+    write_family(
+        tmp_path / "fams",
+        "typo",
+        TEMPLATE_KERNEL,
+        "tiny_t<{block}, {vecc}, {n}>",
+        "(Knob('block', (128, 256), 256), Knob('vec', (1, 4), 1))",
+    )
     with pytest.raises(FamilyError) as ei:
         load_family("typo", tmp_path / "fams")
     msg = str(ei.value)
@@ -366,7 +402,9 @@ def test_a_bad_placeholder_is_refused_in_one_line(tmp_path):
 def test_a_wrong_template_argument_list_says_which_entry(tmp_path, cache):
     write_family(tmp_path / "fams", "arity", TEMPLATE_KERNEL, "tiny_t<{block}>")
     fam = load_family("arity", tmp_path / "fams")
-    with pytest.raises(BuildError, match=r"^compile error: __nv_name_map\(\d+\): error: .* \(the entry 'tiny_t<128>'\)$"):
+    with pytest.raises(
+        BuildError, match=r"^compile error: __nv_name_map\(\d+\): error: .* \(the entry 'tiny_t<128>'\)$"
+    ):
         Builder(fam, [G], ARCH).build(fam.baseline())
 
 
@@ -374,8 +412,18 @@ def test_a_wrong_template_argument_list_says_which_entry(tmp_path, cache):
 # NVRTC options: the family's and the campaign's, never instead of evo's own
 
 
-@pytest.mark.parametrize("option", ["--gpu-architecture=sm_80", "-arch=sm_80", "-arch", "-I/usr/include",
-                                    "--include-path=/x", "-dlto", "--fdevice-syntax-only"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--gpu-architecture=sm_80",
+        "-arch=sm_80",
+        "-arch",
+        "-I/usr/include",
+        "--include-path=/x",
+        "-dlto",
+        "--fdevice-syntax-only",
+    ],
+)
 def test_options_that_take_away_what_evo_needs_are_refused(tmp_path, option):
     write_family(tmp_path / "fams", "opts", PLAIN_KERNEL, "tiny")
     fam = load_family("opts", tmp_path / "fams")

@@ -24,8 +24,9 @@ SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
 
 def evo(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     e = {**os.environ, "PYTHONPATH": str(ROOT), "EVO_CACHE_DIR": str(cwd / ".cache"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "evo", *args], cwd=cwd, env=e, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evo", *args], cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def copy_family(dest: Path, name: str = "mhc_pre_big_fuse") -> Path:
@@ -73,8 +74,9 @@ def test_names_never_leave_their_folders(tmp_path):
 def test_evo_family_path_finds_families_by_name_first(tmp_path, monkeypatch):
     copy_family(tmp_path / "a" / "mhc_pre_big_fuse")
     copy_family(tmp_path / "b" / "second_fam")
-    monkeypatch.setenv("EVO_FAMILY_PATH", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "nope"),
-                                                          str(tmp_path / "b")]))
+    monkeypatch.setenv(
+        "EVO_FAMILY_PATH", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "nope"), str(tmp_path / "b")])
+    )
     found = [(s.name, s.origin) for s in find_families()]
     assert ("second_fam", "EVO_FAMILY_PATH") in found
     assert found.index(("mhc_pre_big_fuse", "EVO_FAMILY_PATH")) < found.index(("mhc_pre_big_fuse", "shipped"))
@@ -97,24 +99,39 @@ def test_installed_packages_give_families_through_entry_points(tmp_path, monkeyp
     assert fam.folder == (site / "acme_kernels" / "gate").resolve() and fam.kernel_path.is_file()
     r = evo(tmp_path, "families", env={"PYTHONPATH": f"{site}{os.pathsep}{ROOT}"})
     assert r.returncode == 0, r.stdout + r.stderr
-    assert any(ln.startswith("mhc_pre_big_fuse: ") and "[entry point acme-kernels: " in ln
-               for ln in r.stdout.splitlines()), r.stdout  # the family's own name, from the package
+    assert any(
+        ln.startswith("mhc_pre_big_fuse: ") and "[entry point acme-kernels: " in ln for ln in r.stdout.splitlines()
+    ), r.stdout  # the family's own name, from the package
 
 
 # --- broken families: one line naming them, everywhere -----------------------------------------------------
 
 BROKEN = {
-    "syntax": ("family.py", lambda s: s.replace("class MhcPreBigFuse(Family):", "class MhcPreBigFuse(Family)"),
-               "family.py line"),
-    "bad_default": ("family.py", lambda s: s.replace('Knob("block", (128, 256, 512), 256',
-                                                     'Knob("block", (128, 256, 512), 999'),
-                    "ValueError: knob block: default 999 not in (128, 256, 512)"),
-    "no_method": ("family.py", lambda s: s.replace("    def outputs(self, geometry: Geometry)", "    def outputz(self, geometry: Geometry)"),
-                  "abstract method"),
-    "no_family": ("family.py", lambda s: s.replace("FAMILY = MhcPreBigFuse(", "FAMILIES = MhcPreBigFuse("),
-                  "does not define FAMILY"),
-    "raises": ("family.py", lambda s: s.replace("HC = 4\n", "HC = 4\nraise RuntimeError('boom at import')\n"),
-               "RuntimeError: boom at import"),
+    "syntax": (
+        "family.py",
+        lambda s: s.replace("class MhcPreBigFuse(Family):", "class MhcPreBigFuse(Family)"),
+        "family.py line",
+    ),
+    "bad_default": (
+        "family.py",
+        lambda s: s.replace('Knob("block", (128, 256, 512), 256', 'Knob("block", (128, 256, 512), 999'),
+        "ValueError: knob block: default 999 not in (128, 256, 512)",
+    ),
+    "no_method": (
+        "family.py",
+        lambda s: s.replace("    def outputs(self, geometry: Geometry)", "    def outputz(self, geometry: Geometry)"),
+        "abstract method",
+    ),
+    "no_family": (
+        "family.py",
+        lambda s: s.replace("FAMILY = MhcPreBigFuse(", "FAMILIES = MhcPreBigFuse("),
+        "does not define FAMILY",
+    ),
+    "raises": (
+        "family.py",
+        lambda s: s.replace("HC = 4\n", "HC = 4\nraise RuntimeError('boom at import')\n"),
+        "RuntimeError: boom at import",
+    ),
     "no_kernel": ("kernel.cu", None, "no kernel source"),
 }
 
@@ -236,8 +253,10 @@ def test_export_of_a_template_family_names_each_steps_instantiation(tmp_path, mo
     fam = cfg.family
     base, champ = fam.baseline(), fam.genome({"block": 512, "vec": 8, "cache": 2, "reduce": "all_warps"})
     a, b = step_source(fam, base, {}), step_source(fam, champ, {})
-    assert a.endswith("template __global__ void fused_add_rmsnorm<256, 1, 0, Reduce::warp0>(" +
-                      a.rsplit("<256, 1, 0, Reduce::warp0>(", 1)[1])
+    assert a.endswith(
+        "template __global__ void fused_add_rmsnorm<256, 1, 0, Reduce::warp0>("
+        + a.rsplit("<256, 1, 0, Reduce::warp0>(", 1)[1]
+    )
     changed = [(x, y) for x, y in zip(a.splitlines(), b.splitlines()) if x != y]
     assert len(changed) == 1 and "<512, 8, 2, Reduce::all_warps>" in changed[0][1]
     builder = Builder.for_config(cfg, "sm_90")

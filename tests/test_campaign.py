@@ -27,8 +27,14 @@ def _sub(text: str, pattern: str, repl: str) -> str:
     return new
 
 
-def write_config(tmp_path: Path, attempts: int, name: str = "c", drop_geometry: str | None = None,
-                 db: str | None = None, extra: str = "") -> Path:
+def write_config(
+    tmp_path: Path,
+    attempts: int,
+    name: str = "c",
+    drop_geometry: str | None = None,
+    db: str | None = None,
+    extra: str = "",
+) -> Path:
     """The shipped config's text with a small budget, the recorded backend and storage under tmp_path."""
     text = SHIPPED.read_text()
     text = _sub(text, r"^budget: .*$", f"budget: {{attempts: {attempts}}}")
@@ -212,7 +218,8 @@ def test_interrupted_attempt_is_recorded_and_the_run_goes_on(tmp_path, cache_env
     assert max(a.id for a in atts) > number
     # The interrupted genome is not "seen": it may be proposed again.
     assert lost.genome_key not in camp.ledger.seen_keys() or any(
-        a.genome_key == lost.genome_key and a.id != number for a in atts)
+        a.genome_key == lost.genome_key and a.id != number for a in atts
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -240,8 +247,14 @@ def test_different_geometries_on_the_same_storage_refused(tmp_path, cache_env):
 def test_cli_run_plain_says_simulated_on_every_attempt_line(tmp_path, cache_env):
     path = write_config(tmp_path, 6)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EVO_CACHE_DIR": cache_env}
-    r = subprocess.run([sys.executable, "-m", "evo", "run", str(path), "--plain"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "evo", "run", str(path), "--plain"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     lines = r.stdout.splitlines()

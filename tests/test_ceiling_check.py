@@ -31,9 +31,11 @@ def _config(tmp_path: Path, attempts: int, perf_tail: str = "") -> Path:
 
 def test_ratios_are_each_alternations_own():
     nbytes = 70_000_000
-    trials = [{"ceiling_tbps": 4.0, "us": {"a": 20.0, "b": None}},
-              {"ceiling_tbps": 4.4, "us": {"a": 20.0, "b": None}},
-              {"ceiling_tbps": 4.2, "us": {"a": 21.0, "b": 5.0}}]
+    trials = [
+        {"ceiling_tbps": 4.0, "us": {"a": 20.0, "b": None}},
+        {"ceiling_tbps": 4.4, "us": {"a": 20.0, "b": None}},
+        {"ceiling_tbps": 4.2, "us": {"a": 21.0, "b": 5.0}},
+    ]
     s = ceiling.summarize(trials, {"a": nbytes, "b": 1_000_000})
     own = sorted(100 * nbytes / (us * 1e-6) / (c * 1e12) for us, c in ((20.0, 4.0), (20.0, 4.4), (21.0, 4.2)))
     assert s["a"]["pct_median"] == pytest.approx(own[1])
@@ -47,7 +49,8 @@ def test_ratios_are_each_alternations_own():
     s = ceiling.summarize(trials, {"a": nbytes})
     assert (s["a"]["us_median_ceiling_first"], s["a"]["us_median_champion_first"]) == (20.5, 20.0)
     assert ceiling.describe({"geometries": s})[0].endswith(
-        "3 of 3 measured; right after the copies 20.50 µs, before them 20.00 µs)")
+        "3 of 3 measured; right after the copies 20.50 µs, before them 20.00 µs)"
+    )
     none = ceiling.summarize([{"ceiling_tbps": 4.0, "us": {"a": None}}], {"a": nbytes})
     assert ceiling.describe({"geometries": none}) == ["a: no alternation measured (every round throttled)"]
     assert ceiling.describe({"error": "KernelCrash: boom"}) == ["not measured: KernelCrash: boom"]
@@ -77,17 +80,21 @@ def test_alternations_swap_which_comes_first():
 
 
 def test_unmeasured_alternations_say_why():
-    trials = [{"ceiling_tbps": 4.0, "us": {"a": 20.0}, "first": "ceiling"},
-              {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "champion", "throttle": {"a": "sw_power_cap"}},
-              {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "ceiling",
-               "throttle": {"a": "hw_slowdown,sw_power_cap"}}]
+    trials = [
+        {"ceiling_tbps": 4.0, "us": {"a": 20.0}, "first": "ceiling"},
+        {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "champion", "throttle": {"a": "sw_power_cap"}},
+        {"ceiling_tbps": 4.0, "us": {"a": None}, "first": "ceiling", "throttle": {"a": "hw_slowdown,sw_power_cap"}},
+    ]
     s = ceiling.summarize(trials, {"a": 70_000_000})
     assert s["a"]["throttle"] == ["hw_slowdown", "sw_power_cap"]
-    assert ("1 of 3 measured, the others' every round throttled: hw_slowdown, sw_power_cap"
-            in ceiling.describe({"geometries": s})[0])
+    assert (
+        "1 of 3 measured, the others' every round throttled: hw_slowdown, sw_power_cap"
+        in ceiling.describe({"geometries": s})[0]
+    )
     s = ceiling.summarize(trials[1:], {"a": 70_000_000})
     assert ceiling.describe({"geometries": s}) == [
-        "a: no alternation measured (every round throttled: hw_slowdown, sw_power_cap)"]
+        "a: no alternation measured (every round throttled: hw_slowdown, sw_power_cap)"
+    ]
 
 
 def test_a_run_ends_with_the_check_and_each_run_adds_one(tmp_path):
@@ -103,8 +110,9 @@ def test_a_run_ends_with_the_check_and_each_run_adds_one(tmp_path):
     s = c["geometries"]["in7168_out18432"]
     assert s["alternations"] == 6 and 0 < s["pct_median"] < 100
     assert c["launches"] == {"in7168_out18432": camp.backend.launches_for(None, camp.cfg.geometries[0])}
-    assert any(f"champion #{summary.champion.id} against the copy ceiling, side by side: in7168_out18432:" in m
-               for m in out)
+    assert any(
+        f"champion #{summary.champion.id} against the copy ceiling, side by side: in7168_out18432:" in m for m in out
+    )
     log = render_log(camp.ledger.attempts(), camp.ledger.all_meta())
     assert "## Champion against the copy ceiling" in log and f"champion #{summary.champion.id} on the recorded" in log
 
@@ -149,8 +157,12 @@ def test_a_failing_check_is_recorded_and_loses_nothing(tmp_path):
     assert summary.attempts == 4 and len(camp.ledger.attempts()) == 4
     (c,) = camp.ledger.meta("ceiling_checks")
     assert c["error"] == "RuntimeError: cudaErrorIllegalAddress: an illegal memory access"
-    assert any(m.startswith(f"champion #{summary.champion.id} against the copy ceiling, side by side: not measured: "
-                            "RuntimeError") for m in out)
+    assert any(
+        m.startswith(
+            f"champion #{summary.champion.id} against the copy ceiling, side by side: not measured: RuntimeError"
+        )
+        for m in out
+    )
 
 
 def test_ctrl_c_during_the_check_is_recorded(tmp_path):

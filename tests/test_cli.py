@@ -19,8 +19,9 @@ SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
 
 def evo(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EVO_CACHE_DIR": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-m", "evo", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evo", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def config(tmp_path: Path, name: str = "c", **changes: str) -> tuple[Path, Path]:

@@ -27,8 +27,14 @@ class FakeNvml:
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
 
-    def __init__(self, log: str | Path | None = None, fail: set[str] = frozenset(), reasons: int = 0,
-                 lock_error: int | None = None, init_error: bool = False):
+    def __init__(
+        self,
+        log: str | Path | None = None,
+        fail: set[str] = frozenset(),
+        reasons: int = 0,
+        lock_error: int | None = None,
+        init_error: bool = False,
+    ):
         self.calls: list[tuple[Any, ...]] = []
         self.log, self.fail, self.reasons = log, set(fail), reasons
         self.lock_error, self.init_error = lock_error, init_error
@@ -126,6 +132,7 @@ def _no_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- throttle classification -------------------------------------------------
 
+
 def test_throttle_mask_bits() -> None:
     assert THROTTLE_MASK == 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
@@ -160,17 +167,32 @@ def test_sample_falls_back_to_throttle_reasons() -> None:
 
 # -- facts -------------------------------------------------------------------
 
+
 def test_facts_all() -> None:
     assert Nvml(nvml=FakeNvml()).facts() == {
-        "driver": "580.65.06", "cuda_driver": "13.0", "cuda_index": 0, "name": "NVIDIA H200",
-        "uuid": UUIDS[0], "max_sm_clock_mhz": 1980, "sm_clock_mhz": 1755, "mem_clock_mhz": 3201,
-        "power_limit_w": 700.0, "persistence_mode": True, "compute_mode": "exclusive_process",
+        "driver": "580.65.06",
+        "cuda_driver": "13.0",
+        "cuda_index": 0,
+        "name": "NVIDIA H200",
+        "uuid": UUIDS[0],
+        "max_sm_clock_mhz": 1980,
+        "sm_clock_mhz": 1755,
+        "mem_clock_mhz": 3201,
+        "power_limit_w": 700.0,
+        "persistence_mode": True,
+        "compute_mode": "exclusive_process",
     }
 
 
 def test_facts_with_failing_calls() -> None:
-    fake = FakeNvml(fail={"nvmlDeviceGetName", "nvmlDeviceGetPowerManagementLimit",
-                          "nvmlSystemGetCudaDriverVersion", "nvmlDeviceGetComputeMode"})
+    fake = FakeNvml(
+        fail={
+            "nvmlDeviceGetName",
+            "nvmlDeviceGetPowerManagementLimit",
+            "nvmlSystemGetCudaDriverVersion",
+            "nvmlDeviceGetComputeMode",
+        }
+    )
     facts = Nvml(nvml=fake).facts()
     assert not {"name", "power_limit_w", "cuda_driver", "compute_mode"} & facts.keys()
     assert facts["uuid"] == UUIDS[0] and facts["driver"] == "580.65.06" and facts["sm_clock_mhz"] == 1755
@@ -185,13 +207,17 @@ def test_facts_without_nvml() -> None:
 
 # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------
 
-@pytest.mark.parametrize("visible,index,expected", [
-    (None, 1, UUIDS[1]),
-    ("2,0", 0, UUIDS[2]),
-    ("2, 0", 1, UUIDS[0]),
-    (f"{UUIDS[1]},{UUIDS[0]}", 0, UUIDS[1]),
-    ("GPU-cccc", 0, UUIDS[2]),  # CUDA accepts a UUID prefix
-])
+
+@pytest.mark.parametrize(
+    "visible,index,expected",
+    [
+        (None, 1, UUIDS[1]),
+        ("2,0", 0, UUIDS[2]),
+        ("2, 0", 1, UUIDS[0]),
+        (f"{UUIDS[1]},{UUIDS[0]}", 0, UUIDS[1]),
+        ("GPU-cccc", 0, UUIDS[2]),  # CUDA accepts a UUID prefix
+    ],
+)
 def test_visible_devices(monkeypatch: pytest.MonkeyPatch, visible: str | None, index: int, expected: str) -> None:
     if visible is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
@@ -206,6 +232,7 @@ def test_visible_devices_out_of_range(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- ClockLock in process ----------------------------------------------------
+
 
 def _handlers() -> list[Any]:
     return [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
@@ -238,7 +265,7 @@ def test_reset_on_exception(tmp_path: Path) -> None:
     fake, marker, before = FakeNvml(), tmp_path / "clock.lock", _handlers()
     with pytest.raises(ZeroDivisionError):
         with ClockLock(Nvml(nvml=fake), 1500, marker):
-            1 / 0
+            1 / 0  # noqa: B018 (raises on purpose)
     assert (LOCK, 0, 1500, 1500) in fake.calls and fake.names().count(RESET) == 1
     assert not marker.exists() and _handlers() == before
 
@@ -288,8 +315,7 @@ def test_no_permission(tmp_path: Path, code: int) -> None:
     message = str(info.value)
     assert "\n" not in message and message.endswith("(needs root on a GPU you own); use clocks: record")
     if code == pynvml.NVML_ERROR_NO_PERMISSION:
-        assert message == ("cannot lock the SM clock: no permission (needs root on a GPU you own); "
-                           "use clocks: record")
+        assert message == ("cannot lock the SM clock: no permission (needs root on a GPU you own); use clocks: record")
     assert RESET not in fake.names() and not marker.exists() and _handlers() == before
 
 
@@ -329,8 +355,13 @@ def _child(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str],
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests"), str(log), str(marker), mode],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(ROOT / "tests"), str(log), str(marker), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     calls = [line.split()[0] for line in log.read_text().splitlines() if line.split()[0] in (LOCK, RESET)]
     return proc, calls, marker
 
@@ -367,8 +398,17 @@ def test_sigkill_leaves_marker_then_restore(tmp_path: Path) -> None:
 
 def test_restore_leaves_live_lock_alone(tmp_path: Path) -> None:
     marker, fake = tmp_path / "clock.lock", FakeNvml()
-    marker.write_text(json.dumps({"pid": os.getpid(), "pid_start": device._proc_stat(os.getpid())[1],
-                                  "uuid": UUIDS[1], "mhz": 1500, "time": 0}))
+    marker.write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "pid_start": device._proc_stat(os.getpid())[1],
+                "uuid": UUIDS[1],
+                "mhz": 1500,
+                "time": 0,
+            }
+        )
+    )
     assert not restore_stale_lock(Nvml(nvml=fake), marker) and marker.exists() and RESET not in fake.names()
     # Same pid, different start time: the pid was reused, so the lock is stale.
     marker.write_text(json.dumps({"pid": os.getpid(), "pid_start": "1", "uuid": UUIDS[1]}))

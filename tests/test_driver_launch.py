@@ -36,14 +36,14 @@ def test_packed_arguments_point_at_their_values():
         dl.pack_args("p", [1, 2])
 
 
-_SRC = r'''
+_SRC = r"""
 extern "C" __global__ void axpy(const float* x, float* y, int n, float a) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");  // y may be the launch before's output
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
-'''
+"""
 
 
 @pytest.mark.gpu
@@ -62,8 +62,15 @@ def test_driver_launch_matches_cupy_in_a_chain(pdl):
         want, got = y0.copy(), y0.copy()
         for _ in range(50):
             fn(((n + 255) // 256,), (256,), (x, want, cupy.int32(n), cupy.float32(0.75)))
-        launch = dl.launcher(fn.kernel.ptr, ((n + 255) // 256, 1, 1), (256, 1, 1), 0, "ppif",
-                             [x.data.ptr, got.data.ptr, n, 0.75], pdl=pdl)
+        launch = dl.launcher(
+            fn.kernel.ptr,
+            ((n + 255) // 256, 1, 1),
+            (256, 1, 1),
+            0,
+            "ppif",
+            [x.data.ptr, got.data.ptr, n, 0.75],
+            pdl=pdl,
+        )
         for _ in range(50):
             launch(s.ptr)
         s.synchronize()

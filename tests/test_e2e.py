@@ -8,8 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from evo.e2e import (KERNEL_ONLY, MEASUREMENT_ERROR, OK, REJECTED, E2EError, compare_e2e, judge, normalize_command,
-                     parse_output, run_e2e, write_genome_file)
+from evo.e2e import (
+    KERNEL_ONLY,
+    MEASUREMENT_ERROR,
+    OK,
+    REJECTED,
+    E2EError,
+    compare_e2e,
+    judge,
+    normalize_command,
+    parse_output,
+    run_e2e,
+    write_genome_file,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 H1 = "a" * 64
@@ -37,9 +48,11 @@ def test_ok_path():
 
 def test_genome_file_is_appended(tmp_path):
     gf = write_genome_file(tmp_path / "g.json", {"mhc_pre_big_fuse": {"meta": "slice"}})
-    code = ("import sys, json, hashlib; a = sys.argv[1:]; i = a.index('--genome-file'); "
-            "d = json.load(open(a[i + 1])); print('tokens/s: 7'); "
-            "print('sha256:', hashlib.sha256(d['mhc_pre_big_fuse']['meta'].encode()).hexdigest())")
+    code = (
+        "import sys, json, hashlib; a = sys.argv[1:]; i = a.index('--genome-file'); "
+        "d = json.load(open(a[i + 1])); print('tokens/s: 7'); "
+        "print('sha256:', hashlib.sha256(d['mhc_pre_big_fuse']['meta'].encode()).hexdigest())"
+    )
     r = run_e2e(script(code), gf, runs=2, timeout_s=60)
     import hashlib
 
@@ -51,22 +64,27 @@ def test_genome_file_is_appended(tmp_path):
 
 def test_spread_and_median(tmp_path):
     counter = tmp_path / "n"
-    code = (f"import pathlib; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
-            f"p.write_text(str(n + 1)); print('tokens/s:', [100.0, 110.0, 90.0][n]); print('sha256: {H1}')")
+    code = (
+        f"import pathlib; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+        f"p.write_text(str(n + 1)); print('tokens/s:', [100.0, 110.0, 90.0][n]); print('sha256: {H1}')"
+    )
     r = run_e2e(script(code), None, runs=3, timeout_s=60)
     assert r.tokens_per_s == [100.0, 110.0, 90.0]
     assert r.median == 100.0
     assert r.spread == pytest.approx(0.2)
 
 
-@pytest.mark.parametrize("out, why", [
-    ("print('hello')", "no 'tokens/s"),
-    ("print('tokens/s: 5')", "no 'sha256"),
-    (f"print('tokens/s: fast'); print('sha256: {H1}')", "garbled tokens/s"),
-    (f"print('tokens/s: nan'); print('sha256: {H1}')", "garbled tokens/s"),
-    (f"print('tokens/s: -3'); print('sha256: {H1}')", "garbled tokens/s"),
-    ("print('tokens/s: 5'); print('sha256: xyz')", "garbled sha256"),
-])
+@pytest.mark.parametrize(
+    "out, why",
+    [
+        ("print('hello')", "no 'tokens/s"),
+        ("print('tokens/s: 5')", "no 'sha256"),
+        (f"print('tokens/s: fast'); print('sha256: {H1}')", "garbled tokens/s"),
+        (f"print('tokens/s: nan'); print('sha256: {H1}')", "garbled tokens/s"),
+        (f"print('tokens/s: -3'); print('sha256: {H1}')", "garbled tokens/s"),
+        ("print('tokens/s: 5'); print('sha256: xyz')", "garbled sha256"),
+    ],
+)
 def test_garbage_output(out, why):
     with pytest.raises(E2EError, match=why) as e:
         run_e2e(script(out), None, timeout_s=60)
@@ -96,8 +114,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_hang_times_out(tmp_path):
-    code = (f"import os, sys, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); "
-            "sys.stderr.write('loading weights\\n'); sys.stderr.flush(); time.sleep(600)")
+    code = (
+        f"import os, sys, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); "
+        "sys.stderr.write('loading weights\\n'); sys.stderr.flush(); time.sleep(600)"
+    )
     with pytest.raises(E2EError, match=r"timed out after 2 s; last stderr line: loading weights"):
         run_e2e(script(code), None, runs=2, timeout_s=2)
     assert not _alive(int((tmp_path / "pid").read_text()))  # killed, not waited for
@@ -105,9 +125,11 @@ def test_hang_times_out(tmp_path):
 
 def test_hang_of_a_grandchild_is_ended_too(tmp_path):
     # The command starts a child that holds stdout open: the whole process group must go.
-    code = ("import subprocess, sys, time; "
-            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
-            f"open({str(tmp_path / 'pid')!r}, 'w').write(str(p.pid)); time.sleep(600)")
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(p.pid)); time.sleep(600)"
+    )
     with pytest.raises(E2EError, match="timed out"):
         run_e2e(script(code), None, timeout_s=2)
     assert not _alive(int((tmp_path / "pid").read_text()))  # the grandchild went with its group
@@ -115,8 +137,10 @@ def test_hang_of_a_grandchild_is_ended_too(tmp_path):
 
 def test_moving_hash(tmp_path):
     counter = tmp_path / "n"
-    code = (f"import pathlib; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
-            f"p.write_text(str(n + 1)); print('tokens/s: 10'); print('sha256:', [{H1!r}, {H2!r}][n % 2])")
+    code = (
+        f"import pathlib; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+        f"p.write_text(str(n + 1)); print('tokens/s: 10'); print('sha256:', [{H1!r}, {H2!r}][n % 2])"
+    )
     with pytest.raises(E2EError, match="token stream hash moved between runs"):
         run_e2e(script(code), None, runs=2, timeout_s=60)
 
@@ -137,8 +161,13 @@ def test_env_is_added():
 
 
 def test_normalize_command():
-    assert normalize_command(["python", "-m", "evo.proxy", "--tokens", 64]) == \
-        [sys.executable, "-m", "evo.proxy", "--tokens", "64"]
+    assert normalize_command(["python", "-m", "evo.proxy", "--tokens", 64]) == [
+        sys.executable,
+        "-m",
+        "evo.proxy",
+        "--tokens",
+        "64",
+    ]
     with pytest.raises(E2EError, match="e2e.command: give the command as a list"):
         normalize_command("python -m evo.proxy")
     with pytest.raises(E2EError, match=r"e2e.command\[1\]"):
@@ -147,9 +176,14 @@ def test_normalize_command():
 
 def test_compare_interleaves(tmp_path):
     log = tmp_path / "log"
-    a, b = write_genome_file(tmp_path / "a.json", {"f": {"k": 1}}), write_genome_file(tmp_path / "b.json", {"f": {"k": 2}})
-    code = (f"import sys, json; k = json.load(open(sys.argv[-1]))['f']['k']; open({str(log)!r}, 'a').write(str(k)); "
-            f"print('tokens/s:', 100 * k); print('sha256: {H1}')")
+    a, b = (
+        write_genome_file(tmp_path / "a.json", {"f": {"k": 1}}),
+        write_genome_file(tmp_path / "b.json", {"f": {"k": 2}}),
+    )
+    code = (
+        f"import sys, json; k = json.load(open(sys.argv[-1]))['f']['k']; open({str(log)!r}, 'a').write(str(k)); "
+        f"print('tokens/s:', 100 * k); print('sha256: {H1}')"
+    )
     base, cand, gain = compare_e2e(script(code), a, b, runs=2, timeout_s=60)
     assert log.read_text() == "1221"
     assert base.median == 100 and cand.median == 200 and gain == pytest.approx(1.0)
@@ -238,15 +272,17 @@ def test_op_times_reads_kernel_time_not_gpu_spans():
 
     from evo.proxy import op_times
 
-    rows = [R(key="embed", device_type="DeviceType.CPU", cpu_time_total=1736.0, device_time_total=50.2),
-            R(key="embed", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=782.5),
-            R(key="mhc_prenorm_gemm", device_type="DeviceType.CPU", cpu_time_total=6210.4, device_time_total=289.6),
-            R(key="mhc_pre_big_fuse", device_type="DeviceType.CPU", cpu_time_total=3251.0, device_time_total=8.9),
-            R(key="mhc_pre_big_fuse", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=250.3),
-            R(key="mhc_pre_big_fuse", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=250.3),
-            R(key="moe_block", device_type="DeviceType.CPU", cpu_time_total=21167.3, device_time_total=1593.2),
-            R(key="moe_block", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=19462.9),
-            R(key="aten::mm", device_type="DeviceType.CPU", cpu_time_total=1566.0, device_time_total=153.9)]
+    rows = [
+        R(key="embed", device_type="DeviceType.CPU", cpu_time_total=1736.0, device_time_total=50.2),
+        R(key="embed", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=782.5),
+        R(key="mhc_prenorm_gemm", device_type="DeviceType.CPU", cpu_time_total=6210.4, device_time_total=289.6),
+        R(key="mhc_pre_big_fuse", device_type="DeviceType.CPU", cpu_time_total=3251.0, device_time_total=8.9),
+        R(key="mhc_pre_big_fuse", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=250.3),
+        R(key="mhc_pre_big_fuse", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=250.3),
+        R(key="moe_block", device_type="DeviceType.CPU", cpu_time_total=21167.3, device_time_total=1593.2),
+        R(key="moe_block", device_type="DeviceType.CUDA", cpu_time_total=0, device_time_total=19462.9),
+        R(key="aten::mm", device_type="DeviceType.CPU", cpu_time_total=1566.0, device_time_total=153.9),
+    ]
     t = op_times(rows, cuda=True, kernel_rows=True)
     assert t["embed"] == 50.2 and t["moe_block"] == 1593.2 and t["mhc_pre_big_fuse"] == 250.3
     assert op_times(rows, cuda=True, kernel_rows=False)["mhc_pre_big_fuse"] == 8.9  # reference: torch ops only
@@ -286,8 +322,9 @@ def test_run_e2e_on_the_proxy(tmp_path, capsys):
 def test_proxy_gpu_exact_knob_keeps_the_token_stream(tmp_path):
     base = write_genome_file(tmp_path / "base.json", {"mhc_pre_big_fuse": {}})
     slice_ = write_genome_file(tmp_path / "slice.json", {"mhc_pre_big_fuse": {"meta": "slice"}})
-    argv = normalize_command(["python", "-m", "evo.proxy", "--layers", "4", "--hidden", "4096", "--tokens", "32",
-                              "--backend", "gpu"])
+    argv = normalize_command(
+        ["python", "-m", "evo.proxy", "--layers", "4", "--hidden", "4096", "--tokens", "32", "--backend", "gpu"]
+    )
     env = _pythonpath()
     b, s, _gain = compare_e2e(argv, base, slice_, runs=2, timeout_s=300, env=env)
     assert b.hash == s.hash
@@ -300,7 +337,9 @@ def test_proxy_gpu_profile_share(tmp_path, capsys):
     from evo.profile import load_profile
 
     prof_path = tmp_path / "prof.csv"
-    _proxy_inproc(["--layers", "2", "--hidden", "4096", "--tokens", "16", "--backend", "gpu",
-                   "--profile-out", str(prof_path)], capsys)
+    _proxy_inproc(
+        ["--layers", "2", "--hidden", "4096", "--tokens", "16", "--backend", "gpu", "--profile-out", str(prof_path)],
+        capsys,
+    )
     s = load_profile(prof_path).share("mhc_pre_big_fuse")
     assert 0.0 < s < 1.0

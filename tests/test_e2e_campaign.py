@@ -8,13 +8,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # A stand-in decoder: tokens/s grows with the knobs a step changes; barrier=early changes the token stream.
-FAKE = r'''
+FAKE = r"""
 import json, sys
 g = json.load(open(sys.argv[sys.argv.index("--genome-file") + 1]))["mhc_pre_big_fuse"]
 tps = 1000.0 * (1.004 if g["meta"] == "slice" else 1.0) * (1.5 if g["block"] == 128 else 1.0)
 print("tokens/s:", tps)
 print("sha256:", ("b" if g["barrier"] == "early" else "a") * 64)
-'''
+"""
 
 
 def test_campaign_judges_steps_end_to_end(tmp_path):
@@ -26,8 +26,10 @@ def test_campaign_judges_steps_end_to_end(tmp_path):
     (tmp_path / "prof.yaml").write_text("decode_noise_floor: 0.003\nkernels: {mhc_pre_big_fuse: 3, rest: 97}\n")
     text = (ROOT / "configs/mhc_pre_big_fuse.yaml").read_text().replace("backend: auto", "backend: recorded")
     text = text.replace("budget: {attempts: 150, minutes: 8}", "budget: {attempts: 40}")
-    text += (f"\nstorage: sqlite:///{tmp_path}/ledger.db\nbound: {{profile: prof.yaml, geometry: T4096_H4096}}\n"
-             f"e2e: {{command: [{sys.executable}, {tmp_path / 'fake.py'}], runs: 2, timeout_s: 60}}\n")
+    text += (
+        f"\nstorage: sqlite:///{tmp_path}/ledger.db\nbound: {{profile: prof.yaml, geometry: T4096_H4096}}\n"
+        f"e2e: {{command: [{sys.executable}, {tmp_path / 'fake.py'}], runs: 2, timeout_s: 60}}\n"
+    )
     (tmp_path / "c.yaml").write_text(text)
     cfg = load_config(tmp_path / "c.yaml")
     camp = Campaign(cfg, out=lambda s: None)

@@ -129,8 +129,14 @@ def test_kernel_is_engine_style_and_macro_free():
 
 def test_every_fault_applies_once():
     src = FAM.source()
-    labels = {"rejected: correctness", "rejected: static", "rejected: perf", "error: compile", "error: crash",
-              "error: timeout"}
+    labels = {
+        "rejected: correctness",
+        "rejected: static",
+        "rejected: perf",
+        "error: compile",
+        "error: crash",
+        "error: timeout",
+    }
     assert len(FAM.faults) >= 6
     for title, f in FAM.faults.items():
         olds = f[0] if isinstance(f[0], (list, tuple)) else [f[0]]
@@ -147,8 +153,7 @@ def test_config_file():
     assert cfg["backend"] == "gpu" and cfg["proposer"]["name"] == "surrogate"
     assert cfg["budget"] == {"attempts": 150, "minutes": 5}
     geos = _config_geometries()
-    assert {(g["T"], g["H"], g.weight) for g in geos} == {(1, 4096, 1), (32, 4096, 1), (128, 7168, 1),
-                                                           (4096, 4096, 0)}
+    assert {(g["T"], g["H"], g.weight) for g in geos} == {(1, 4096, 1), (32, 4096, 1), (128, 7168, 1), (4096, 4096, 0)}
     for g in geos:
         assert FAM.check_geometry(g.params) is None
     assert FAM.check(FAM.baseline(), geos) is None
@@ -224,8 +229,9 @@ def test_reference_is_the_plain_float64_math(seed):
         r = (x[t] + res[t]).to(torch.bfloat16).double()
         assert torch.equal(ref["residual_out"][t], r)
         ms = sum(v * v for v in r.tolist()) / H
-        want = torch.tensor([v / math.sqrt(ms + MOD.EPS) * wv for v, wv in zip(r.tolist(), w.tolist())],
-                            dtype=torch.float64)
+        want = torch.tensor(
+            [v / math.sqrt(ms + MOD.EPS) * wv for v, wv in zip(r.tolist(), w.tolist())], dtype=torch.float64
+        )
         torch.testing.assert_close(ref["out"][t], want, rtol=1e-12, atol=0)
     f32 = FAM.reference(inp, g, torch.float32)
     assert f32["out"].dtype == torch.float32
@@ -355,9 +361,9 @@ class _Runner:
             pad = self.GUARD // 2
             full = torch.full((n + 2 * pad,), 0, dtype=torch.bfloat16, device="cuda")
             full.view(torch.uint8).fill_(0x5A)
-            outs[o.name] = full[pad:pad + n].view(o.shape)
+            outs[o.name] = full[pad : pad + n].view(o.shape)
             outs[o.name].view(torch.uint8).fill_(poison)
-            bands[o.name] = (full[:pad], full[pad + n:])
+            bands[o.name] = (full[:pad], full[pad + n :])
         args = []
         for t, v in zip(FAM.arg_types(), FAM.kernel_args(inputs, outs, g)):
             args.append(np.uint64(v.data_ptr()) if t == "p" else np.int32(v) if t == "i" else np.float32(v))

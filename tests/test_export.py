@@ -16,11 +16,27 @@ FAM = load_family("mhc_pre_big_fuse")
 
 
 def test_resolve_conditionals_keeps_undecided_and_drops_decided():
-    src = "\n".join([
-        "#if EVO_A == 1", "a1", "#elif EVO_A == 2", "a2", "#else", "a3", "#endif",
-        "#if EVO_A == 1 && EVO_S > 1", "both", "#endif",
-        "#if EVO_A == 2 && EVO_S > 1", "never", "#endif",
-        "#ifndef EVO_S", "#define EVO_S 1", "#endif", ""])
+    src = "\n".join(
+        [
+            "#if EVO_A == 1",
+            "a1",
+            "#elif EVO_A == 2",
+            "a2",
+            "#else",
+            "a3",
+            "#endif",
+            "#if EVO_A == 1 && EVO_S > 1",
+            "both",
+            "#endif",
+            "#if EVO_A == 2 && EVO_S > 1",
+            "never",
+            "#endif",
+            "#ifndef EVO_S",
+            "#define EVO_S 1",
+            "#endif",
+            "",
+        ]
+    )
     out = resolve_conditionals(src, {"EVO_A": 2})
     assert "a2" in out and "a1" not in out and "a3" not in out and "#elif" not in out
     assert "#if 2 == 1 && EVO_S > 1" not in out and "never" in out  # A==2: condition reduces to EVO_S > 1
@@ -29,9 +45,15 @@ def test_resolve_conditionals_keeps_undecided_and_drops_decided():
     assert "a1" in out1 and "both" in out1 and "never" not in out1
 
 
-@pytest.mark.parametrize("changes", [{}, {"meta": "slice", "barrier": "early"},
-                                     {"split_reduce": "warp", "vec": 8, "unroll": 4, "h_split": 2, "block": 128},
-                                     {"warp0_stream": True, "meta": "slice"}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"meta": "slice", "barrier": "early"},
+        {"split_reduce": "warp", "vec": 8, "unroll": 4, "h_split": 2, "block": 128},
+        {"warp0_stream": True, "meta": "slice"},
+    ],
+)
 @pytest.mark.parametrize("spec", [{"S": 1, "prenorm": False}, {"S": 32, "prenorm": False}, {"S": 1, "prenorm": True}])
 def test_resolved_kernel_compiles_to_the_same_machine_code(changes, spec):
     g = FAM.baseline().replace(**changes)
@@ -68,8 +90,14 @@ def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
     assert len(patches) == len(accepted)
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "HOME": str(tmp_path),
+    }
     run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True, env=env)  # noqa: E731
     run("init", "-q")
     (repo / "mhc_pre_big_fuse.cu").write_text((out / "baseline-mhc_pre_big_fuse.cu").read_text())

@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from evo.family import Geometry, load_family
-from evo.genome import Genome
 from harness.build import Builder
 
 FAM = load_family("fp4_matvec")
@@ -82,11 +81,11 @@ def fmul32(a: float, b: float) -> float:
 
 def test_fp32_helpers_round_once():
     # 1 + 2^-24 is a tie: even -> 1; fma keeps the product's low bits that a separate multiply would lose
-    assert fadd32(1.0, 2.0 ** -24) == 1.0 and fadd32(1.0, 3 * 2.0 ** -25) == 1.0 + 2.0 ** -23
-    a = 1.0 + 2.0 ** -12
-    assert fma32(a, a, -1.0) == 2.0 ** -11 + 2.0 ** -24 != fadd32(f32(a * a), -1.0)
+    assert fadd32(1.0, 2.0**-24) == 1.0 and fadd32(1.0, 3 * 2.0**-25) == 1.0 + 2.0**-23
+    a = 1.0 + 2.0**-12
+    assert fma32(a, a, -1.0) == 2.0**-11 + 2.0**-24 != fadd32(f32(a * a), -1.0)
     assert math.copysign(1.0, fma32(-0.0, 3.0, -0.0)) == -1.0 and math.copysign(1.0, fma32(-0.0, 3.0, 0.0)) == 1.0
-    assert fmul32(2.0 ** -140, 2.0 ** -10) == 0.0 and fmul32(2.0 ** -126, 0.75) == 0.75 * 2.0 ** -126
+    assert fmul32(2.0**-140, 2.0**-10) == 0.0 and fmul32(2.0**-126, 0.75) == 0.75 * 2.0**-126
 
 
 # --- the kernel's pieces, bit by bit --------------------------------------------------------
@@ -112,8 +111,10 @@ def e2m1x8_f16(q: int) -> tuple[list[float], list[float]]:
     hi = ((q & 0x80808080) | ((q >> 3) & 0x0E0E0E0E)) & M32
     l02, l13 = byte_perm(lo, 0, 0x2404), lo & 0xFF00FF00
     h02, h13 = byte_perm(hi, 0, 0x2404), hi & 0xFF00FF00
-    return ([f16_to_f32(l02), f16_to_f32(l13), f16_to_f32(l02 >> 16), f16_to_f32(l13 >> 16)],
-            [f16_to_f32(h02), f16_to_f32(h13), f16_to_f32(h02 >> 16), f16_to_f32(h13 >> 16)])
+    return (
+        [f16_to_f32(l02), f16_to_f32(l13), f16_to_f32(l02 >> 16), f16_to_f32(l13 >> 16)],
+        [f16_to_f32(h02), f16_to_f32(h13), f16_to_f32(h02 >> 16), f16_to_f32(h13 >> 16)],
+    )
 
 
 def spec_e2m1(code: int) -> float:
@@ -131,8 +132,8 @@ def expand(q: list[int], mode: str) -> list[float]:
     if mode == "f16":
         for k in range(4):
             lo4, hi4 = e2m1x8_f16(q[k])
-            v[4 * k:4 * k + 4] = lo4
-            v[16 + 4 * k:16 + 4 * k + 4] = hi4
+            v[4 * k : 4 * k + 4] = lo4
+            v[16 + 4 * k : 16 + 4 * k + 4] = hi4
     else:  # the tables (lut_global / lut_constant / lut_shared hold the same 16 floats)
         for j in range(16):
             v[j] = lut((q[j >> 2] >> (8 * (j & 3))) & 15)
@@ -149,13 +150,15 @@ def test_f16_expansion_is_e2m1_times_2_to_minus_14_for_every_byte_everywhere():
                 for i in range(4):
                     bi = (q >> (8 * i)) & 255
                     for got, code in ((lo4[i], bi & 15), (hi4[i], bi >> 4)):
-                        want = spec_e2m1(code) * 2.0 ** -14
+                        want = spec_e2m1(code) * 2.0**-14
                         assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want), (q, i, code)
     # x * 2^14 is exact and every product is the baseline's: the fma sees the same real numbers
     for code in range(16):
-        for xv in (1.0, -3.1415927, 2.0 ** -140, 1.7e30, f32(0.1)):
+        for xv in (1.0, -3.1415927, 2.0**-140, 1.7e30, f32(0.1)):
             xs = fmul32(f32(xv), 16384.0)
-            assert Fraction(expand([code] + [0] * 3, "f16")[0]) * Fraction(xs) == Fraction(lut(code)) * Fraction(f32(xv))
+            assert Fraction(expand([code] + [0] * 3, "f16")[0]) * Fraction(xs) == Fraction(lut(code)) * Fraction(
+                f32(xv)
+            )
 
 
 def e8m0(sb: int) -> float:
@@ -173,7 +176,7 @@ def load_block_words(buf: bytes, base: int, b: int) -> tuple[int, list[int]]:
     a = base + 17 * b
     p = a & ~3
     off = a & 3
-    w = [int.from_bytes(buf[p + 4 * k:p + 4 * k + 4], "little") for k in range(5)]
+    w = [int.from_bytes(buf[p + 4 * k : p + 4 * k + 4], "little") for k in range(5)]
     return (w[0] >> (8 * off)) & 255, [funnel_rc(w[k], w[k + 1], 8 * off + 8) for k in range(4)]
 
 
@@ -247,7 +250,7 @@ def emulate_direct(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> 
                         b = VL * s + 32 * (g * NCH + c) + lane
                         if b >= NBLK:
                             continue
-                        xv = xl[32 * b:32 * b + 32]
+                        xv = xl[32 * b : 32 * b + 32]
                         for r in range(RW):
                             row = blk * R + wi * RW + r
                             sb, q = load_block_words(w, row * RS, b)
@@ -257,8 +260,9 @@ def emulate_direct(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> 
     return y
 
 
-def emulate_cp_async(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
-                     lookahead: int | None = None) -> list[float]:
+def emulate_cp_async(
+    genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int, lookahead: int | None = None
+) -> list[float]:
     """qload = cp_async, block by block of the grid, item by item, with the ring's stages (kernel.cu refills
     item + NSTAGE - 1; `lookahead` changes that, to show the stage check catches a wrong refill)."""
     G, W, R, VL, NCH, WPG, RW, NBLK, NSTEP = geometry_consts(genome, n_in)
@@ -274,7 +278,7 @@ def emulate_cp_async(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
     for bid in range(grid):
         my_tiles = (ntiles - 1 - bid) // grid + 1 if bid < ntiles else 0
         nitems = my_tiles * NSTEP
-        ring = bytearray(b"\xAB" * (NSTAGE * R * SLICE))  # stale bytes: any read of an unfilled chunk shows
+        ring = bytearray(b"\xab" * (NSTAGE * R * SLICE))  # stale bytes: any read of an unfilled chunk shows
         filled = {}  # ring chunk index -> item that wrote it
 
         def issue(item):
@@ -288,7 +292,7 @@ def emulate_cp_async(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
                     if c < nch:
                         src = (tile * R + r) * RS + s * SLICE + 16 * c
                         dst = ((item % NSTAGE) * R * CHUNKS + i) * 16
-                        ring[dst:dst + 16] = w[src:src + 16]
+                        ring[dst : dst + 16] = w[src : src + 16]
                         filled[(item % NSTAGE) * R * CHUNKS + i] = item
 
         for i in range(ahead):
@@ -296,11 +300,11 @@ def emulate_cp_async(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
         sx = [None] * n_in  # s_x4 as floats: chunk (b << 3) | (k ^ (b & 7)) holds x[32b + 4k .. + 3]
         for i in range(n_in // 4):
             b, k = i >> 3, i & 7
-            vals = xs[4 * i:4 * i + 4]
+            vals = xs[4 * i : 4 * i + 4]
             if mode == "f16":
                 vals = [fmul32(v, 16384.0) for v in vals]
             j = ((b << 3) | (k ^ (b & 7))) * 4
-            sx[j:j + 4] = vals
+            sx[j : j + 4] = vals
         accs = {warp: [[[0.0] * NCH for _ in range(RW)] for _ in range(32)] for warp in range(W)}
         for item in range(nitems):
             issue(item + ahead)  # after the barrier, before this item's fold: must not hit its stage
@@ -317,7 +321,7 @@ def emulate_cp_async(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
                         xv = []
                         for k in range(8):
                             j = ((b << 3) | (k ^ (b & 7))) * 4
-                            xv += sx[j:j + 4]
+                            xv += sx[j : j + 4]
                         for r in range(RW):
                             base = slot + (wi * RW + r) * SLICE
                             a0 = base + 17 * bl
@@ -363,8 +367,20 @@ CASES = [
     # (genome changes, in, out, x_dtype, grid)
     (dict(expand="f16", qload="cp_async", row_groups=1, rows_per_block=2, warps=1, unroll=1), 2080, 8, "float32", 3),
     (dict(expand="f16", qload="cp_async", row_groups=2, rows_per_block=2, warps=2, unroll=2), 2080, 6, "bfloat16", 2),
-    (dict(expand="lut_shared", qload="cp_async", row_groups=1, rows_per_block=1, warps=1, unroll=4), 96, 5, "float32", 2),
-    (dict(expand="f16", qload="cp_async", row_groups=2, rows_per_block=4, warps=4, unroll=1), 4096 + 64, 4, "float32", 1),
+    (
+        dict(expand="lut_shared", qload="cp_async", row_groups=1, rows_per_block=1, warps=1, unroll=4),
+        96,
+        5,
+        "float32",
+        2,
+    ),
+    (
+        dict(expand="f16", qload="cp_async", row_groups=2, rows_per_block=4, warps=4, unroll=1),
+        4096 + 64,
+        4,
+        "float32",
+        1,
+    ),
 ]
 
 
@@ -403,9 +419,11 @@ def test_emulated_ring_catches_a_refill_of_the_stage_being_read():
 
 # --- launch, constraints, compiles ----------------------------------------------------------
 
-REAL = [Geometry("in7168_out18432", {"in": 7168, "out": 18432, "x_dtype": "float32"}),
-        Geometry("in4096_out4096", {"in": 4096, "out": 4096, "x_dtype": "float32"}),
-        Geometry("in7168_out7168_bf16", {"in": 7168, "out": 7168, "x_dtype": "bfloat16"})]
+REAL = [
+    Geometry("in7168_out18432", {"in": 7168, "out": 18432, "x_dtype": "float32"}),
+    Geometry("in4096_out4096", {"in": 4096, "out": 4096, "x_dtype": "float32"}),
+    Geometry("in7168_out7168_bf16", {"in": 7168, "out": 7168, "x_dtype": "bfloat16"}),
+]
 
 
 def test_cp_async_launch_is_persistent_and_fits_shared_memory():
@@ -422,7 +440,9 @@ def test_cp_async_launch_is_persistent_and_fits_shared_memory():
     assert MOD.cp_async_blocks_per_sm(gen, 7168) == 4  # 46080 B + 1 KiB reserved, 4 per 228 KiB
     # the direct paths launch one block per tile, and their macros are unchanged (recorded genomes' sources)
     base = FAM.baseline()
-    assert FAM.launch(base, REAL[0]).grid == (18432 // 4, 1, 1) and "EVO_MINB" not in FAM.defines(base, {"in": 7168, "x_bf16": False})
+    assert FAM.launch(base, REAL[0]).grid == (18432 // 4, 1, 1) and "EVO_MINB" not in FAM.defines(
+        base, {"in": 7168, "x_bf16": False}
+    )
     # too much shared memory, too many registers: refused with the reason
     assert FAM.check(gen.replace(unroll=2), REAL) is None  # 54784 B: over 48 KiB, the launch opts in
     big = [Geometry("big", {"in": 32768, "out": 4096, "x_dtype": "float32"})]  # x alone is 128 KiB
@@ -436,8 +456,11 @@ def test_cp_async_launch_is_persistent_and_fits_shared_memory():
 
 def test_new_values_are_bit_preserving():
     g = REAL[0]
-    for gen in (base_genome(expand="f16"), base_genome(qload="cp_async"),
-                base_genome(expand="f16", qload="cp_async", row_groups=2, warps=4, rows_per_block=4)):
+    for gen in (
+        base_genome(expand="f16"),
+        base_genome(qload="cp_async"),
+        base_genome(expand="f16", qload="cp_async", row_groups=2, warps=4, rows_per_block=4),
+    ):
         assert FAM.inexact_knobs(gen, g) == []
     assert FAM.inexact_knobs(base_genome(qload="cp_async", row_groups=4), g) == ["row_groups"]
 
@@ -540,7 +563,7 @@ def stage_x_parts(xs: list[float], nblk: int, whole: bool = False) -> tuple[list
     s_xb = [[0] * 8 for _ in range(nblk * 12)]
     s_xf = [0.0] * nblk
     for b in range(nblk):
-        m = max(abs(v) for v in (xs if whole else xs[32 * b:32 * b + 32]))
+        m = max(abs(v) for v in (xs if whole else xs[32 * b : 32 * b + 32]))
         em = (f32_bits(m) >> 23) & 255
         k = min(141 - em, 127)
         for lane in range(32):
@@ -593,7 +616,7 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
 
     def word(off: int) -> int:
         assert 0 <= off and off + 4 <= len(w), "read past the weights"
-        return int.from_bytes(w[off:off + 4], "little")
+        return int.from_bytes(w[off : off + 4], "little")
 
     for blk in range(n_out // R):
         red = [[None] * R for _ in range(G)]
@@ -614,8 +637,12 @@ def emulate_mma(genome, w: bytes, xs: list[float], n_in: int, n_out: int) -> lis
                             g, t = lane >> 2, lane & 3
                             wofs = 17 * b + 1 - lead + 4 * t
                             bases = [(row0 + 16 * i + g + 8 * r) * stride for r in range(2)]
-                            qs.append([funnel_rc(word(bs + wofs), word(bs + wofs + 4) if lead else 0, 8 * lead)
-                                       for bs in bases])
+                            qs.append(
+                                [
+                                    funnel_rc(word(bs + wofs), word(bs + wofs + 4) if lead else 0, 8 * lead)
+                                    for bs in bases
+                                ]
+                            )
                             sbs.append([w[bs + 17 * b] for bs in bases])
                         for lane, (d, f) in enumerate(mma_block_lanes(qs, sbs, s_xb, s_xf, b)):
                             for c in range(4):
@@ -648,12 +675,17 @@ def tile_row_sums(chains):
     """The end of a 16-row tile in kernel.cu's mma paths: chains[lane] = its 4 chains of 4 D-sums. Lanes t != 0
     drop columns 1 and 3 (repeats of part 2), each lane adds (c0 + c1) over the chains in pairs, and lane t = 0
     adds lane t + 1's (shfl_down 1). Returns (row in the tile, sum) for rows g and g + 8."""
+
     def lane_sum(lane, r):
         a = [[0.0 if (lane & 3) and c & 1 else ch[c] for c in range(4)] for ch in chains[lane]]
         s = [fadd32(ch[2 * r], ch[2 * r + 1]) for ch in a]
         return fadd32(fadd32(s[0], s[1]), fadd32(s[2], s[3]))
-    return [((lane >> 2) + 8 * r, fadd32(lane_sum(lane, r), lane_sum(lane + 1, r)))
-            for r in range(2) for lane in range(0, 32, 4)]
+
+    return [
+        ((lane >> 2) + 8 * r, fadd32(lane_sum(lane, r), lane_sum(lane + 1, r)))
+        for r in range(2)
+        for lane in range(0, 32, 4)
+    ]
 
 
 def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int) -> list[float]:
@@ -673,7 +705,9 @@ def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
         ring = bytearray([0xEE]) * (nstage * R * pitch)
         fresh = [set() for _ in range(nstage)]  # byte offsets copied for the stage's current item
         my_tiles = (ntiles - 1 - blk) // grid + 1 if blk < ntiles else 0
-        acc = {(warp, lane): [[[0.0] * 4 for _ in range(mt)] for _ in range(4)] for warp in range(W) for lane in range(32)}
+        acc = {
+            (warp, lane): [[[0.0] * 4 for _ in range(mt)] for _ in range(4)] for warp in range(W) for lane in range(32)
+        }
         for item in range(my_tiles * nstep):
             tile, s = blk + (item // nstep) * grid, item % nstep
             st = item % nstage
@@ -682,12 +716,12 @@ def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
             for r in range(R):  # copy_rows(): nch 16-byte chunks of each row
                 src = (tile * R + r) * stride + s * slice_
                 dst = st * R * pitch + r * pitch
-                ring[dst:dst + 16 * nch] = w[src:src + 16 * nch]
+                ring[dst : dst + 16 * nch] = w[src : src + 16 * nch]
                 fresh[st].update(range(dst, dst + 16 * nch))
 
             def word(off: int) -> int:
                 assert all(o in fresh[st] for o in range(off, off + 4)), "read a byte not copied for this item"
-                return int.from_bytes(ring[off:off + 4], "little")
+                return int.from_bytes(ring[off : off + 4], "little")
 
             ng = min(nblk - s * step, step) // 4
             for warp in range(W):
@@ -706,8 +740,12 @@ def emulate_mma_ring(genome, w: bytes, xs: list[float], n_in: int, n_out: int, g
                                 wofs = 17 * bl + 1 - lead + 4 * t
                                 assert wofs % 4 == 0
                                 rows = [st * R * pitch + (wi * 16 * mt + g + 16 * i + 8 * r) * pitch for r in range(2)]
-                                qs.append([funnel_rc(word(rp + wofs), word(rp + wofs + 4) if lead else 0, 8 * lead)
-                                           for rp in rows])
+                                qs.append(
+                                    [
+                                        funnel_rc(word(rp + wofs), word(rp + wofs + 4) if lead else 0, 8 * lead)
+                                        for rp in rows
+                                    ]
+                                )
                                 sbs.append([ring[rp + 17 * bl] for rp in rows])
                                 assert all(rp + 17 * bl in fresh[st] for rp in rows)
                             for lane, (d, f) in enumerate(mma_block_lanes(qs, sbs, s_xb, s_xf, b)):
@@ -777,9 +815,11 @@ def test_mma_ring_pitch_makes_a_fragments_window_loads_conflict_free():
     """Why the ring's rows are 1088 + 16 bytes apart: the 32 lanes of a window load (rows g = 0..7 of a fragment,
     words t = 0..3) hit 32 different banks for every block of a slice, both words of the window; at the unpadded
     pitch 1088 (272 words, 16 mod 32) rows g and g + 2 share banks."""
+
     def banks(pitch: int, bl: int, second: int) -> set[int]:
         lead = ((bl & 3) + 1) & 3
         return {((g * pitch + 17 * bl + 1 - lead + 4 * t) // 4 + second) % 32 for g in range(8) for t in range(4)}
+
     assert MOD.MMA_PITCH == 17 * MOD.MMA_STEP_BLOCKS + 16 and "#define MPITCH (MSLICE + 16)" in FAM.source()
     for bl in range(MOD.MMA_STEP_BLOCKS):
         for second in (0, 1):
@@ -847,8 +887,13 @@ def imma_emulated(a_regs, b_regs, c: int):
         for j in range(2):
             for e in range(4):
                 B[4 * t + e + 16 * j][g] = s8(b_regs[lane][j], e)
-    return [[sum(A[(lane >> 2) + 8 * (ci >> 1)][k] * B[k][2 * (lane & 3) + (ci & 1)] for k in range(32)) + c
-             for ci in range(4)] for lane in range(32)]
+    return [
+        [
+            sum(A[(lane >> 2) + 8 * (ci >> 1)][k] * B[k][2 * (lane & 3) + (ci & 1)] for k in range(32)) + c
+            for ci in range(4)
+        ]
+        for lane in range(32)
+    ]
 
 
 E2M1X2 = (0x03020100, 0x0C080604)  # 2 x E2M1 of the magnitudes 0..7, as int8
@@ -871,10 +916,10 @@ def stage_x_digits(xs: list[float], nblk: int):
             cols = [[], [], [], []]
             for j in order:
                 r = fmul32(xs[32 * b + j], math.ldexp(1.0, k))
-                assert abs(r) < 2 ** 27
+                assert abs(r) < 2**27
                 for c, sh in enumerate((21, 14, 7)):
-                    tc = fma32(r, 2.0 ** -sh, M)
-                    r = fma32(-fadd32(tc, -M), 2.0 ** sh, r)
+                    tc = fma32(r, 2.0**-sh, M)
+                    r = fma32(-fadd32(tc, -M), 2.0**sh, r)
                     cols[c].append(tc)
                 cols[3].append(fadd32(r, M))
             X = 0
@@ -883,8 +928,10 @@ def stage_x_digits(xs: list[float], nblk: int):
                 assert all(-64 <= d <= 64 and d == int(d) for d in digits)
                 col = [f32_bits(v) & 255 for v in cols[c]]
                 assert [((v ^ 128) - 128) for v in col] == [int(d) for d in digits]  # the bits' low byte is the digit
-                s_xd[(b * 4 + t) * 4 + c] = (col[0] | col[1] << 8 | col[2] << 16 | col[3] << 24,
-                                             col[4] | col[5] << 8 | col[6] << 16 | col[7] << 24)
+                s_xd[(b * 4 + t) * 4 + c] = (
+                    col[0] | col[1] << 8 | col[2] << 16 | col[3] << 24,
+                    col[4] | col[5] << 8 | col[6] << 16 | col[7] << 24,
+                )
             for e, j in enumerate(order):  # the digits are rint(x * 2^k), exactly
                 X = sum(int(fadd32(cols[c][e], -M)) * 128 ** (3 - c) for c in range(4))
                 v = fmul32(xs[32 * b + j], math.ldexp(1.0, k))
@@ -923,7 +970,7 @@ def imma_pair_lanes(sels, s_xd, b):
         bregs.append(s_xd[((b + (g & 1)) * 4 + t) * 4 + (g >> 1)])
     dp, dn = imma_emulated(a_p, bregs, IMMA_BIAS), imma_emulated(a_n, bregs, IMMA_BIAS)
     for lane in range(32):
-        assert all(abs(v - IMMA_BIAS) < 2 ** 22 for v in dp[lane] + dn[lane])  # the fp32 reading stays exact
+        assert all(abs(v - IMMA_BIAS) < 2**22 for v in dp[lane] + dn[lane])  # the fp32 reading stays exact
     return [[fadd32(bits_to_f32(dp[lane][c]), -bits_to_f32(dn[lane][c])) for c in (0, 3)] for lane in range(32)]
 
 
@@ -932,13 +979,22 @@ def tma_tile_row_sums(chains):
     entry e). Per row half, a lane sums its chains ((v0 e0 + v1 e0) + (v0 e1 + v1 e1)), times its digit's
     weight 128^(3 - t), and the quad adds its 4 lanes by two xor shuffles ((t0 + t1) + (t2 + t3)). Returns
     (row in the tile, sum) for rows g and g + 8."""
+
     def lane_sum(lane, h):
         ch = chains[lane]
         c = fadd32(fadd32(ch[0][h][0], ch[1][h][0]), fadd32(ch[0][h][1], ch[1][h][1]))
         return fmul32(c, 2.0 ** (7 * (3 - (lane & 3))))
-    return [((lane >> 2) + 8 * h, fadd32(fadd32(lane_sum(lane, h), lane_sum(lane + 1, h)),
-                                         fadd32(lane_sum(lane + 2, h), lane_sum(lane + 3, h))))
-            for h in range(2) for lane in range(0, 32, 4)]
+
+    return [
+        (
+            (lane >> 2) + 8 * h,
+            fadd32(
+                fadd32(lane_sum(lane, h), lane_sum(lane + 1, h)), fadd32(lane_sum(lane + 2, h), lane_sum(lane + 3, h))
+            ),
+        )
+        for h in range(2)
+        for lane in range(0, 32, 4)
+    ]
 
 
 def tma_first_group(wp: int, item: int, W: int, kb: int, nstep: int) -> int:
@@ -948,8 +1004,9 @@ def tma_first_group(wp: int, item: int, W: int, kb: int, nstep: int) -> int:
     return (wp + tile + s * (W - (kb // 4) % W)) % W
 
 
-def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int,
-                    rotate: bool = True) -> list[float]:
+def emulate_mma_tma(
+    genome, w: bytes, xs: list[float], n_in: int, n_out: int, grid: int, rotate: bool = True
+) -> list[float]:
     """kernel.cu's qload = tma: persistent blocks, (tile, step) items copied row by row into ring stage
     item % (unroll + 1) at the family's pitch (bytes not copied for the item read as a failure), warps consumer
     warps per 16-row tile taking the step's 4-block groups round-robin from (warp + item) % warps, each group as 2
@@ -978,12 +1035,12 @@ def emulate_mma_tma(genome, w: bytes, xs: list[float], n_in: int, n_out: int, gr
             for r in range(R):
                 src = (tile * R + r) * stride + s * kb * 17
                 dst = (st * R + r) * pitch
-                ring[dst:dst + nbytes] = w[src:src + nbytes]
+                ring[dst : dst + nbytes] = w[src : src + nbytes]
                 fresh[st].update(range(dst, dst + nbytes))
 
             def word(off: int) -> int:
                 assert all(o in fresh[st] for o in range(off, off + 4)), "read a byte not copied for this item"
-                return int.from_bytes(ring[off:off + 4], "little")
+                return int.from_bytes(ring[off : off + 4], "little")
 
             ng = min(nblk - s * kb, kb) // 4
             for warp in range(W * mt):
@@ -1097,8 +1154,14 @@ def test_tma_warps_get_the_same_groups_a_tile_across_steps():
                                 jg = tma_first_group(wp, tile * nstep + s, W, kb, nstep)
                                 count[wp] += len(range(jg, ng, W))
                         total = nblk // 4
-                        assert sum(count) == total and max(count) - min(count) <= (0 if total % W == 0 else 1), \
-                            (n_in, W, U, R, kb, count)
+                        assert sum(count) == total and max(count) - min(count) <= (0 if total % W == 0 else 1), (
+                            n_in,
+                            W,
+                            U,
+                            R,
+                            kb,
+                            count,
+                        )
 
 
 def test_tma_layout_steps_pitch_and_launch():
@@ -1129,8 +1192,7 @@ def test_tma_bulk_copies_are_whole_16_byte_units_for_every_genome_and_in():
         geo = [Geometry("g", {"in": n_in, "out": 4096, "x_dtype": "float32"})]
         nblk, stride = n_in // 32, MOD.row_stride(n_in)
         for rows, warps, unroll in itertools.product((16, 32), (1, 2, 4, 8), (1, 2, 4)):
-            gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=rows, warps=warps,
-                              unroll=unroll)
+            gen = base_genome(expand="mma", qload="tma", row_groups=1, rows_per_block=rows, warps=warps, unroll=unroll)
             if FAM.check(gen, geo) is not None:
                 continue
             kb, pitch, smem = MOD.tma_layout(gen, n_in)
@@ -1151,7 +1213,9 @@ def test_tma_banks_of_a_fragments_window_loads():
         for jg in range(kb // 4):
             for u in range(4):
                 lead = (u + 1) & 3
-                banks = {((g * pitch + 68 * jg + 17 * u + 1 - lead + 4 * t) // 4) % 32 for g in range(8) for t in range(4)}
+                banks = {
+                    ((g * pitch + 68 * jg + 17 * u + 1 - lead + 4 * t) // 4) % 32 for g in range(8) for t in range(4)
+                }
                 assert len(banks) == 32, (n_in, rows, jg, u)
 
 

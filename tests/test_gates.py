@@ -8,20 +8,31 @@ import random
 import pytest
 
 from evo.records import Resources
-from gates import (CorrectnessEvidence, OutputCheck, PairSamples, correctness_gate, identical_sass, noise_floor,
-                   perf_gate, static_gate, threshold)
+from gates import (
+    CorrectnessEvidence,
+    OutputCheck,
+    PairSamples,
+    correctness_gate,
+    identical_sass,
+    noise_floor,
+    perf_gate,
+    static_gate,
+    threshold,
+)
 from gates.stats import median, median_interval
-
 
 # ---------------------------------------------------------------------------
 # gates.stats.median_interval
 
 
-@pytest.mark.parametrize("n, lo_rank, coverage", [
-    (6, 1, 1 - 2 * 1 / 64),                          # too few for more than the full range
-    (10, 2, 1 - 2 * 11 / 1024),                      # [x(2), x(9)]: 97.85%
-    (12, 3, 1 - 2 * (1 + 12 + 66) / 4096),           # [x(3), x(10)]: 96.14% (the textbook pair)
-])
+@pytest.mark.parametrize(
+    "n, lo_rank, coverage",
+    [
+        (6, 1, 1 - 2 * 1 / 64),  # too few for more than the full range
+        (10, 2, 1 - 2 * 11 / 1024),  # [x(2), x(9)]: 97.85%
+        (12, 3, 1 - 2 * (1 + 12 + 66) / 4096),  # [x(3), x(10)]: 96.14% (the textbook pair)
+    ],
+)
 def test_median_interval_ranks_and_coverage(n, lo_rank, coverage):
     rng = random.Random(n)
     xs = [rng.uniform(0.9, 1.1) for _ in range(n)]
@@ -43,7 +54,7 @@ def test_median_interval_one_rank_narrower_would_miss_the_confidence():
         iv = median_interval(xs, 0.95)
         assert iv.confidence >= 0.95, n
         r = iv.lo + 1  # xs[i] == i, so the one-based rank is lo + 1
-        tail_next = sum(math.comb(n, i) for i in range(r + 1)) / 2 ** n
+        tail_next = sum(math.comb(n, i) for i in range(r + 1)) / 2**n
         assert 1 - 2 * tail_next < 0.95, n
 
 
@@ -80,8 +91,15 @@ def _series(center: float, n: int = 12, noise: float = 0.001, seed: int = 0) -> 
     return [center * (1 + rng.gauss(0, noise)) for _ in range(n)]
 
 
-def _pair(name: str, speedup: float, weight: float = 1.0, parent_us: float = 100.0, seed: int = 0,
-          noise: float = 0.001, bytes_moved: int = 0) -> PairSamples:
+def _pair(
+    name: str,
+    speedup: float,
+    weight: float = 1.0,
+    parent_us: float = 100.0,
+    seed: int = 0,
+    noise: float = 0.001,
+    bytes_moved: int = 0,
+) -> PairSamples:
     parent = _series(parent_us, noise=noise, seed=seed)
     cand = _series(parent_us / speedup, noise=noise, seed=seed + 1000)
     return PairSamples(name, weight, cand, parent, None, 0, bytes_moved, "test")
@@ -144,13 +162,15 @@ def test_rule_every_needs_each_weighted_geometry():
 
 def test_rule_weighted_judges_the_weighted_geomean():
     # A 5% faster, B unchanged: equal weights -> geomean ~1.025 > 1.01 accepted.
-    res = perf_gate([_pair("A", 1.05, 1.0, seed=1), _pair("B", 1.0, 1.0, seed=2)], floor=0.001, min_gain=0.01,
-                    rule="weighted")
+    res = perf_gate(
+        [_pair("A", 1.05, 1.0, seed=1), _pair("B", 1.0, 1.0, seed=2)], floor=0.001, min_gain=0.01, rule="weighted"
+    )
     assert res.verdict.status == "accepted", res.verdict.reason
     assert "weighted 1.02" in res.verdict.reason
     # Same timings, B weighted 9x: geomean ~1.005 < 1.01 rejected. The weights are used.
-    res = perf_gate([_pair("A", 1.05, 1.0, seed=1), _pair("B", 1.0, 9.0, seed=2)], floor=0.001, min_gain=0.01,
-                    rule="weighted")
+    res = perf_gate(
+        [_pair("A", 1.05, 1.0, seed=1), _pair("B", 1.0, 9.0, seed=2)], floor=0.001, min_gain=0.01, rule="weighted"
+    )
     assert res.verdict.status == "rejected"
     assert "weighted speedup" in res.verdict.reason
     # And under "every" the equal-weight case is still a rejection.
@@ -159,8 +179,9 @@ def test_rule_weighted_judges_the_weighted_geomean():
 
 
 def test_score_is_weighted_geomean_over_weighted_geometries_only():
-    res = perf_gate([_pair("A", 1.2, 1.0, seed=1), _pair("B", 1.1, 3.0, seed=2), _pair("W", 1.0, 0.0, seed=3)],
-                    floor=0.001)
+    res = perf_gate(
+        [_pair("A", 1.2, 1.0, seed=1), _pair("B", 1.1, 3.0, seed=2), _pair("W", 1.0, 0.0, seed=3)], floor=0.001
+    )
     va, vb = res.vs_baseline["A"].value, res.vs_baseline["B"].value
     assert res.score == pytest.approx(math.exp((math.log(va) + 3 * math.log(vb)) / 4))
 
@@ -286,8 +307,9 @@ def test_exact_pass():
 
 
 def test_exact_mismatch_names_geometry_seed_output_and_detail():
-    v = correctness_gate(_ev(**{"2y": {"hashes": ["other", "other"], "mismatch": "first diff at [3, 1]: 0.5 vs 0.25"}}),
-                         H, "exact")
+    v = correctness_gate(
+        _ev(**{"2y": {"hashes": ["other", "other"], "mismatch": "first diff at [3, 1]: 0.5 vs 0.25"}}), H, "exact"
+    )
     assert v.status == "rejected" and v.gate == "correctness"
     assert "y at g seed 2" in v.reason
     assert "first diff at [3, 1]: 0.5 vs 0.25" in v.reason

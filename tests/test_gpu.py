@@ -74,8 +74,9 @@ def test_faults_are_rejected(env, title):
     ev = be.correctness(be.load(b.build(g, fam.faulty_source(title)), g))
     v = correctness_gate(ev, be.baseline_hashes, "exact")
     assert not v.ok and v.gate == "correctness", v
-    assert any(p in v.reason for p in ("differs from the baseline", "race", "never written", "NaN",
-                                        "wrote past the bounds")), v.reason
+    assert any(
+        p in v.reason for p in ("differs from the baseline", "race", "never written", "NaN", "wrote past the bounds")
+    ), v.reason
 
 
 def test_graph_timing_is_physical():

@@ -1,4 +1,5 @@
-"""GPU checks of mhc_prenorm_gemm, moe_q2_matvec and fp4_matvec through the campaign's GPU backend (skipped without a GPU).
+"""GPU checks of mhc_prenorm_gemm, moe_q2_matvec and fp4_matvec through the campaign's GPU backend (skipped without a
+GPU).
 
 For each family, at its shipped config's geometries: the baseline is right against float64, and
 every one-knob change of the baseline plus a seeded sample of random valid genomes either keeps
@@ -118,8 +119,11 @@ def test_fp4_mma_is_sound_and_k_split_within_tolerance(env):
         assert fam.check(g, geos) is None, fam.check(g, geos)
         ev = be.correctness(be.load(b.build(g), g))
         v = correctness_gate(ev, be.baseline_hashes, "tolerance", None, be.baseline_errors, 2.0)
-        errs = {c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
-                for c in ev.checks if c.rel_err is not None}
+        errs = {
+            c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
+            for c in ev.checks
+            if c.rel_err is not None
+        }
         print(f"mma {ch}: error / baseline's error {errs}")
         if any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks):
             problems.append((ch, "broken output"))

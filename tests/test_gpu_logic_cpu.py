@@ -50,7 +50,7 @@ class CpuSim(GpuBackend):
                     src[0] = r
                     r = src
                 val = r.to(t.dtype)
-                kind = (loaded.genome.get("_fault") or self.fault)
+                kind = loaded.genome.get("_fault") or self.fault
                 if kind == "wrong" and name == list(views)[-1]:
                     val = val.flatten().roll(1).view_as(val)
                 elif kind == "partial" and name == list(views)[-1]:
@@ -63,12 +63,13 @@ class CpuSim(GpuBackend):
                 elif kind == "oob" and name == list(views)[0]:
                     t.copy_(val)
                     past = torch.as_strided(t, (t.numel() + 3,), (1,), t.storage_offset())
-                    past[t.numel():] = 7.0  # three elements past the end
+                    past[t.numel() :] = 7.0  # three elements past the end
                     continue
                 elif kind == "race" and self.calls % 2 == 0 and name == list(views)[-1]:
                     val = val.clone()
                     val.view(-1)[-1] = val.view(-1)[-1] * 1.5 + 1
                 t.copy_(val)
+
         return launch
 
 
@@ -97,9 +98,17 @@ def test_freeze_records_hashes_and_float64_errors():
         assert c.rel_err is not None and c.rel_err < fam.error_bound(c.output)
 
 
-@pytest.mark.parametrize("fault,expect", [(None, "pass"), ("wrong", "differs from the baseline"),
-                                          ("partial", "never written"), ("nan", "NaN"), ("race", "race"),
-                                          ("oob", "wrote past the bounds of post_mix")])
+@pytest.mark.parametrize(
+    "fault,expect",
+    [
+        (None, "pass"),
+        ("wrong", "differs from the baseline"),
+        ("partial", "never written"),
+        ("nan", "NaN"),
+        ("race", "race"),
+        ("oob", "wrote past the bounds of post_mix"),
+    ],
+)
 def test_faults_get_the_right_reason(fault, expect):
     fam, be, _ = _setup()
     be.fault = fault
@@ -182,8 +191,11 @@ class _FakeCupy:
 
         self.cuda = SimpleNamespace(
             runtime=SimpleNamespace(getDeviceProperties=lambda i: {"multiProcessorCount": 132}),
-            Device=lambda: SimpleNamespace(synchronize=lambda: None), Event=Event, get_elapsed_time=elapsed,
-            memory=SimpleNamespace(OutOfMemoryError=oom))
+            Device=lambda: SimpleNamespace(synchronize=lambda: None),
+            Event=Event,
+            get_elapsed_time=elapsed,
+            memory=SimpleNamespace(OutOfMemoryError=oom),
+        )
         self.random = SimpleNamespace(random=self._random)
         self.uint64, self.float64 = int, "float64"
 

@@ -21,9 +21,24 @@ from evo.campaign import Campaign, CampaignError
 from evo.config import ConfigError, load_config
 from evo.family import load_family
 from evo.genome import Genome
-from evo.ideas import (Idea, IdeaError, apply_ideas, change_signature, check_idea, delta, describe_change,
-                       idea_hook, idea_slugs, knob_part, load_folder_ideas, make_patch, normalize_patch, parse_idea, toggled,
-                       with_ideas)
+from evo.ideas import (
+    Idea,
+    IdeaError,
+    apply_ideas,
+    change_signature,
+    check_idea,
+    delta,
+    describe_change,
+    idea_hook,
+    idea_slugs,
+    knob_part,
+    load_folder_ideas,
+    make_patch,
+    normalize_patch,
+    parse_idea,
+    toggled,
+    with_ideas,
+)
 from evo.proposers.base import Proposal
 from evo.records import ACCEPTED, BASELINE, Attempt, Interval, Timing, Verdict
 from harness.build import BuildError, apply_patch
@@ -64,8 +79,12 @@ def write_config(tmp_path: Path, attempts: int, extra: str = "", name: str = "c"
 def test_idea_file_parses_and_normalizes_paths():
     patch = make_patch(SRC, insert_before(ANCHOR, "#pragma unroll\n"))
     foreign = patch.replace("a/kernel.cu", "a/candidates/mhc_pre_big_fuse/kernel.cu").replace(
-        "b/kernel.cu", "b/candidates/mhc_pre_big_fuse/kernel.cu")
-    text = "Title: Unroll the stream loop\nRationale: constant indices,\n  so registers\nExact: no\n\nfree text\n" + foreign
+        "b/kernel.cu", "b/candidates/mhc_pre_big_fuse/kernel.cu"
+    )
+    text = (
+        "Title: Unroll the stream loop\nRationale: constant indices,\n  so registers\nExact: no\n\nfree text\n"
+        + foreign
+    )
     idea = parse_idea(text, slug="cols")
     assert idea.title == "Unroll the stream loop" and idea.rationale == "constant indices, so registers"
     assert idea.exact is False and idea.gene == "idea:cols"
@@ -74,14 +93,20 @@ def test_idea_file_parses_and_normalizes_paths():
     assert (back.title, back.rationale, back.exact, back.patch) == (idea.title, idea.rationale, idea.exact, idea.patch)
 
 
-@pytest.mark.parametrize("text, why", [
-    ("hello, world\n", "not a unified diff"),
-    ("--- a/kernel.cu\n+++ b/kernel.cu\n", "no hunk"),
-    ("--- a/other.h\n+++ b/other.h\n@@ -1 +1 @@\n-a\n+b\n", "may only change kernel.cu"),
-    ("--- /dev/null\n+++ b/kernel.cu\n@@ -0,0 +1 @@\n+a\n", "creates or deletes"),
-    ("--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -3 +3 @@\n-c\n+d\n",
-     "more than one file"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("hello, world\n", "not a unified diff"),
+        ("--- a/kernel.cu\n+++ b/kernel.cu\n", "no hunk"),
+        ("--- a/other.h\n+++ b/other.h\n@@ -1 +1 @@\n-a\n+b\n", "may only change kernel.cu"),
+        ("--- /dev/null\n+++ b/kernel.cu\n@@ -0,0 +1 @@\n+a\n", "creates or deletes"),
+        (
+            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n"
+            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -3 +3 @@\n-c\n+d\n",
+            "more than one file",
+        ),
+    ],
+)
 def test_bad_patches_are_refused_with_a_reason(text, why):
     with pytest.raises(IdeaError, match=why):
         normalize_patch(text)
@@ -123,13 +148,20 @@ def test_genes_leave_knob_genomes_alone():
 def test_apply_ideas_verdicts_name_the_idea_and_the_hunk():
     good = idea_from("good", insert_before(ANCHOR, "#pragma unroll\n"))
     clash = idea_from("zclash", insert_before(ANCHOR, "#pragma unroll 2\n"))
-    stale = Idea("stale", "t", "r", "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,3 +1,3 @@\n this line\n-is not\n+was never\n"
-                                    " in kernel.cu\n")
+    stale = Idea(
+        "stale",
+        "t",
+        "r",
+        "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,3 +1,3 @@\n this line\n-is not\n+was never\n in kernel.cu\n",
+    )
     book = {i.slug: i for i in (good, clash, stale)}
     base = FAM.baseline()
     assert "#pragma unroll\n" + ANCHOR in apply_ideas(SRC, with_ideas(base, ["good"]), book)
-    with pytest.raises(IdeaError, match=r"idea stale no longer applies to kernel.cu: hunk at kernel.cu:1 does not apply "
-                                        r"\(its context is not in the source: this line \| is not \| in kernel.cu\)"):
+    with pytest.raises(
+        IdeaError,
+        match=r"idea stale no longer applies to kernel.cu: hunk at kernel.cu:1 does not apply "
+        r"\(its context is not in the source: this line \| is not \| in kernel.cu\)",
+    ):
         apply_ideas(SRC, with_ideas(base, ["stale"]), book)
     with pytest.raises(IdeaError, match=r"ideas good and zclash do not apply together: zclash's hunk at kernel.cu:\d+"):
         apply_ideas(SRC, with_ideas(base, ["good", "zclash"]), book)
@@ -163,13 +195,16 @@ def test_campaign_verdicts_for_stale_broken_conflicting_and_good_ideas(tmp_path)
         "good": idea_from("good", insert_before(ANCHOR, "#pragma unroll 2\n"), "Unroll the stream loop", "loads"),
         "clash": idea_from("clash", insert_before(ANCHOR, "#pragma unroll 4\n")),
         "broken": idea_from("broken", SRC + "\nthis is not C++;\n", "Broken", "does not compile"),
-        "stale": Idea("stale", "Stale", "was written against an older kernel.cu",
-                      "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,2 +1,2 @@\n // old first line\n-old\n+new\n"),
+        "stale": Idea(
+            "stale",
+            "Stale",
+            "was written against an older kernel.cu",
+            "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,2 +1,2 @@\n // old first line\n-old\n+new\n",
+        ),
     }
     camp.ideas.update(ideas)
     got = {}
-    for name, slugs in (("stale", ["stale"]), ("broken", ["broken"]), ("both", ["clash", "good"]),
-                        ("good", ["good"])):
+    for name, slugs in (("stale", ["stale"]), ("broken", ["broken"]), ("both", ["clash", "good"]), ("good", ["good"])):
         got[name] = camp.evaluate(Proposal(with_ideas(base, slugs), f"test: {name}"))
     assert got["stale"].verdict.label() == "error: idea"
     assert "idea stale no longer applies to kernel.cu: hunk at kernel.cu:1" in got["stale"].verdict.reason
@@ -182,7 +217,9 @@ def test_campaign_verdicts_for_stale_broken_conflicting_and_good_ideas(tmp_path)
     assert g.resources and g.sass_sha256  # the static gate ran on the CPU
     # Every verdict is in the ledger with its genome; the ideas they used are frozen with them.
     led = camp.ledger.attempts()
-    assert [a.verdict.label() for a in led[-4:]] == [got[k].verdict.label() for k in ("stale", "broken", "both", "good")]
+    assert [a.verdict.label() for a in led[-4:]] == [
+        got[k].verdict.label() for k in ("stale", "broken", "both", "good")
+    ]
     assert led[-1].genome == dict(with_ideas(base, ["good"])) and led[-1].genome_key == with_ideas(base, ["good"]).key
     frozen = camp.ledger.meta("ideas")
     assert {"good", "clash", "broken", "stale"} <= set(frozen) and frozen["good"]["patch"] == ideas["good"].patch
@@ -212,8 +249,16 @@ def test_toggles_switch_only_registered_ideas_and_knobs_keep_the_champions_ideas
     base = FAM.baseline()
 
     def att(i, genome, status, score, parent=None):
-        return Attempt(i, "c", FAM.name, dict(genome), Genome(genome).key, parent_id=parent,
-                       verdict=Verdict(status, "perf", "r"), score=score)
+        return Attempt(
+            i,
+            "c",
+            FAM.name,
+            dict(genome),
+            Genome(genome).key,
+            parent_id=parent,
+            verdict=Verdict(status, "perf", "r"),
+            score=score,
+        )
 
     atts = [att(0, base, BASELINE, 1.0)]
     p = layer.propose(atts, {base.key})
@@ -239,7 +284,8 @@ def test_toggles_switch_only_registered_ideas_and_knobs_keep_the_champions_ideas
 # the outside proposer
 
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = (
+    textwrap.dedent("""
     import difflib, json, os, subprocess, sys, time
     state = sys.argv[1]
     modes = sys.argv[2].split(",")
@@ -270,16 +316,21 @@ SCRIPT = textwrap.dedent('''
         print(json.dumps({"title": "Unroll the stream loop", "rationale": "loads of the next trip in flight",
                           "exact": True, "patch": diff(src.replace(anchor, "#pragma unroll 3\\n" + anchor))}))
     elif mode == "dup":  # the change of the family's own idea unroll-stream-loop, under another title
-        print("Title: Same as a registered idea\\nRationale: r\\n\\n" + diff(src.replace(anchor, "#pragma unroll 2\\n" + anchor)))
-''') % ANCHOR
+        print("Title: Same as a registered idea\\nRationale: r\\n\\n"
+              + diff(src.replace(anchor, "#pragma unroll 2\\n" + anchor)))
+""")
+    % ANCHOR
+)
 
 
 def outside_config(tmp_path: Path, modes: str, attempts: int, max_failures: int = 100, every: int = 1) -> Path:
     script = tmp_path / "proposer.py"
     script.write_text(SCRIPT)
     state = tmp_path / "state"
-    extra = (f"ideas:\n  toggle: 0\n  proposer:\n    command: [python, '{script}', '{state}', '{modes}']\n"
-             f"    every: {every}\n    timeout_s: 2\n    max_failures: {max_failures}\n")
+    extra = (
+        f"ideas:\n  toggle: 0\n  proposer:\n    command: [python, '{script}', '{state}', '{modes}']\n"
+        f"    every: {every}\n    timeout_s: 2\n    max_failures: {max_failures}\n"
+    )
     return write_config(tmp_path, attempts, extra)
 
 
@@ -391,8 +442,9 @@ def test_rule_based_proposer_marked_interchange_and_widen():
 
 def evo(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "evo", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "evo", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def one_line_error(r: subprocess.CompletedProcess, expect: str) -> None:
@@ -413,8 +465,10 @@ def candidates(tmp_path):
 
 def test_idea_add_accepts_a_good_patch_and_refuses_bad_ones(tmp_path, candidates):
     good = tmp_path / "cols.patch"
-    good.write_text("Title: Unroll the stream loop\nRationale: registers\n\n"
-                    + make_patch(SRC, insert_before(ANCHOR, "#pragma unroll\n")))
+    good.write_text(
+        "Title: Unroll the stream loop\nRationale: registers\n\n"
+        + make_patch(SRC, insert_before(ANCHOR, "#pragma unroll\n"))
+    )
     r = evo("idea", "add", FAM.name, str(good), "--candidates", str(candidates))
     assert r.returncode == 0, r.stderr
     assert "idea cols registered" in r.stdout and "applies to kernel.cu and compiles" in r.stdout
@@ -424,12 +478,16 @@ def test_idea_add_accepts_a_good_patch_and_refuses_bad_ones(tmp_path, candidates
     one_line_error(evo("idea", "add", FAM.name, str(good), "--candidates", str(candidates)), "already registered")
     stale = tmp_path / "stale.patch"
     stale.write_text("Title: t\nRationale: r\n\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,2 +1,2 @@\n x\n-y\n+z\n")
-    one_line_error(evo("idea", "add", FAM.name, str(stale), "--candidates", str(candidates)),
-                   "idea stale refused: does not apply to")
+    one_line_error(
+        evo("idea", "add", FAM.name, str(stale), "--candidates", str(candidates)),
+        "idea stale refused: does not apply to",
+    )
     broken = tmp_path / "broken.patch"
     broken.write_text("Title: t\nRationale: r\n\n" + make_patch(SRC, SRC + "\nnot C++;\n"))
-    one_line_error(evo("idea", "add", FAM.name, str(broken), "--candidates", str(candidates)),
-                   "idea broken refused: does not compile: compile error: kernel.cu(")
+    one_line_error(
+        evo("idea", "add", FAM.name, str(broken), "--candidates", str(candidates)),
+        "idea broken refused: does not compile: compile error: kernel.cu(",
+    )
     garbage = tmp_path / "garbage.patch"
     garbage.write_text("Title: t\nRationale: r\n\nmake it faster\n")
     one_line_error(evo("idea", "add", FAM.name, str(garbage), "--candidates", str(candidates)), "not a unified diff")
@@ -497,22 +555,54 @@ def _hand_campaign() -> tuple[list[Attempt], dict]:
     t = Timing(40.0, 1.0, 12, 0, "m")
 
     def att(i, genome, verdict, parent=None, **kw):
-        return Attempt(i, "hand", FAM.name, dict(genome), Genome(genome).key, origin=kw.pop("origin", "test"),
-                       parent_id=parent, backend="gpu", verdict=verdict, finished_at="2026-11-30T12:00:00+00:00", **kw)
+        return Attempt(
+            i,
+            "hand",
+            FAM.name,
+            dict(genome),
+            Genome(genome).key,
+            origin=kw.pop("origin", "test"),
+            parent_id=parent,
+            backend="gpu",
+            verdict=verdict,
+            finished_at="2026-11-30T12:00:00+00:00",
+            **kw,
+        )
 
     step = with_ideas(base, ["register-slice"])
     atts = [
         att(0, base, Verdict(BASELINE, None, "baseline"), timings={"T4096_H4096": t}, score=1.0),
-        att(1, step, Verdict.accepted("faster"), 0, timings={"T4096_H4096": t}, speedup_vs_parent={"T4096_H4096": iv},
-            speedup_vs_baseline={"T4096_H4096": iv}, score=1.2, origin="idea toggle on #0: +idea register-slice"),
-        att(2, toggled(step, "unroll-split-sum"), Verdict.error("idea", "ideas register-slice and unroll-split-sum do "
-                                                                        "not apply together: ..."), 1),
-        att(3, step, Verdict.error("proposer", "no answer within 2 s: the command was killed", "proposer"), 1,
-            origin="outside proposer (x): no patch", notes=["answer: no answer within 2 s: the command was killed"]),
+        att(
+            1,
+            step,
+            Verdict.accepted("faster"),
+            0,
+            timings={"T4096_H4096": t},
+            speedup_vs_parent={"T4096_H4096": iv},
+            speedup_vs_baseline={"T4096_H4096": iv},
+            score=1.2,
+            origin="idea toggle on #0: +idea register-slice",
+        ),
+        att(
+            2,
+            toggled(step, "unroll-split-sum"),
+            Verdict.error("idea", "ideas register-slice and unroll-split-sum do not apply together: ..."),
+            1,
+        ),
+        att(
+            3,
+            step,
+            Verdict.error("proposer", "no answer within 2 s: the command was killed", "proposer"),
+            1,
+            origin="outside proposer (x): no patch",
+            notes=["answer: no answer within 2 s: the command was killed"],
+        ),
     ]
-    meta = {"config": {"campaign": "hand", "family": FAM.name,
-                       "geometries": [{"name": "T4096_H4096", "weight": 1.0}]},
-            "ideas": {s: i.to_record() for s, i in book.items()}, "baseline_id": 0}
+    meta = {
+        "config": {"campaign": "hand", "family": FAM.name, "geometries": [{"name": "T4096_H4096", "weight": 1.0}]},
+        "ideas": {s: i.to_record() for s, i in book.items()},
+        "baseline_id": 0,
+    }
     return atts, meta
 
 
@@ -532,8 +622,14 @@ def test_export_carries_the_ideas_rationale_and_code(tmp_path):
     assert "if (lane == j)" in final and "EVO_META_ARRAY" not in final
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+    }
 
     def git(*a):
         return subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True, env=env)
@@ -589,8 +685,9 @@ def test_wrong_result_idea_is_rejected_by_correctness_on_the_gpu(tmp_path):
     camp = Campaign(load_config(path), out=lambda s: None)
     camp.setup()
     old, new = FAM.faults["wrong index: residual row read one vector off"]
-    camp.ideas["off-by-one"] = Idea("off-by-one", "Read the residual one vector off", "a deliberate bug",
-                                    make_patch(SRC, SRC.replace(old, new)))
+    camp.ideas["off-by-one"] = Idea(
+        "off-by-one", "Read the residual one vector off", "a deliberate bug", make_patch(SRC, SRC.replace(old, new))
+    )
     wrong = camp.evaluate(Proposal(with_ideas(FAM.baseline(), ["off-by-one"]), "test: wrong result"))
     assert wrong.verdict.label() == "rejected: correctness", wrong.verdict
     assert "layer_input" in wrong.verdict.reason

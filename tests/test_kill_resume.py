@@ -41,8 +41,21 @@ FAM = load_family("mhc_pre_big_fuse")
 BUDGET = 40
 KILLS = 20
 CAMPAIGN = "kill_resume"
-META_KEYS = ("config", "backend", "simulated", "started_at", "device", "copy_ceiling", "baseline_hashes",
-             "baseline_errors", "baseline_id", "sessions", "noise_floor", "floor", "peer_torch_compile")
+META_KEYS = (
+    "config",
+    "backend",
+    "simulated",
+    "started_at",
+    "device",
+    "copy_ceiling",
+    "baseline_hashes",
+    "baseline_errors",
+    "baseline_id",
+    "sessions",
+    "noise_floor",
+    "floor",
+    "peer_torch_compile",
+)
 
 
 def _config(tmp_path: Path) -> tuple[Path, Path]:
@@ -52,8 +65,10 @@ def _config(tmp_path: Path) -> tuple[Path, Path]:
         "family": FAM.name,
         "geometries": [{"name": "T4096_H4096", "T": 4096, "H": 4096, "S": 1, "weight": 1}],
         "budget": {"attempts": BUDGET},
-        "proposer": {"name": "evolutionary",
-                     "options": {"elite": 4, "champion_bias": 0.5, "two_knob": 0.3, "crossover": 0.25}},
+        "proposer": {
+            "name": "evolutionary",
+            "options": {"elite": 4, "champion_bias": 0.5, "two_knob": 0.3, "crossover": 0.25},
+        },
         "backend": "recorded",
         "peer": {"torch_compile": "default"},
         "storage": f"sqlite:///{db}",
@@ -71,8 +86,14 @@ class Run:
     def __init__(self, cfg: Path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}  # EVO_CACHE_DIR: from conftest
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "evo", "run", str(cfg), "--plain"], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "evo", "run", str(cfg), "--plain"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[tuple[float, str]] = []
         self._cv = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -140,8 +161,15 @@ def _sql(db: Path) -> dict:
         integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
     finally:
         con.close()
-    return {"studies": studies, "trials": trials, "tattrs": tattrs, "values": values, "params": params,
-            "meta": meta, "integrity": integrity}
+    return {
+        "studies": studies,
+        "trials": trials,
+        "tattrs": tattrs,
+        "values": values,
+        "params": params,
+        "meta": meta,
+        "integrity": integrity,
+    }
 
 
 def test_sigkill_at_random_moments_then_resume(tmp_path):
@@ -149,9 +177,9 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     rng = random.Random(20260501)
     t_begin = time.monotonic()
     # Observed timings (seconds from spawn), refreshed from every run that got that far.
-    t_open = 1.5   # "evo: campaign ..." printed: imports done, ledger opened
+    t_open = 1.5  # "evo: campaign ..." printed: imports done, ledger opened
     t_setup = 0.6  # from there to the first attempt line (A/A, baseline, set-up meta)
-    step = 0.1     # one attempt
+    step = 0.1  # one attempt
     landed = []
     for i in range(KILLS):
         run = Run(cfg)
@@ -190,8 +218,12 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     out2 = again.finish(timeout=60)
     assert again.proc.returncode == 0 and "0 new attempt(s)" in out2, out2[-3000:]
 
-    print(f"{KILLS} kills in {t_kills - t_begin:.1f}s, final runs {time.monotonic() - t_kills:.1f}s; "
-          "(kill at s, rc, last line):", *landed, sep="\n  ")
+    print(
+        f"{KILLS} kills in {t_kills - t_begin:.1f}s, final runs {time.monotonic() - t_kills:.1f}s; "
+        "(kill at s, rc, last line):",
+        *landed,
+        sep="\n  ",
+    )
     _check_ledger_api(cfg)
     _check_raw_sql(db)
 
@@ -200,7 +232,9 @@ def _check_ledger_api(cfg: Path) -> None:
     led = Ledger(f"sqlite:///{cfg.parent.parent / 'ledger.db'}", CAMPAIGN, FAM.knobs)
     trials = led.study.get_trials(deepcopy=False)
     assert trials, "nothing was recorded"
-    assert all(t.state.is_finished() for t in trials), [(t.number, t.state) for t in trials if not t.state.is_finished()]
+    assert all(t.state.is_finished() for t in trials), [
+        (t.number, t.state) for t in trials if not t.state.is_finished()
+    ]
     assert all(ATTEMPT_ATTR in t.user_attrs for t in trials), "a trial without its attempt"
     atts = led.attempts()
     assert [a.id for a in atts] == [t.number for t in trials] == list(range(len(trials)))
@@ -282,8 +316,16 @@ def _ledger(tmp_path: Path) -> Ledger:
 
 def _attempt(trial, verdict: Verdict, score: float | None) -> Attempt:
     g = Genome(trial.params)
-    return Attempt(id=trial.number, campaign="c1", family=FAM.name, genome=dict(g), genome_key=g.key,
-                   verdict=verdict, score=score, backend="recorded")
+    return Attempt(
+        id=trial.number,
+        campaign="c1",
+        family=FAM.name,
+        genome=dict(g),
+        genome_key=g.key,
+        verdict=verdict,
+        score=score,
+        backend="recorded",
+    )
 
 
 def _states(tmp_path: Path) -> list[str]:

@@ -28,14 +28,23 @@ def _ledger(tmp_path) -> Ledger:
 def _attempt(trial, verdict: Verdict, score: float | None = None, parent: int | None = None) -> Attempt:
     g = Genome(trial.params)
     return Attempt(
-        id=trial.number, campaign="c1", family=FAM.name, genome=dict(g), genome_key=g.key,
-        origin="test", parent_id=parent, verdict=verdict, score=score,
+        id=trial.number,
+        campaign="c1",
+        family=FAM.name,
+        genome=dict(g),
+        genome_key=g.key,
+        origin="test",
+        parent_id=parent,
+        verdict=verdict,
+        score=score,
         resources={"T4096": Resources(registers=64, stack_frame=96, spill_stores=2)},
         timings={G: Timing(median_us=12.5, spread_pct=0.4, samples=12, method="batch: graph x 8")},
         speedup_vs_parent={G: Interval(1.05, 1.04, 1.06, n=12)},
         speedup_vs_baseline={G: Interval(1.10, 1.09, 1.11, n=12)},
-        roofline_pct={G: 71.25}, device={"sm_mhz_min": 1980, "sm_mhz_max": 1980},
-        notes=["n1"], compile_s=1.5,
+        roofline_pct={G: 71.25},
+        device={"sm_mhz_min": 1980, "sm_mhz_max": 1980},
+        notes=["n1"],
+        compile_s=1.5,
     )
 
 

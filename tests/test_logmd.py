@@ -11,17 +11,33 @@ BASE = FAM.baseline()
 G1, G2 = "T4096_H4096", "T1_H4096"
 
 
-def _att(i: int, changes: dict, verdict: Verdict, parent: int | None, t1: float = 10.0,
-         sp: float = 1.0, sb: float = 1.0, score: float | None = None) -> Attempt:
+def _att(
+    i: int,
+    changes: dict,
+    verdict: Verdict,
+    parent: int | None,
+    t1: float = 10.0,
+    sp: float = 1.0,
+    sb: float = 1.0,
+    score: float | None = None,
+) -> Attempt:
     g = BASE.replace(**changes)
     iv = lambda v: Interval(v, v - 0.01, v + 0.01, n=12)  # noqa: E731
     return Attempt(
-        id=i, campaign="demo", family=FAM.name, genome=dict(g), genome_key=g.key,
+        id=i,
+        campaign="demo",
+        family=FAM.name,
+        genome=dict(g),
+        genome_key=g.key,
         origin=f"mutation of #{parent}" if parent is not None else "baseline",
-        parent_id=parent, verdict=verdict, score=score,
+        parent_id=parent,
+        verdict=verdict,
+        score=score,
         resources={"T4096": Resources(registers=40 + i, stack_frame=96, spill_stores=i % 2)},
-        timings={G1: Timing(t1, 0.5, 12, method="batch: graph x 64, pairs: 12, interleaved, floor: 0.05%"),
-                 G2: Timing(3.0, 0.8, 12, method="batch: graph x 256, pairs: 12, interleaved, floor: 0.08%")},
+        timings={
+            G1: Timing(t1, 0.5, 12, method="batch: graph x 64, pairs: 12, interleaved, floor: 0.05%"),
+            G2: Timing(3.0, 0.8, 12, method="batch: graph x 256, pairs: 12, interleaved, floor: 0.08%"),
+        },
         speedup_vs_parent={G1: iv(sp), G2: iv(1.0)},
         speedup_vs_baseline={G1: iv(sb), G2: iv(1.0)},
         roofline_pct={G1: 50.0 * sb, G2: 5.0},
@@ -34,7 +50,9 @@ def _campaign() -> tuple[list[Attempt], dict]:
     atts = [
         _att(0, {}, Verdict(status="baseline"), None, score=1.0),
         _att(1, {"block": 512}, Verdict.accepted("faster at every geometry"), 0, 9.0, 1.111, 1.111, 1.05),
-        _att(2, {"block": 512, "meta": "slice"}, Verdict.rejected("correctness", "output bits differ | seed 1\nT4096"), 1),
+        _att(
+            2, {"block": 512, "meta": "slice"}, Verdict.rejected("correctness", "output bits differ | seed 1\nT4096"), 1
+        ),
         _att(3, {"block": 512, "meta": "slice"}, Verdict.rejected("correctness", "output bits differ at seed 2"), 1),
         _att(4, {"block": 512, "unroll": 4}, Verdict.rejected("perf", "slower: 0.97x"), 1, score=0.97),
         _att(5, {"block": 512, "vec": 8}, Verdict.accepted("faster"), 1, 8.0, 1.125, 1.25, 1.1),
@@ -44,19 +62,35 @@ def _campaign() -> tuple[list[Attempt], dict]:
     ]
     meta = {
         "config": {
-            "campaign": "demo", "family": FAM.name,
-            "geometries": [{"name": G1, "params": {"T": 4096, "H": 4096}, "weight": 1.0},
-                           {"name": G2, "params": {"T": 1, "H": 4096}, "weight": 0.0}],
+            "campaign": "demo",
+            "family": FAM.name,
+            "geometries": [
+                {"name": G1, "params": {"T": 4096, "H": 4096}, "weight": 1.0},
+                {"name": G2, "params": {"T": 1, "H": 4096}, "weight": 0.0},
+            ],
             "gates": {"static": {"max_registers": 255}, "perf": {"min_gain": 0.01, "rule": "every"}},
-            "budget": {"attempts": 20, "minutes": 8}, "proposer": {"name": "evolutionary"},
-            "backend": "recorded", "command": "evo run configs/demo.yaml",
+            "budget": {"attempts": 20, "minutes": 8},
+            "proposer": {"name": "evolutionary"},
+            "backend": "recorded",
+            "command": "evo run configs/demo.yaml",
         },
-        "device": {"name": "NVIDIA H200", "uuid": "GPU-1234", "driver": "570.1", "cuda": "12.8",
-                   "nvrtc": "12.8", "arch": "sm_90"},
+        "device": {
+            "name": "NVIDIA H200",
+            "uuid": "GPU-1234",
+            "driver": "570.1",
+            "cuda": "12.8",
+            "nvrtc": "12.8",
+            "arch": "sm_90",
+        },
         "copy_ceiling": {"own_kernel_tbps": 4.1, "copyto_tbps": 4.0, "ceiling_tbps": 4.1},
-        "noise_floor": {G1: 0.0008, G2: 0.0012}, "floor": 0.0012, "baseline_id": 0,
+        "noise_floor": {G1: 0.0008, G2: 0.0012},
+        "floor": 0.0012,
+        "baseline_id": 0,
         "peer_torch_compile": {G1: {"median_us": 20.0, "mode": "default"}, G2: {"error": "inductor failed"}},
-        "simulated": True, "backend": "recorded", "elapsed_s": 75.0, "started_at": "2025-01-01T00:00:00",
+        "simulated": True,
+        "backend": "recorded",
+        "elapsed_s": 75.0,
+        "started_at": "2025-01-01T00:00:00",
     }
     return atts, meta
 
@@ -74,8 +108,17 @@ def test_log_sections_and_banner(tmp_path):
     pos = [md.index(h) for h in heads]
     assert pos == sorted(pos)
     setup = _section(md, "Setup")
-    for s in ("NVIDIA H200", "GPU-1234", "sm_90", "4.100", "0.080%", "1950–1980 MHz", "Throttled samples: 1",
-              "min_gain=0.01", "interleaved, floor: 0.05%"):
+    for s in (
+        "NVIDIA H200",
+        "GPU-1234",
+        "sm_90",
+        "4.100",
+        "0.080%",
+        "1950–1980 MHz",
+        "Throttled samples: 1",
+        "min_gain=0.01",
+        "interleaved, floor: 0.05%",
+    ):
         assert s in setup, s
     peer = _section(md, "Peer")
     assert "20.00 (default)" in peer and "2.500x" in peer and "error: inductor failed" in peer
@@ -122,8 +165,16 @@ def test_verdicts_all_attempts_and_rejected_ideas():
 def test_status_text():
     atts, meta = _campaign()
     s = render_status(atts, meta)
-    for part in ("demo", "mhc_pre_big_fuse", "simulated from recorded H200 measurements", "9 recorded",
-                 "accepted 2", "champion: #5 (block 256->512, vec 16->8)", "1.250x [1.240, 1.260]", "1m 15s"):
+    for part in (
+        "demo",
+        "mhc_pre_big_fuse",
+        "simulated from recorded H200 measurements",
+        "9 recorded",
+        "accepted 2",
+        "champion: #5 (block 256->512, vec 16->8)",
+        "1.250x [1.240, 1.260]",
+        "1m 15s",
+    ):
         assert part in s, part
 
 
@@ -153,8 +204,13 @@ def test_accepted_steps_say_bit_identical_or_tolerance():
     rows = [r for r in _section(render_log(atts, meta), "Accepted steps").splitlines() if r.startswith("| ")]
     assert rows[0].endswith("| Output vs baseline |")
     assert [r.rsplit("|", 2)[1].strip() for r in rows[1:]] == [
-        "reference hashes", "reference hashes", "bit-identical", "bit-identical", "tolerance: rel err 3.50e-06",
-        "bit-identical"]
+        "reference hashes",
+        "reference hashes",
+        "bit-identical",
+        "bit-identical",
+        "tolerance: rel err 3.50e-06",
+        "bit-identical",
+    ]
     assert "55.5% (1.80x floor)" in rows[3]  # at 55.5% of the copy ceiling it takes 1/0.555 of the floor time
 
 
@@ -162,10 +218,16 @@ def test_copy_ceiling_line_names_its_method():
     atts, meta = _campaign()
     line = next(ln for ln in render_log(atts, meta).splitlines() if ln.startswith("- Copy ceiling"))
     assert line.endswith("copyto 4.000 TB/s)"), line  # a ledger from before session 11: figures only
-    meta["copy_ceiling"] = {"own_kernel_tbps": 3.9, "copyto_tbps": 4.2, "ceiling_tbps": 4.2,
-                            "method": "best of 3 trials, 10 copies of 4 GiB each",
-                            "trials": [{"own_kernel_tbps": 3.9, "copyto_tbps": 4.15},
-                                       {"own_kernel_tbps": 3.85, "copyto_tbps": 4.2},
-                                       {"own_kernel_tbps": 3.8, "copyto_tbps": 4.1}]}
+    meta["copy_ceiling"] = {
+        "own_kernel_tbps": 3.9,
+        "copyto_tbps": 4.2,
+        "ceiling_tbps": 4.2,
+        "method": "best of 3 trials, 10 copies of 4 GiB each",
+        "trials": [
+            {"own_kernel_tbps": 3.9, "copyto_tbps": 4.15},
+            {"own_kernel_tbps": 3.85, "copyto_tbps": 4.2},
+            {"own_kernel_tbps": 3.8, "copyto_tbps": 4.1},
+        ],
+    }
     line = next(ln for ln in render_log(atts, meta).splitlines() if ln.startswith("- Copy ceiling"))
     assert line.endswith("copyto 4.200 TB/s; best of 3 trials, 10 copies of 4 GiB each, trials 4.100-4.200 TB/s)"), line

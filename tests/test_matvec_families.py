@@ -11,7 +11,6 @@ import itertools
 import math
 import random
 import re
-import struct
 import sys
 
 import pytest
@@ -35,10 +34,14 @@ def module_of(name):
 
 # Real geometries (compiles, space size) and small ones (CPU reference, inputs).
 REAL = {
-    "moe_q2_matvec": [Geometry("in7168_k4_E256", {"in": 7168, "out": 2048, "top_k": 4, "experts": 256}),
-                      Geometry("in4096_k6_E64", {"in": 4096, "out": 2048, "top_k": 6, "experts": 64})],
-    "fp4_matvec": [Geometry("in7168_out18432", {"in": 7168, "out": 18432, "x_dtype": "float32"}),
-                   Geometry("in4096_out4096_bf16", {"in": 4096, "out": 4096, "x_dtype": "bfloat16"})],
+    "moe_q2_matvec": [
+        Geometry("in7168_k4_E256", {"in": 7168, "out": 2048, "top_k": 4, "experts": 256}),
+        Geometry("in4096_k6_E64", {"in": 4096, "out": 2048, "top_k": 6, "experts": 64}),
+    ],
+    "fp4_matvec": [
+        Geometry("in7168_out18432", {"in": 7168, "out": 18432, "x_dtype": "float32"}),
+        Geometry("in4096_out4096_bf16", {"in": 4096, "out": 4096, "x_dtype": "bfloat16"}),
+    ],
 }
 SMALL = {
     "moe_q2_matvec": Geometry("small", {"in": 256, "out": 16, "top_k": 3, "experts": 5}),
@@ -90,7 +93,9 @@ def test_family_needs_nothing_outside_its_folder(name):
 def test_knob_space_size_and_exactness(name):
     fam = fam_of(name)
     geos = REAL[name]
-    space = [Genome(dict(zip([k.name for k in fam.knobs], v))) for v in itertools.product(*(k.values for k in fam.knobs))]
+    space = [
+        Genome(dict(zip([k.name for k in fam.knobs], v))) for v in itertools.product(*(k.values for k in fam.knobs))
+    ]
     valid = [g for g in space if fam.check(g, geos) is None]
     # moe_q2_matvec: 6048 genomes (codebooks registers_pairs / split / shared_replicated_prmt, 4 rows per warp),
     # 3528 valid here; fp4_matvec: 1586 valid (qload = cp_async up to 227 KiB of dynamic shared memory)
@@ -112,8 +117,10 @@ def test_knob_space_size_and_exactness(name):
             else:
                 assert inexact == [], (k.name, v)
     # invalid genomes say why
-    why = fam.check(base.replace(rows_per_block=2, row_groups=1, **{
-        "warps_per_block" if name == "moe_q2_matvec" else "warps": 8}), geos)
+    why = fam.check(
+        base.replace(rows_per_block=2, row_groups=1, **{"warps_per_block" if name == "moe_q2_matvec" else "warps": 8}),
+        geos,
+    )
     assert why and "rows_per_block" in why
 
 
@@ -122,7 +129,7 @@ def test_knob_space_size_and_exactness(name):
 
 def spec_fp8(byte: int) -> float:
     e, m = (byte >> 3) & 15, byte & 7
-    return m * 2.0 ** -10 if e == 0 else (8 + m) * 2.0 ** (e - 11)
+    return m * 2.0**-10 if e == 0 else (8 + m) * 2.0 ** (e - 11)
 
 
 def spec_q2_block(b: bytes, cb) -> list[float]:
@@ -141,8 +148,8 @@ def test_moe_fp8_scale_bytes():
     allb = torch.arange(256, dtype=torch.int64)
     got = mod.fp8_decode(allb).tolist()
     assert got == [spec_fp8(b) for b in range(256)]
-    assert got[0] == 0.0 and got[1] == 2.0 ** -10 and got[7] == 7 * 2.0 ** -10  # e = 0: subnormal m * 2^-10
-    assert got[8] == 2.0 ** -7 and got[127] == 240.0 and got[0x40] == 1.0
+    assert got[0] == 0.0 and got[1] == 2.0**-10 and got[7] == 7 * 2.0**-10  # e = 0: subnormal m * 2^-10
+    assert got[8] == 2.0**-7 and got[127] == 240.0 and got[0x40] == 1.0
     assert got[128:] == got[:128]  # bit 7 is not part of the format
     # encoding is the exact inverse on every non-zero byte, and rounds to nearest in between
     enc = mod.fp8_encode(mod.fp8_decode(torch.arange(1, 128))).tolist()
@@ -150,7 +157,7 @@ def test_moe_fp8_scale_bytes():
     vals = sorted({spec_fp8(b) for b in range(1, 128)})
     probe = torch.tensor([0.0, 1e-9, 0.00123, 0.0101, 0.77, 1.06, 3.3, 17.0, 239.0, 1e6], dtype=torch.float64)
     for v, b in zip(probe.tolist(), mod.fp8_encode(probe).tolist()):
-        want = min(vals, key=lambda s: abs(s - min(max(v, 2.0 ** -10), 240.0)))
+        want = min(vals, key=lambda s: abs(s - min(max(v, 2.0**-10), 240.0)))
         assert spec_fp8(b) == want, (v, b)
 
 
@@ -162,9 +169,13 @@ def test_moe_hand_built_block_decodes_to_known_values():
     blk1 = bytes([0b01010101 * (j % 4) for j in range(8)] + [0x40, 0x7F])  # scales 1 and 240
     row = torch.tensor(list(blk0 + blk1), dtype=torch.uint8)[None]
     got = mod.dequantize(row, cb)[0].tolist()
-    s0, s1 = 5 * 2.0 ** -10, 11 / 4
-    want0 = [s0 * [-2.0, -0.5, 0.5, 2.0][i % 4] for i in range(16)] + [s1 * [-2.0, -0.5, 0.5, 2.0][i % 4] for i in range(16)]
-    want1 = [1.0 * float(cb[(i // 4) % 4]) for i in range(16)] + [240.0 * float(cb[(i // 4) % 4]) for i in range(16, 32)]
+    s0, s1 = 5 * 2.0**-10, 11 / 4
+    want0 = [s0 * [-2.0, -0.5, 0.5, 2.0][i % 4] for i in range(16)] + [
+        s1 * [-2.0, -0.5, 0.5, 2.0][i % 4] for i in range(16)
+    ]
+    want1 = [1.0 * float(cb[(i // 4) % 4]) for i in range(16)] + [
+        240.0 * float(cb[(i // 4) % 4]) for i in range(16, 32)
+    ]
     assert got[:32] == want0 == spec_q2_block(blk0, cb.tolist())
     assert got[32:] == want1 == spec_q2_block(blk1, cb.tolist())
 
@@ -173,7 +184,7 @@ def test_moe_quantizer_round_trip():
     mod = module_of("moe_q2_matvec")
     g = torch.Generator().manual_seed(5)
     wf = torch.randn((24, 512), generator=g) * 0.02
-    wf[3] *= 2.0 ** -9  # a row of subnormal scales
+    wf[3] *= 2.0**-9  # a row of subnormal scales
     blocks, cb = mod.quantize(wf)
     assert blocks.dtype == torch.uint8 and blocks.shape == (24, 512 // 32 * 10)
     lv = cb.tolist()
@@ -183,7 +194,7 @@ def test_moe_quantizer_round_trip():
     raw = blocks.reshape(24, -1, 10)
     for r in (0, 3, 23):
         for b in range(raw.shape[1]):
-            assert deq[r, 32 * b:32 * b + 32].tolist() == spec_q2_block(bytes(raw[r, b].tolist()), lv)
+            assert deq[r, 32 * b : 32 * b + 32].tolist() == spec_q2_block(bytes(raw[r, b].tolist()), lv)
     assert (raw[3, :, 8:] >> 3 == 0).any(), "expected subnormal scales on the scaled-down row"
     # nearest code under the block's scale
     s = mod.fp8_decode(raw[..., 8:]).repeat_interleave(16, -1).reshape(24, -1)  # [24, 512]
@@ -226,10 +237,10 @@ def test_fp4_hand_built_blocks_decode_to_known_values():
     assert got[:16] == want and got[16:32] == want[::-1]
     assert math.copysign(1.0, got[8]) == -1.0 and math.copysign(1.0, got[16 + 7]) == -1.0  # code 8 is -0
     assert got[32:64] == [8.0 * v for v in got[:32]]
-    assert got[64:96] == [2.0 ** -127 * v for v in got[:32]] == spec_mx_block(blocks[2])  # e = 0
+    assert got[64:96] == [2.0**-127 * v for v in got[:32]] == spec_mx_block(blocks[2])  # e = 0
     assert all(math.isnan(v) for v in got[96:128])  # e = 255: NaN
     for i, blk in enumerate(blocks[:3]):
-        assert got[32 * i:32 * i + 32] == spec_mx_block(blk)
+        assert got[32 * i : 32 * i + 32] == spec_mx_block(blk)
 
 
 def test_fp4_quantizer_round_trip():
@@ -245,7 +256,7 @@ def test_fp4_quantizer_round_trip():
     assert q.shape == (4, mod.row_stride(256)) and q.dtype == torch.uint8
     deq = mod.dequantize(q, 256)
     assert torch.equal(deq, wf.double())
-    raw = q[:, :8 * 17].reshape(4, 8, 17)
+    raw = q[:, : 8 * 17].reshape(4, 8, 17)
     assert torch.equal(raw[..., 0].long(), (k[..., 0] + 127).long())
     # ties go to the even code, beyond 6 saturates, tiny negatives keep the sign
     t = torch.tensor([[6.0, 2.5, 0.25, 0.75, 5.0, 3.5, 1.25, 1.75, 7.9, -0.1, -5.5] + [0.0] * 21])
@@ -259,7 +270,7 @@ def test_fp4_quantizer_round_trip():
     deq = mod.dequantize(q, 96)
     for r in range(6):
         for b in range(3):
-            assert deq[r, 32 * b:32 * b + 32].tolist() == spec_mx_block(bytes(q[r, 17 * b:17 * b + 17].tolist()))
+            assert deq[r, 32 * b : 32 * b + 32].tolist() == spec_mx_block(bytes(q[r, 17 * b : 17 * b + 17].tolist()))
     scale = torch.exp2(q[:, :51].reshape(6, 3, 17)[..., 0].double() - 127).repeat_interleave(32, -1)
     u = wf.double().abs() / scale
     err = (deq - wf.double()).abs() / scale
@@ -282,7 +293,7 @@ def test_moe_reference_equals_naive_dequantize_then_matmul():
             cbl = inp["cb"][e, m].tolist()
             for r in range(16):
                 raw = bytes(inp["w"][e, m, r].tolist())
-                wrow = sum((spec_q2_block(raw[10 * b:10 * b + 10], cbl) for b in range(8)), [])
+                wrow = sum((spec_q2_block(raw[10 * b : 10 * b + 10], cbl) for b in range(8)), [])
                 naive = math.fsum(a * b for a, b in zip(wrow, x))
                 assert ref[k, m, r].item() == pytest.approx(naive, rel=1e-12, abs=1e-15)
     assert fam.reference(inp, g, torch.float32)["y"].dtype == torch.float32
@@ -299,7 +310,7 @@ def test_fp4_reference_equals_naive_dequantize_then_matmul(x_dtype):
     x = inp["x"].double().tolist()
     for r in range(12):
         raw = bytes(inp["w"][r].tolist())
-        wrow = sum((spec_mx_block(raw[17 * b:17 * b + 17]) for b in range(3)), [])
+        wrow = sum((spec_mx_block(raw[17 * b : 17 * b + 17]) for b in range(3)), [])
         naive = math.fsum(a * b for a, b in zip(wrow, x))
         assert ref[r].item() == pytest.approx(naive, rel=1e-12, abs=1e-15)
 
@@ -364,7 +375,9 @@ def test_baseline_and_sampled_genomes_compile(name):
         assert r.registers > 0 and r.spills == 0 and r.stack_frame == 0, (key, r)
 
     one = Builder(fam, geos[:1], "sm_90")
-    space = [Genome(dict(zip([k.name for k in fam.knobs], v))) for v in itertools.product(*(k.values for k in fam.knobs))]
+    space = [
+        Genome(dict(zip([k.name for k in fam.knobs], v))) for v in itertools.product(*(k.values for k in fam.knobs))
+    ]
     valid = [g for g in space if fam.check(g, geos) is None and g != base]
     sample = random.Random(2024).sample(valid, 15)
     covered = {(k.name, g[k.name]) for g in sample + [base] for k in fam.knobs}

@@ -9,7 +9,6 @@ the unsharded sweep gives, to harness/recorded.py and to tools/search_bench.py.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,8 +56,11 @@ def shards_of(data, order, count):
     out = []
     for i in range(1, count + 1):
         d = copy.deepcopy({k: v for k, v in data.items() if k != "genomes"})
-        d.update(seed=0, shard={"index": i, "count": count},
-                 space={"knobs": {}, "product": n_product, "valid": len(keys), "order": keys})
+        d.update(
+            seed=0,
+            shard={"index": i, "count": count},
+            space={"knobs": {}, "product": n_product, "valid": len(keys), "order": keys},
+        )
         d["genomes"] = {k: copy.deepcopy(e) for k, e in data["genomes"].items() if sweep.in_shard(pos[k], i, count)}
         d["shard"]["genomes"] = len(d["genomes"])
         out.append((f"s{i}.json.xz", d))
@@ -112,9 +114,10 @@ def test_merge_of_the_partitioned_real_sweep_is_the_sweep(real, order, cfg, tmp_
         assert merged[k] == real[k]
     path = write(tmp_path / "merged.json.xz", merged)
     assert sb.load_space(FAMILY, path).scores == sb.load_space(FAMILY, REAL).scores
-    keys = list(real["genomes"])[:: 97]
-    assert served(backend_on(monkeypatch, cfg, path), cfg, keys) == served(backend_on(monkeypatch, cfg, REAL), cfg,
-                                                                          keys)
+    keys = list(real["genomes"])[::97]
+    assert served(backend_on(monkeypatch, cfg, path), cfg, keys) == served(
+        backend_on(monkeypatch, cfg, REAL), cfg, keys
+    )
 
 
 def test_a_slower_shard_is_scaled_to_the_reference(real, order, cfg, tmp_path, monkeypatch):
@@ -127,7 +130,8 @@ def test_a_slower_shard_is_scaled_to_the_reference(real, order, cfg, tmp_path, m
     scale = merged["merged"]["shards"][1]["scale"]
     assert all(v == pytest.approx(1 / 1.03) for v in scale.values())
     assert merged["merged"]["shards"][1]["baseline_median_us"]["T4096_H4096"] == pytest.approx(
-        1.03 * merged["merged"]["shards"][0]["baseline_median_us"]["T4096_H4096"])
+        1.03 * merged["merged"]["shards"][0]["baseline_median_us"]["T4096_H4096"]
+    )
     path = write(tmp_path / "merged.json.xz", merged)
     got, want = sb.load_space(FAMILY, path).scores, sb.load_space(FAMILY, REAL).scores
     assert got.keys() == want.keys()
@@ -173,8 +177,11 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     with pytest.raises(ms.MergeError, match=r"s1\.json\.xz and s1\.json\.xz are both shard 1/3") as e:
         ms.merge([s1, s2, s3, s1])
     _one_line(e)
-    with pytest.raises(ms.MergeError, match=r"incomplete: 384 of 1152 valid genomes not recorded \(shard 2/3 not "
-                                            r"given\); pass --allow-partial") as e:
+    with pytest.raises(
+        ms.MergeError,
+        match=r"incomplete: 384 of 1152 valid genomes not recorded \(shard 2/3 not "
+        r"given\); pass --allow-partial",
+    ) as e:
         ms.merge([s1, s3])
     _one_line(e)
     part = ms.merge([s1, s3], allow_partial=True)
@@ -192,8 +199,12 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     with pytest.raises(ms.MergeError, match=r"s2\.json\.xz: genome .* belongs to another shard than 2/3") as e:
         ms.merge([s1, bad, s3])
     _one_line(e)
-    for field, value, what in [("rounds", 8, r"rounds differs \(10 vs 8\)"), ("seed", 1, "seed differs"),
-                               ("family", "fp4_matvec", "family differs"), ("seeds", 2, "seeds differs")]:
+    for field, value, what in [
+        ("rounds", 8, r"rounds differs \(10 vs 8\)"),
+        ("seed", 1, "seed differs"),
+        ("family", "fp4_matvec", "family differs"),
+        ("seeds", 2, "seeds differs"),
+    ]:
         other = copy.deepcopy(s2)
         other[1][field] = value
         with pytest.raises(ms.MergeError, match=f"s2.json.xz and s1.json.xz are not shards of one sweep: {what}") as e:
@@ -206,8 +217,11 @@ def test_overlapping_missing_and_mismatched_shards_are_refused(real, order):
     other = copy.deepcopy(s2)
     k = next(iter(other[1]["baseline_hashes"]))
     other[1]["baseline_hashes"][k] = "0" * 16
-    with pytest.raises(ms.MergeError, match=r"the baseline's outputs differ between s1.json.xz and s2.json.xz "
-                                            r"\(1 of 27 hashes\)"):
+    with pytest.raises(
+        ms.MergeError,
+        match=r"the baseline's outputs differ between s1.json.xz and s2.json.xz "
+        r"\(1 of 27 hashes\)",
+    ):
         ms.merge([s1, other, s3])
     other = copy.deepcopy(s2)
     other[1]["device"] = dict(other[1]["device"], name="NVIDIA H100 80GB HBM3")
@@ -304,7 +318,10 @@ def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_pa
     assert whole["shard"] == {"index": 1, "count": 1, "genomes": 1152} and whole["stopped"] == "complete"
     assert whole["space"]["order"] == keys and whole["space"]["product"] == 1152 and whole["seed"] == 0
     assert {k: e["same_as"] for k, e in whole["genomes"].items() if "same_as" in e} == {
-        keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}
+        keys[5]: keys[3],
+        keys[8]: keys[3],
+        keys[9]: keys[4],
+    }
     timed = [e for e in whole["genomes"].values() if "t" in e]
     assert timed and all(e["n"].keys() == e["t"].keys() for e in timed)  # each genome's own launches a graph
     paths = []
@@ -350,8 +367,11 @@ def test_sweep_shard_with_compile_only_and_limit(fake_gpu, monkeypatch, tmp_path
     n3 = len(s3["genomes"])
     assert s3["stopped"] == f"time limit after {n3} of 289 genomes" and 1 < n3 < 289
     files = [(p.name, ms.load(p)) for p in (tmp_path / "s1.json.xz", out, tmp_path / "s3.json.xz")]
-    with pytest.raises(ms.MergeError, match=r"shard 4/4 not given; shard 2/4 stopped: time limit after 1 of 289 "
-                                            r"genomes; shard 3/4 stopped: time limit after"):
+    with pytest.raises(
+        ms.MergeError,
+        match=r"shard 4/4 not given; shard 2/4 stopped: time limit after 1 of 289 "
+        r"genomes; shard 3/4 stopped: time limit after",
+    ):
         ms.merge(files)
     part = ms.merge(files, allow_partial=True)
     assert len(part["merged"]["missing"]) == 1151 - 288 - (n3 - 1)

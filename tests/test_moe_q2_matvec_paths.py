@@ -74,13 +74,15 @@ def mul32(a: float, b: float) -> float:
 
 
 def test_fp32_rounding_helpers():
-    assert f32_bits(round_f32(Fraction(1) + Fraction(1, 2 ** 24))) == f32_bits(1.0)  # tie to even
-    assert f32_bits(round_f32(Fraction(1) + Fraction(3, 2 ** 25))) == f32_bits(1.0) + 1
-    assert round_f32(Fraction(1, 2 ** 149)) == bits_to_f32(1)  # smallest subnormal
-    assert round_f32(Fraction(1, 2 ** 150)) == 0.0  # tie to even: 0
+    assert f32_bits(round_f32(Fraction(1) + Fraction(1, 2**24))) == f32_bits(1.0)  # tie to even
+    assert f32_bits(round_f32(Fraction(1) + Fraction(3, 2**25))) == f32_bits(1.0) + 1
+    assert round_f32(Fraction(1, 2**149)) == bits_to_f32(1)  # smallest subnormal
+    assert round_f32(Fraction(1, 2**150)) == 0.0  # tie to even: 0
     g = torch.Generator().manual_seed(3)
-    a, b = torch.randn(3000, generator=g), torch.randn(3000, generator=g) * torch.exp2(torch.randint(-30, 30, (3000,),
-                                                                                                    generator=g))
+    a, b = (
+        torch.randn(3000, generator=g),
+        torch.randn(3000, generator=g) * torch.exp2(torch.randint(-30, 30, (3000,), generator=g)),
+    )
     for x, y, p, s in zip(a.tolist(), b.tolist(), (a * b).tolist(), (a + b).tolist()):  # IEEE fp32 on the CPU
         assert mul32(x, y) == p and add32(x, y) == s
 
@@ -120,8 +122,12 @@ def funnelshift_r(lo: int, hi: int, sh: int) -> int:
 def cb_regs(levels: list[int], lz: int = 0) -> dict[str, int]:
     """The setup: lo01 = __byte_perm(l0, l1, 0x5410) ^ lz, ..., hi23 = __byte_perm(l2, l3, 0x7632) ^ lz."""
     l0, l1, l2, l3 = levels
-    return {"lo01": byte_perm(l0, l1, 0x5410) ^ lz, "lo23": byte_perm(l2, l3, 0x5410) ^ lz,
-            "hi01": byte_perm(l0, l1, 0x7632) ^ lz, "hi23": byte_perm(l2, l3, 0x7632) ^ lz}
+    return {
+        "lo01": byte_perm(l0, l1, 0x5410) ^ lz,
+        "lo23": byte_perm(l2, l3, 0x5410) ^ lz,
+        "hi01": byte_perm(l0, l1, 0x7632) ^ lz,
+        "hi23": byte_perm(l2, l3, 0x7632) ^ lz,
+    }
 
 
 def levels_pairs(word: int, cb: dict[str, int], selectors: list[int] | None = None) -> list[int]:
@@ -159,15 +165,15 @@ def pair_table(levels: list[float]) -> list[tuple[float, float]]:
 
 def fp8_scale_bits(at20: int) -> float:
     """fp8_scale_bits(): fp32 bits (at20 & 0x07F00000) times 2^119 (0x1p119f), one fp32 multiply."""
-    assert bits_to_f32(0x7B000000) == 2.0 ** 119
-    return mul32(bits_to_f32(at20 & 0x07F00000), 2.0 ** 119)
+    assert bits_to_f32(0x7B000000) == 2.0**119
+    return mul32(bits_to_f32(at20 & 0x07F00000), 2.0**119)
 
 
 def load_block(row: bytes, b: int, width: int) -> tuple[int, int, int]:
     """load_block(): (lo, hi, sc) words of block b of a row, for load widths 2, 4 and 8."""
     a = 10 * b
     u16 = lambda o: row[o] | (row[o + 1] << 8)  # noqa: E731
-    u32 = lambda o: int.from_bytes(row[o:o + 4], "little")  # noqa: E731
+    u32 = lambda o: int.from_bytes(row[o : o + 4], "little")  # noqa: E731
     if width == 2:
         h = [u16(a + 2 * i) for i in range(5)]
         return h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4]
@@ -183,7 +189,7 @@ def load_block(row: bytes, b: int, width: int) -> tuple[int, int, int]:
 
 def spec_fp8(byte: int) -> float:
     e, m = (byte >> 3) & 15, byte & 7
-    return m * 2.0 ** -10 if e == 0 else (8 + m) * 2.0 ** (e - 11)
+    return m * 2.0**-10 if e == 0 else (8 + m) * 2.0 ** (e - 11)
 
 
 def old_fp8_scale(byte: int) -> float:
@@ -210,18 +216,23 @@ def test_kernel_still_contains_what_is_emulated():
         'asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));',
         "const u32 off = (n == 0 ? word * 8u : __umulhi(word, 1u << ((35 - 4 * n) & 31))) & 0x78u;",
         'asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(__uint_as_float(at20 & 0x07F00000u)), "f"(0x1p119f));',
-        "fp8_scale_bits(q.sc << 20)", "fp8_scale_bits(q.sc << 12)",
-        "cbs[m].lo01 = __byte_perm(l0, l1, 0x5410) ^ lz;", "cbs[m].lo23 = __byte_perm(l2, l3, 0x5410) ^ lz;",
-        "cbs[m].hi01 = __byte_perm(l0, l1, 0x7632) ^ lz;", "cbs[m].hi23 = __byte_perm(l2, l3, 0x7632) ^ lz;",
+        "fp8_scale_bits(q.sc << 20)",
+        "fp8_scale_bits(q.sc << 12)",
+        "cbs[m].lo01 = __byte_perm(l0, l1, 0x5410) ^ lz;",
+        "cbs[m].lo23 = __byte_perm(l2, l3, 0x5410) ^ lz;",
+        "cbs[m].hi01 = __byte_perm(l0, l1, 0x7632) ^ lz;",
+        "cbs[m].hi23 = __byte_perm(l2, l3, 0x7632) ^ lz;",
         "const u32 lz = (u32)lane & blockIdx.z;",
         "for (int j = 0; j < 16; ++j) p = __fmaf_rn(v[j], xv[j], p);",
-        "p = __fmaf_rn(pr.x, xv[2 * n], p);", "p = __fmaf_rn(pr.y, xv[2 * n + 1], p);",
+        "p = __fmaf_rn(pr.x, xv[2 * n], p);",
+        "p = __fmaf_rn(pr.y, xv[2 * n + 1], p);",
         "return __fmaf_rn(half_dot_table(q.lo, xv, cb.s), fp8_scale_bits(q.sc << 20), acc);",
         "return __fmaf_rn(half_dot_pairs(q.lo, xv, cb), fp8_scale_bits(q.sc << 20), acc);",
         "return __fmaf_rn(half_dot_pairs(q.hi, xv, cb), fp8_scale_bits(q.sc << 12), acc);",
         "acc[f] = fold_half(acc[f], q[f], h, xv, cbs[f & 1]);",
         "const float4 t = reinterpret_cast<const float4*>(xs)[8 * b + (k ^ (b & 7))];",
-        "pr.x = cbe[4 * m + (n & 3)];", "pr.y = cbe[4 * m + (n >> 2)];",
+        "pr.x = cbe[4 * m + (n & 3)];",
+        "pr.y = cbe[4 * m + (n >> 2)];",
         "const u32 ev = (word << 3) & 0x78787878u, od = (word >> 1) & 0x78787878u;",
         "const u32 off = __byte_perm(n & 1 ? od : ev, 0u, 0x4440u + (u32)(n >> 1));",
         "acc = __fmaf_rn(half_dot(q.lo, xv, cb), fp8_scale(q.sc & 255u), acc);",
@@ -229,8 +240,9 @@ def test_kernel_still_contains_what_is_emulated():
     ]:
         assert snippet in src, snippet
     # the grid is 2-D (blockIdx.z = 0, so lz = 0)
-    g = FAM.launch(FAM.baseline().replace(codebook="split"), Geometry("g", {"in": 256, "out": 16, "top_k": 3,
-                                                                              "experts": 5}))
+    g = FAM.launch(
+        FAM.baseline().replace(codebook="split"), Geometry("g", {"in": 256, "out": 16, "top_k": 3, "experts": 5})
+    )
     assert g.grid[2] == 1
 
 
@@ -291,7 +303,7 @@ def test_load_widths_read_the_same_block_words():
     nb = 16
     row = bytes(rng.getrandbits(8) for _ in range(10 * nb))
     for b in range(nb):
-        blk = row[10 * b:10 * b + 10]
+        blk = row[10 * b : 10 * b + 10]
         want = (int.from_bytes(blk[0:4], "little"), int.from_bytes(blk[4:8], "little"), blk[8] | (blk[9] << 8))
         for width in (2, 4, 8):
             lo, hi, sc = load_block(row, b, width)
@@ -301,8 +313,9 @@ def test_load_widths_read_the_same_block_words():
 # --- the whole fold, emulated -------------------------------------------------------------------
 
 
-def _row_value(row: bytes, xs: list[float], levels_f: list[float], levels_u: list[int], codebook: str,
-               width: int, nblk: int) -> float:
+def _row_value(
+    row: bytes, xs: list[float], levels_f: list[float], levels_u: list[int], codebook: str, width: int, nblk: int
+) -> float:
     """One output element as the kernel computes it (row_groups = 1): 32 lanes, lane v takes blocks
     v, v+32, ... in order, each block half 0 then half 1, then the xor butterfly."""
     acc = [0.0] * 32
@@ -323,7 +336,7 @@ def _row_value(row: bytes, xs: list[float], levels_f: list[float], levels_u: lis
             for b in range(v, nblk, 32):
                 lo, hi, sc = load_block(row, b, width)
                 for hh, word in enumerate((lo, hi)):
-                    xv = xs[32 * b + 16 * hh:32 * b + 16 * hh + 16]
+                    xv = xs[32 * b + 16 * hh : 32 * b + 16 * hh + 16]
                     p = 0.0
                     for n, off in enumerate(prmt_table_offsets(word)):
                         pr = tab[off // 8]
@@ -337,7 +350,7 @@ def _row_value(row: bytes, xs: list[float], levels_f: list[float], levels_u: lis
             for b in range(v, nblk, 32):
                 lo, hi, sc = load_block(row, b, width)
                 for hh in range(2):  # fold_half(h = 0), then fold_half(h = 1)
-                    xv = xs[32 * b + 16 * hh:32 * b + 16 * hh + 16]
+                    xv = xs[32 * b + 16 * hh : 32 * b + 16 * hh + 16]
                     word = lo if hh == 0 else hi
                     p = 0.0
                     if codebook == "split" and hh == 0:
@@ -359,9 +372,19 @@ def _row_value(row: bytes, xs: list[float], levels_f: list[float], levels_u: lis
     return acc[0]
 
 
-@pytest.mark.parametrize("codebook,width", [("registers_pairs", 2), ("registers_pairs", 4), ("registers_pairs", 8),
-                                            ("split", 4), ("split", 8), ("shared_replicated_prmt", 2),
-                                            ("shared_replicated_prmt", 4), ("shared_replicated_prmt", 8)])
+@pytest.mark.parametrize(
+    "codebook,width",
+    [
+        ("registers_pairs", 2),
+        ("registers_pairs", 4),
+        ("registers_pairs", 8),
+        ("split", 4),
+        ("split", 8),
+        ("shared_replicated_prmt", 2),
+        ("shared_replicated_prmt", 4),
+        ("shared_replicated_prmt", 8),
+    ],
+)
 def test_new_paths_fold_bit_identical_to_baseline_and_close_to_float64(codebook, width):
     # in = 2048: 64 blocks per row, every virtual lane takes 2 (and the 8-byte loads reach a row's end)
     geo = Geometry("emu", {"in": 2048, "out": 2, "top_k": 2, "experts": 3})
@@ -378,7 +401,7 @@ def test_new_paths_fold_bit_identical_to_baseline_and_close_to_float64(codebook,
     xs = inp["x"].tolist()
     nblk = geo["in"] // 32
     got, base = [], []
-    for k, e in enumerate(inp["ids"].tolist()):
+    for _k, e in enumerate(inp["ids"].tolist()):
         for m in range(2):
             levels_f = inp["cb"][e, m].tolist()
             levels_u = [f32_bits(v) for v in levels_f]
@@ -396,8 +419,10 @@ def test_new_paths_fold_bit_identical_to_baseline_and_close_to_float64(codebook,
 
 # --- the knob space and the compiler -------------------------------------------------------------
 
-REAL = [Geometry("in7168_k6_E256", {"in": 7168, "out": 2048, "top_k": 6, "experts": 256}),
-        Geometry("in4096_k6_E64", {"in": 4096, "out": 2048, "top_k": 6, "experts": 64})]
+REAL = [
+    Geometry("in7168_k6_E256", {"in": 7168, "out": 2048, "top_k": 6, "experts": 256}),
+    Geometry("in4096_k6_E64", {"in": 4096, "out": 2048, "top_k": 6, "experts": 64}),
+]
 
 
 def test_new_values_are_bit_preserving_and_four_rows_per_warp_is_allowed():
@@ -411,15 +436,17 @@ def test_new_values_are_bit_preserving_and_four_rows_per_warp_is_allowed():
     assert FAM.check(base.replace(rows_per_block=8, warps_per_block=2), REAL) is None
     why = FAM.check(base.replace(rows_per_block=16, warps_per_block=2), REAL)  # 8 rows per warp
     assert why and "rows per warp" in why
-    assert FAM.inexact_knobs(base.replace(codebook="split", row_groups=2, warps_per_block=4, rows_per_block=8),
-                             REAL[0]) == ["row_groups"]
+    assert FAM.inexact_knobs(
+        base.replace(codebook="split", row_groups=2, warps_per_block=4, rows_per_block=8), REAL[0]
+    ) == ["row_groups"]
 
 
 def _shapes():
     """Every block shape (rows, warps, row groups) valid at the real geometries."""
     out = []
-    for R, W, G in itertools.product(FAM.knob("rows_per_block").values, FAM.knob("warps_per_block").values,
-                                     FAM.knob("row_groups").values):
+    for R, W, G in itertools.product(
+        FAM.knob("rows_per_block").values, FAM.knob("warps_per_block").values, FAM.knob("row_groups").values
+    ):
         g = FAM.baseline().replace(rows_per_block=R, warps_per_block=W, row_groups=G)
         if FAM.check(g, REAL) is None:
             out.append((R, W, G))
@@ -438,9 +465,15 @@ def test_new_values_compile_without_spills():
     seen = set()
     for cbk in NEW:
         for i, (R, W, G) in enumerate(shapes):
-            g = FAM.baseline().replace(codebook=cbk, rows_per_block=R, warps_per_block=W, row_groups=G,
-                                       x_staging=xs[(i + len(cbk)) % len(xs)], load_width=widths[i % 3],
-                                       loads_first=bool(i % 2))
+            g = FAM.baseline().replace(
+                codebook=cbk,
+                rows_per_block=R,
+                warps_per_block=W,
+                row_groups=G,
+                x_staging=xs[(i + len(cbk)) % len(xs)],
+                load_width=widths[i % 3],
+                loads_first=bool(i % 2),
+            )
             seen |= {(k, g[k]) for k in ("x_staging", "load_width", "loads_first")}
             mods = list(b7.build(g).modules.values())
             if R // (W // G) == 4:

@@ -149,8 +149,14 @@ def test_steps_with_identical_source_make_no_empty_patch(work, tmp_path):
     assert len(patches) == len(acc) and len(notes) == 1 and "same kernel source" in notes[0]
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "HOME": str(tmp_path),
+    }
     run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True, env=env)  # noqa: E731
     run("init", "-q")
     shutil.copyfile(out / "baseline-mhc_pre_big_fuse.cu", repo / "mhc_pre_big_fuse.cu")

@@ -116,8 +116,9 @@ def test_disk_full_during_export_then_force_recovers(tmp_path, monkeypatch, caps
     # what it left is its own: --force replaces it (the partial file included)
     assert main(["export", str(cfg), "-o", "ex", "--force"]) == 0
     assert main(["export", str(cfg), "-o", "ex2"]) == 0
-    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == \
-        {p.name: p.read_bytes() for p in (tmp_path / "ex2").iterdir()}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == {
+        p.name: p.read_bytes() for p in (tmp_path / "ex2").iterdir()
+    }
 
 
 def test_status_into_a_closed_pipe_is_quiet(tmp_path, monkeypatch):
@@ -128,8 +129,15 @@ def test_status_into_a_closed_pipe_is_quiet(tmp_path, monkeypatch):
     read, write = os.pipe()
     os.close(read)  # `| head` that has already left
     try:
-        p = subprocess.run([sys.executable, "-m", "evo", "status", str(cfg)], cwd=tmp_path, env=env, stdout=write,
-                           stderr=subprocess.PIPE, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "evo", "status", str(cfg)],
+            cwd=tmp_path,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write)
     assert p.returncode == 1 and p.stderr == "", p.stderr

@@ -19,7 +19,7 @@ from evo.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 BASE = yaml.safe_load((ROOT / "configs/mhc_pre_big_fuse.yaml").read_text())
 BASE.update(backend="recorded", budget={"attempts": 4})
-PATCH = ("Title: wider loads\nRationale: fewer instructions\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n")
+PATCH = "Title: wider loads\nRationale: fewer instructions\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n"
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +49,15 @@ def run(data_fn: Callable[[Path], str | bytes], *extra: str) -> Callable[[Path],
 
 def _profile(t: Path, data: str | bytes, suffix: str = ".yaml") -> Callable[[Path], list[str]]:
     """A config whose bound: profile is ``data``."""
+
     def make(t: Path) -> list[str]:
         prof = _write(t, data, "prof" + suffix)
-        return ["run", _write(t, _yaml(t, bound={"profile": prof, "kernel": "mhc_pre_big_fuse",
-                                                 "geometry": "T4096_H4096"})), "--plain"]
+        return [
+            "run",
+            _write(t, _yaml(t, bound={"profile": prof, "kernel": "mhc_pre_big_fuse", "geometry": "T4096_H4096"})),
+            "--plain",
+        ]
+
     return make
 
 
@@ -63,14 +68,19 @@ def _e2e(command) -> Callable[[Path], list[str]]:
     def make(t: Path) -> list[str]:
         prof = _write(t, GOOD_PROFILE, "prof.yaml")
         return ["run", _write(t, _yaml(t, bound={"profile": prof}, e2e={"command": command})), "--plain"]
+
     return make
 
 
 def _e2e_env(env) -> Callable[[Path], list[str]]:
     def make(t: Path) -> list[str]:
         prof = _write(t, GOOD_PROFILE, "prof.yaml")
-        return ["run", _write(t, _yaml(t, bound={"profile": prof},
-                                        e2e={"command": ["python", "-m", "evo.proxy"], "env": env})), "--plain"]
+        return [
+            "run",
+            _write(t, _yaml(t, bound={"profile": prof}, e2e={"command": ["python", "-m", "evo.proxy"], "env": env})),
+            "--plain",
+        ]
+
     return make
 
 
@@ -79,6 +89,7 @@ def _replace(old: str, new: str) -> Callable[[Path], str]:
         text = _yaml(t)
         assert old in text, old
         return text.replace(old, new, 1)
+
     return make
 
 
@@ -86,17 +97,22 @@ def _idea(data: bytes) -> Callable[[Path], list[str]]:
     return lambda t: ["idea", "add", "mhc_pre_big_fuse", _write(t, data, "x.patch")]
 
 
-BOMB = ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-        "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n")
+BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+)
 LONG = "c" * 300
 
 # (id, arguments from the test folder, what the line must say, environment)
 CASES: list[tuple] = [
     # --- encodings and sizes
     ("latin1_config", run(lambda t: _yaml(t).encode() + "# café\n".encode("latin-1")), "not UTF-8 text"),
-    ("latin1_value", run(lambda t: _yaml(t).replace("campaign: mhc_pre_big_fuse", "campaign: caf\xe9")
-                         .encode("latin-1")), "not UTF-8 text"),
+    (
+        "latin1_value",
+        run(lambda t: _yaml(t).replace("campaign: mhc_pre_big_fuse", "campaign: caf\xe9").encode("latin-1")),
+        "not UTF-8 text",
+    ),
     ("utf16_bom", run(lambda t: _yaml(t).encode("utf-16")), "UTF-16"),
     ("utf16_no_bom", run(lambda t: _yaml(t).encode("utf-16-le")), "NUL"),
     ("utf32", run(lambda t: _yaml(t).encode("utf-32")), "UTF-16"),
@@ -108,18 +124,33 @@ CASES: list[tuple] = [
     # --- YAML that is not what it seems
     ("dup_top_key", run(lambda t: _yaml(t) + "campaign: other\n"), "duplicate key 'campaign'"),
     ("dup_seed", run(lambda t: _yaml(t) + "seed: 5\n"), "duplicate key 'seed'"),
-    ("dup_in_flow", run(_replace("budget:\n  attempts: 4\n", "budget: {attempts: 4, attempts: 9}\n")),
-     "duplicate key 'attempts'"),
-    ("dup_in_block", run(_replace("budget:\n  attempts: 4\n", "budget:\n  attempts: 4\n  attempts: 150\n")),
-     "duplicate key 'attempts'"),
+    (
+        "dup_in_flow",
+        run(_replace("budget:\n  attempts: 4\n", "budget: {attempts: 4, attempts: 9}\n")),
+        "duplicate key 'attempts'",
+    ),
+    (
+        "dup_in_block",
+        run(_replace("budget:\n  attempts: 4\n", "budget:\n  attempts: 4\n  attempts: 150\n")),
+        "duplicate key 'attempts'",
+    ),
     ("dup_geometry_key", run(_replace("  T: 4096\n", "  T: 4096\n  T: 1\n")), "duplicate key 'T'"),
     ("alias_bomb_env", run(lambda t: _yaml(t) + BOMB), "alias"),
-    ("alias_simple", run(lambda t: _yaml(t).replace("budget:\n  attempts: 4\n", "budget: &b\n  attempts: 4\n")
-                         + "x: *b\n"), "alias (*b)"),
-    ("merge_key", run(_replace("budget:\n  attempts: 4\n", "budget:\n  <<: &m {attempts: 4}\n")
-                      ), "not valid YAML"),
-    ("merge_alias", run(lambda t: "base: &base {attempts: 4}\n" + _yaml(t).replace(
-        "budget:\n  attempts: 4\n", "budget:\n  <<: *base\n")), "alias (*base)"),
+    (
+        "alias_simple",
+        run(lambda t: _yaml(t).replace("budget:\n  attempts: 4\n", "budget: &b\n  attempts: 4\n") + "x: *b\n"),
+        "alias (*b)",
+    ),
+    ("merge_key", run(_replace("budget:\n  attempts: 4\n", "budget:\n  <<: &m {attempts: 4}\n")), "not valid YAML"),
+    (
+        "merge_alias",
+        run(
+            lambda t: (
+                "base: &base {attempts: 4}\n" + _yaml(t).replace("budget:\n  attempts: 4\n", "budget:\n  <<: *base\n")
+            )
+        ),
+        "alias (*base)",
+    ),
     # --- numbers: finite only
     ("weight_inf", run(_replace("weight: 1\n", "weight: .inf\n")), "not a finite number"),
     ("weight_minus_inf", run(_replace("weight: 1\n", "weight: -.inf\n")), "geometries[0].weight"),
@@ -132,9 +163,11 @@ CASES: list[tuple] = [
     ("batch_ms_inf", run(_replace("batch_ms: 10.0", "batch_ms: .inf")), "gates.perf.batch_ms"),
     ("timeout_inf", run(_replace("timeout_s: 30", "timeout_s: .inf")), "worker.timeout_s"),
     ("sanitizer_timeout_nan", run(_replace("timeout_s: 60", "timeout_s: .nan")), "sanitizer.timeout_s"),
-    ("tolerance_inf", run(lambda t: _yaml(t, gates={"correctness": {"mode": "tolerance",
-                                                                    "tolerance_factor": float("inf")}})),
-     "tolerance_factor"),
+    (
+        "tolerance_inf",
+        run(lambda t: _yaml(t, gates={"correctness": {"mode": "tolerance", "tolerance_factor": float("inf")}})),
+        "tolerance_factor",
+    ),
     ("seed_huge", run(_replace("seed: 0", "seed: " + "9" * 30)), "seed"),
     ("seed_2_40", run(_replace("seed: 0", "seed: 1099511627776")), "seed"),
     # --- command-line overrides validated like the config
@@ -152,10 +185,16 @@ CASES: list[tuple] = [
     ("geometry_name_long", run(_replace("name: T4096_H4096", "name: " + LONG)), "geometries[0].name"),
     ("geometry_name_newline", run(_replace("name: T4096_H4096", 'name: "T4096\\nH4096"')), "printable"),
     ("geometry_name_control", run(_replace("name: T4096_H4096", 'name: "T4096\\x07"')), "printable"),
-    ("storage_long_name", lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{t}/{LONG}/l.db"],
-     "longer than a file system takes"),
-    ("storage_long_path", lambda t: ["run", _write(t, _yaml(t)), "--storage",
-                                     "sqlite:///" + "/".join(["d" * 200] * 25) + "/l.db"], "longer than"),
+    (
+        "storage_long_name",
+        lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{t}/{LONG}/l.db"],
+        "longer than a file system takes",
+    ),
+    (
+        "storage_long_path",
+        lambda t: ["run", _write(t, _yaml(t)), "--storage", "sqlite:///" + "/".join(["d" * 200] * 25) + "/l.db"],
+        "longer than",
+    ),
     # --- commands: an argv list, never a shell
     ("e2e_sh_c", _e2e(["sh", "-c", "python -m evo.proxy; echo done"]), "sh -c runs a shell string"),
     ("e2e_bash_ec", _e2e(["bash", "-ec", "true"]), "bash -ec"),
@@ -172,16 +211,22 @@ CASES: list[tuple] = [
     ("e2e_env_nested", _e2e_env({"A": {"b": 1}}), "e2e.env.A"),
     ("e2e_env_list", _e2e_env({"A": [1, 2]}), "e2e.env.A"),
     # --- decode profiles
-    ("profile_latin1", _profile(Path(), "kernels: {mhc_pre_big_fuse: 1.0}\n# caf\xe9\n".encode("latin-1")),
-     "not UTF-8"),
+    (
+        "profile_latin1",
+        _profile(Path(), "kernels: {mhc_pre_big_fuse: 1.0}\n# caf\xe9\n".encode("latin-1")),
+        "not UTF-8",
+    ),
     ("profile_binary", _profile(Path(), bytes(range(256))), "NUL"),
     ("profile_utf16", _profile(Path(), GOOD_PROFILE.encode("utf-16")), "UTF-16"),
     ("profile_inf", _profile(Path(), "kernels: {mhc_pre_big_fuse: .inf, other: 1.0}\n"), "expected a time"),
     ("profile_nan", _profile(Path(), "kernels: {mhc_pre_big_fuse: .nan, other: 1.0}\n"), "expected a time"),
     ("profile_dup", _profile(Path(), "kernels: {mhc_pre_big_fuse: 1.0, mhc_pre_big_fuse: 2.0}\n"), "duplicate key"),
     ("profile_alias", _profile(Path(), "k: &k {mhc_pre_big_fuse: 1.0}\nkernels: *k\n"), "alias"),
-    ("profile_csv_inf", _profile(Path(), "Name,Total Time (ns)\nmhc_pre_big_fuse,inf\nother,5\n", ".csv"),
-     "not a finite time"),
+    (
+        "profile_csv_inf",
+        _profile(Path(), "Name,Total Time (ns)\nmhc_pre_big_fuse,inf\nother,5\n", ".csv"),
+        "not a finite time",
+    ),
     ("profile_csv_binary", _profile(Path(), b"Name,Total Time (ns)\n\x00\x01\x02", ".csv"), "NUL"),
     ("profile_csv_latin1", _profile(Path(), "Name,Total Time (ns)\nk\xe9,5\n".encode("latin-1"), ".csv"), "UTF-8"),
     # --- idea patches: text, bounded
@@ -190,30 +235,54 @@ CASES: list[tuple] = [
     ("idea_huge", _idea(PATCH.encode() + b"+" + b"x" * (2 << 20) + b"\n"), "more than"),
     ("idea_utf16", _idea(PATCH.encode("utf-16")), "UTF-16"),
     # --- storages and environments
-    ("storage_zero_length", lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{_write(t, b'', 'z.db')}"],
-     "empty file"),
+    (
+        "storage_zero_length",
+        lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{_write(t, b'', 'z.db')}"],
+        "empty file",
+    ),
     ("storage_is_folder", lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{t / 'camp'}"], "folder"),
-    ("storage_garbage", lambda t: ["run", _write(t, _yaml(t)), "--storage",
-                                   f"sqlite:///{_write(t, b'garbage' * 100, 'g.db')}"], "not a SQLite database"),
-    ("storage_is_config", lambda t: ["status", _write(t, _yaml(t)), "--storage", f"sqlite:///{t / 'bad.yaml'}"],
-     "not a SQLite database"),
-    ("storage_dev_null", lambda t: ["run", _write(t, _yaml(t)), "--storage", "sqlite:////dev/null/x/l.db"],
-     "/dev/null"),
-    ("storage_no_driver", lambda t: ["status", _write(t, _yaml(t)), "--storage", "mysql+nodriver://u@h/db"],
-     "cannot open the storage"),
-    ("env_heartbeat_text", lambda t: ["run", _write(t, _yaml(t)), "--plain"], "EVO_HEARTBEAT_S",
-     {"EVO_HEARTBEAT_S": "soon"}),
+    (
+        "storage_garbage",
+        lambda t: ["run", _write(t, _yaml(t)), "--storage", f"sqlite:///{_write(t, b'garbage' * 100, 'g.db')}"],
+        "not a SQLite database",
+    ),
+    (
+        "storage_is_config",
+        lambda t: ["status", _write(t, _yaml(t)), "--storage", f"sqlite:///{t / 'bad.yaml'}"],
+        "not a SQLite database",
+    ),
+    (
+        "storage_dev_null",
+        lambda t: ["run", _write(t, _yaml(t)), "--storage", "sqlite:////dev/null/x/l.db"],
+        "/dev/null",
+    ),
+    (
+        "storage_no_driver",
+        lambda t: ["status", _write(t, _yaml(t)), "--storage", "mysql+nodriver://u@h/db"],
+        "cannot open the storage",
+    ),
+    (
+        "env_heartbeat_text",
+        lambda t: ["run", _write(t, _yaml(t)), "--plain"],
+        "EVO_HEARTBEAT_S",
+        {"EVO_HEARTBEAT_S": "soon"},
+    ),
     ("env_grace_negative", lambda t: ["status", _write(t, _yaml(t))], "EVO_GRACE_S", {"EVO_GRACE_S": "-5"}),
     ("env_heartbeat_zero", lambda t: ["log", _write(t, _yaml(t))], "EVO_HEARTBEAT_S", {"EVO_HEARTBEAT_S": "0"}),
     ("export_into_config", lambda t: ["export", _write(t, _yaml(t)), "-o", str(t / "bad.yaml")], "not a folder"),
-    ("export_into_campaign", lambda t: ["export", _write(t, _yaml(t)), "-o", str(t / "camp")],
-     "evo export did not write"),
+    (
+        "export_into_campaign",
+        lambda t: ["export", _write(t, _yaml(t)), "-o", str(t / "camp")],
+        "evo export did not write",
+    ),
 ]
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): (hashlib.md5(p.read_bytes()).hexdigest() if p.is_file() else "dir")
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (hashlib.md5(p.read_bytes()).hexdigest() if p.is_file() else "dir")
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -17,7 +17,7 @@ import pytest
 
 from evo.cli import main
 from evo.family import load_family
-from evo.ledger import SESSION_ATTR, Ledger, LedgerError, SessionTaken
+from evo.ledger import SESSION_ATTR, Ledger, SessionTaken
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -75,6 +75,7 @@ def _sql(db: Path, *statements: str) -> None:
 
 # --- a storage that does not look like an evo campaign ---------------------------------------------------------------
 
+
 def _zero(db: Path) -> None:
     db.write_bytes(b"")
 
@@ -106,10 +107,15 @@ def _folder(db: Path) -> None:
     db.mkdir()
 
 
-DAMAGE = [("zero_length", _zero, "empty file"), ("unrelated_sqlite", _unrelated, "something else"),
-          ("missing_table", _missing_table, "table trial_user_attributes is missing"),
-          ("wrong_schema", _wrong_schema, "schema v9.9.9.a"), ("garbage", _garbage, "not a SQLite database"),
-          ("truncated", _truncated, "damaged"), ("folder", _folder, "is a folder")]
+DAMAGE = [
+    ("zero_length", _zero, "empty file"),
+    ("unrelated_sqlite", _unrelated, "something else"),
+    ("missing_table", _missing_table, "table trial_user_attributes is missing"),
+    ("wrong_schema", _wrong_schema, "schema v9.9.9.a"),
+    ("garbage", _garbage, "not a SQLite database"),
+    ("truncated", _truncated, "damaged"),
+    ("folder", _folder, "is a folder"),
+]
 
 
 @pytest.mark.parametrize("damage, expect", [d[1:] for d in DAMAGE], ids=[d[0] for d in DAMAGE])
@@ -139,10 +145,13 @@ def test_a_damaged_attempt_record_is_reported_and_skipped(home, capsys):
     db = home / "camp" / "ledger.db"
     cfg = str(home / f"{CAMPAIGN}.yaml")
     # one record cut short inside (still a JSON string), one not JSON at all (Optuna itself cannot parse it)
-    _sql(db, "UPDATE trial_user_attributes SET value_json = '\"{\\\"id\\\": 2, \\\"genome\"' WHERE key = 'attempt' "
-             "AND trial_id = (SELECT trial_id FROM trials WHERE number = 2)",
-         "UPDATE trial_user_attributes SET value_json = '{not json' WHERE key = 'attempt' "
-         "AND trial_id = (SELECT trial_id FROM trials WHERE number = 4)")
+    _sql(
+        db,
+        'UPDATE trial_user_attributes SET value_json = \'"{\\"id\\": 2, \\"genome"\' WHERE key = \'attempt\' '
+        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 2)",
+        "UPDATE trial_user_attributes SET value_json = '{not json' WHERE key = 'attempt' "
+        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 4)",
+    )
     before = md5(db)
     assert main(["status", cfg]) == 0
     out = capsys.readouterr()
@@ -192,25 +201,33 @@ def test_a_mistyped_campaign_name_creates_no_study(home, capsys):
     assert md5(db) == before
 
 
-@pytest.mark.parametrize("url, expect", [
-    ("sqlite:////proc/evo/ledger.db", "/proc/evo"),
-    ("sqlite:////dev/null/x/ledger.db", "/dev/null"),
-    ("postgresql+psycopg2://u@127.0.0.1:1/db", "cannot open the storage"),
-    ("mysql+nosuchdriver://u@127.0.0.1:1/db", "cannot open the storage"),
-])
+@pytest.mark.parametrize(
+    "url, expect",
+    [
+        ("sqlite:////proc/evo/ledger.db", "/proc/evo"),
+        ("sqlite:////dev/null/x/ledger.db", "/dev/null"),
+        ("postgresql+psycopg2://u@127.0.0.1:1/db", "cannot open the storage"),
+        ("mysql+nosuchdriver://u@127.0.0.1:1/db", "cannot open the storage"),
+    ],
+)
 @pytest.mark.parametrize("cmd", ["run", "status"])
 def test_storage_errors_are_one_line(home, capsys, url, expect, cmd):
     rc = main([cmd, str(home / f"{CAMPAIGN}.yaml"), "--storage", url, *(["--plain"] if cmd == "run" else [])])
     one_line(capsys, expect, rc)
 
 
-# --- one live evo run per campaign -------------------------------------------------------------------------------------
+# --- one live evo run per campaign ------------------------------------------------------------------------------------
+
 
 def _sessions(db: Path) -> list[dict]:
     con = sqlite3.connect(db)
     try:
-        return [json.loads(v) for (v,) in con.execute("SELECT value_json FROM study_system_attributes WHERE key LIKE ?",
-                                                       (SESSION_ATTR + "%",))]
+        return [
+            json.loads(v)
+            for (v,) in con.execute(
+                "SELECT value_json FROM study_system_attributes WHERE key LIKE ?", (SESSION_ATTR + "%",)
+            )
+        ]
     finally:
         con.close()
 
@@ -246,13 +263,25 @@ def test_workers_share_and_a_run_waits_for_them(home):
 
 
 def _fake_session(db: Path, **owner) -> None:
-    rec = {"host": "elsewhere", "pid": 4242, "start": "1", "boot": "other-boot", "pidns": "pid:[1]", "ledger": "tok",
-           "mode": "run", "beat": time.time(), "since": "then", **owner}
+    rec = {
+        "host": "elsewhere",
+        "pid": 4242,
+        "start": "1",
+        "boot": "other-boot",
+        "pidns": "pid:[1]",
+        "ledger": "tok",
+        "mode": "run",
+        "beat": time.time(),
+        "since": "then",
+        **owner,
+    }
     con = sqlite3.connect(db)
     try:
         (sid,) = con.execute("SELECT study_id FROM studies").fetchone()
-        con.execute("INSERT INTO study_system_attributes (study_id, key, value_json) VALUES (?, ?, ?)",
-                    (sid, SESSION_ATTR + rec["ledger"], json.dumps(rec)))
+        con.execute(
+            "INSERT INTO study_system_attributes (study_id, key, value_json) VALUES (?, ?, ?)",
+            (sid, SESSION_ATTR + rec["ledger"], json.dumps(rec)),
+        )
         con.commit()
     finally:
         con.close()
@@ -273,8 +302,9 @@ def test_a_killed_run_does_not_block_the_next(home):
     from evo.ledger import _process
 
     me = _process()
-    _fake_session(db, ledger="dead", host=me["host"], pid=int(dead.stdout), start="1", boot=me["boot"],
-                  pidns=me["pidns"])
+    _fake_session(
+        db, ledger="dead", host=me["host"], pid=int(dead.stdout), start="1", boot=me["boot"], pidns=me["pidns"]
+    )
     led = Ledger(url, CAMPAIGN, FAM.knobs)
     led.claim("run")
     assert [s["ledger"] for s in _sessions(db)] == [led._token]
@@ -285,12 +315,24 @@ def test_two_evo_run_processes_at_once(home):
     cfg = home / f"{CAMPAIGN}.yaml"
     db = home / "camp" / "ledger.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    first = subprocess.Popen([sys.executable, "-m", "evo", "run", str(cfg), "--attempts", "100000", "--minutes", "30",
-                              "--plain"], cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "evo", "run", str(cfg), "--attempts", "100000", "--minutes", "30", "--plain"],
+        cwd=home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert first.stdout.readline().startswith("evo: campaign"), first.stderr.read() if first.poll() else ""
-        second = subprocess.run([sys.executable, "-m", "evo", "run", str(cfg), "--plain"], cwd=home, env=env,
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [sys.executable, "-m", "evo", "run", str(cfg), "--plain"],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert second.returncode == 2, second.stderr
         assert second.stderr.splitlines() == [second.stderr.strip()]
         assert f"pid {first.pid}" in second.stderr and "evo run on" in second.stderr

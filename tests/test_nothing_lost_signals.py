@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_kill_resume import BUDGET, Run, _check_ledger_api, _check_raw_sql, _config
 
 HAVE_PROC = Path("/proc/self/status").is_file()
@@ -78,13 +77,20 @@ def test_signals_at_random_moments_then_resume(tmp_path):
             seen["finished"] += 1
         else:
             assert alive and rc == 128 + sig, f"run {i}: rc {rc} after {sig!r}:\n{out[-3000:]}"
-            assert stop_lines == [f"evo: stopped by {signal.Signals(sig).name}; what was recorded is kept (the same "
-                                  "command resumes a campaign)"], out[-3000:]
+            assert stop_lines == [
+                f"evo: stopped by {signal.Signals(sig).name}; what was recorded is kept (the same "
+                "command resumes a campaign)"
+            ], out[-3000:]
             assert lines[-1] == stop_lines[0]  # the last word, and only once
-            where = ("startup" if not any(ln.startswith("#") for ln in lines) else
-                     "loop" if "interrupted by the user" in out else "shutdown")
+            where = (
+                "startup"
+                if not any(ln.startswith("#") for ln in lines)
+                else "loop"
+                if "interrupted by the user" in out
+                else "shutdown"
+            )
             seen[where] += 1
-        opened, first, stopped = run.when("evo: campaign"), run.when("#"), run.when("evo: stopped: ")
+        opened, stopped = run.when("evo: campaign"), run.when("evo: stopped: ")
         if opened is not None:
             window["startup"] = max(0.05, opened - t_ready)
         if rc == 0 and stopped is not None:

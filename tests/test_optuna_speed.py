@@ -33,8 +33,9 @@ def test_same_proposals_as_a_plain_study(prenorm, monkeypatch, name, seed):
     opts = {"retries": 20}  # small, so that the plain study (which slows down with its FAIL trials) stays quick
     studies, memo = [], osamp._MemoTPESampler
     for make, tpe in ((osamp._create_study, memo), (_vanilla, optuna.samplers.TPESampler)):
-        monkeypatch.setattr(osamp, "_create_study", lambda sampler, make=make: studies.append(make(sampler)) or
-                            studies[-1])
+        monkeypatch.setattr(
+            osamp, "_create_study", lambda sampler, make=make: studies.append(make(sampler)) or studies[-1]
+        )
         monkeypatch.setattr(osamp, "_MemoTPESampler", tpe)
         studies.append(sb.run_proposer(prenorm, name, seed, opts, cap=150, until_target=False))
     (fast_study, fast, plain_study, plain) = studies
@@ -52,8 +53,10 @@ def test_same_proposals_as_a_plain_study(prenorm, monkeypatch, name, seed):
 
 def test_the_indexed_storage_answers_like_optuna():
     dists = {"a": CategoricalDistribution([1, 2, 3]), "b": CategoricalDistribution(["x", "y"])}
-    studies = [osamp._create_study(optuna.samplers.RandomSampler(seed=1)),
-               _vanilla(optuna.samplers.RandomSampler(seed=1))]
+    studies = [
+        osamp._create_study(optuna.samplers.RandomSampler(seed=1)),
+        _vanilla(optuna.samplers.RandomSampler(seed=1)),
+    ]
     assert isinstance(studies[0], osamp._Study)
     for st in studies:
         held = [st.ask(dists) for _ in range(4)]  # RUNNING, told later and out of order

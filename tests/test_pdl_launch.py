@@ -71,9 +71,9 @@ def test_pdl_kernel_waits_before_x_and_y_only_under_evo_pdl():
     # the source's PDL instructions sit behind EVO_PDL (a plain campaign's machine code is unchanged: session 16)
     src = (ROOT / "candidates" / "fp4_matvec" / "kernel.cu").read_text()
     assert src.count("griddepcontrol.wait") == 1 and src.count("griddepcontrol.launch_dependents") == 1
-    body = src[src.index("pdl_wait() {"):]
+    body = src[src.index("pdl_wait() {") :]
     assert body.index("#if EVO_PDL") < body.index("griddepcontrol.wait")
-    kernel = src[src.index("fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]"):]
+    kernel = src[src.index("fp4_matvec(const u8* __restrict__ w,   // [out, ROW_STRIDE]") :]
     assert kernel.index("pdl_wait();") < kernel.index("load_x4(x,")
 
 
@@ -149,8 +149,10 @@ def test_every_timing_names_each_parts_launch():
 
     cfg = load_config(PDL_CFG)
     fam, geo = cfg.family, cfg.geometries[0]
-    parts = [("cand", SimpleNamespace(genome=fam.baseline().replace(**TMA))),
-             ("base", SimpleNamespace(genome=fam.baseline()))]
+    parts = [
+        ("cand", SimpleNamespace(genome=fam.baseline().replace(**TMA))),
+        ("base", SimpleNamespace(genome=fam.baseline())),
+    ]
     fake = SimpleNamespace(cfg=cfg, family=fam)
     assert Campaign._launches_note(fake, parts, geo) == "; launches: cand PDL, base plain"
     plain = SimpleNamespace(cfg=load_config(ROOT / "configs" / "fp4_matvec.yaml"), family=fam)

@@ -48,11 +48,25 @@ def _rel(a, b) -> float:
 
 def test_family_loads():
     assert FAM.name == "mhc_prenorm_gemm" and FAM.entry == "mhc_prenorm_gemm"
-    assert [k.name for k in FAM.knobs] == ["split_k", "token_tile", "k_tile", "threads", "stages",
-                                           "tokens_per_thread", "math"]
+    assert [k.name for k in FAM.knobs] == [
+        "split_k",
+        "token_tile",
+        "k_tile",
+        "threads",
+        "stages",
+        "tokens_per_thread",
+        "math",
+    ]
     base = FAM.baseline()
-    assert dict(base) == {"split_k": 1, "token_tile": 32, "k_tile": 256, "threads": 256, "stages": 1,
-                          "tokens_per_thread": 1, "math": "fma"}
+    assert dict(base) == {
+        "split_k": 1,
+        "token_tile": 32,
+        "k_tile": 256,
+        "threads": 256,
+        "stages": 1,
+        "tokens_per_thread": 1,
+        "math": "fma",
+    }
     assert FAM.knob("split_k").values == (1, 2, 4, 8, 16, 32, 64)
     assert FAM.knob("token_tile").values == (1, 2, 4, 8, 16, 32, 64)
     assert [k.name for k in FAM.knobs if k.exact] == ["stages"]
@@ -65,8 +79,13 @@ def test_config_loads():
     cfg = load_config(CONFIG)
     assert cfg.family.name == "mhc_prenorm_gemm"
     assert [(g.name, g.weight) for g in cfg.geometries] == [
-        ("T40_H4096", 1.0), ("T1_H4096", 0.0), ("T8_H4096", 0.0), ("T512_H4096", 0.0), ("T40_H7168", 0.0),
-        ("T2048_H7168", 0.0)]
+        ("T40_H4096", 1.0),
+        ("T1_H4096", 0.0),
+        ("T8_H4096", 0.0),
+        ("T512_H4096", 0.0),
+        ("T40_H7168", 0.0),
+        ("T2048_H7168", 0.0),
+    ]
     assert dict(cfg.geometries[0].params) == {"T": 40, "H": 4096}
     assert cfg.gates.correctness.mode == "tolerance"
     assert "recorded/h200-sweep.json.xz" in CONFIG.read_text()
@@ -133,18 +152,21 @@ def test_reference_equals_naive():
 # The kernel's decomposition, modelled on the CPU
 
 
-@pytest.mark.parametrize("changes", [
-    {},
-    {"split_k": 2},
-    {"split_k": 4, "token_tile": 8},
-    {"split_k": 8, "k_tile": 128, "token_tile": 1},               # KG = 256 lanes: butterfly + 8 warps
-    {"split_k": 16, "k_tile": 64, "token_tile": 4, "threads": 128},
-    {"k_tile": 512, "token_tile": 8, "tokens_per_thread": 4, "threads": 128},
-    {"token_tile": 64, "threads": 128, "k_tile": 64},              # KG = 2, more quads per lane
-    {"math": "mma"},
-    {"math": "mma", "split_k": 8, "k_tile": 64, "token_tile": 4},
-    {"math": "mma", "split_k": 2, "token_tile": 64, "threads": 128, "stages": 2},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"split_k": 2},
+        {"split_k": 4, "token_tile": 8},
+        {"split_k": 8, "k_tile": 128, "token_tile": 1},  # KG = 256 lanes: butterfly + 8 warps
+        {"split_k": 16, "k_tile": 64, "token_tile": 4, "threads": 128},
+        {"k_tile": 512, "token_tile": 8, "tokens_per_thread": 4, "threads": 128},
+        {"token_tile": 64, "threads": 128, "k_tile": 64},  # KG = 2, more quads per lane
+        {"math": "mma"},
+        {"math": "mma", "split_k": 8, "k_tile": 64, "token_tile": 4},
+        {"math": "mma", "split_k": 2, "token_tile": 64, "threads": 128, "stages": 2},
+    ],
+)
 def test_emulated_partials_sum_to_reference(changes):
     genome = FAM.genome(changes)
     assert FAM.check(genome, [SMALL]) is None
@@ -160,7 +182,7 @@ def test_emulated_partials_sum_to_reference(changes):
     KC = 1024 // S
     x, fn = inputs["x"].double(), inputs["fn"].double()
     for s in range(S):
-        xs, fs = x[:, s * KC:(s + 1) * KC], fn[:, s * KC:(s + 1) * KC]
+        xs, fs = x[:, s * KC : (s + 1) * KC], fn[:, s * KC : (s + 1) * KC]
         assert _rel(parts["dot_mix"][s], xs @ fs.T) < 2e-6
         assert _rel(parts["sqrsum"][s], (xs * xs).sum(-1)) < 2e-6
 
@@ -236,10 +258,14 @@ def test_space_size():
 def test_inexact_knobs():
     base = FAM.baseline()
     assert FAM.inexact_knobs(base, G4096) == []
-    for same in ({"stages": 0}, {"stages": 2},
-                 {"k_tile": 64}, {"k_tile": 512},                    # KG = 8 lanes divide every tile's quads
-                 {"threads": 128, "tokens_per_thread": 2},           # KG = 128 * 2 / 32 = 8 as well
-                 {"token_tile": 64, "tokens_per_thread": 2}):        # KG = 256 * 2 / 64 = 8
+    for same in (
+        {"stages": 0},
+        {"stages": 2},
+        {"k_tile": 64},
+        {"k_tile": 512},  # KG = 8 lanes divide every tile's quads
+        {"threads": 128, "tokens_per_thread": 2},  # KG = 128 * 2 / 32 = 8 as well
+        {"token_tile": 64, "tokens_per_thread": 2},
+    ):  # KG = 256 * 2 / 64 = 8
         assert FAM.inexact_knobs(base.replace(**same), G4096) == [], same
     assert FAM.inexact_knobs(base.replace(split_k=2), G4096) == ["split_k"]
     assert FAM.inexact_knobs(base.replace(token_tile=16), G4096) == ["token_tile"]
@@ -375,16 +401,21 @@ def test_faulty_sources_compile():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("changes, within", [
-    ({}, True), ({"split_k": 32, "token_tile": 8}, True),
-    ({"split_k": 16, "token_tile": 1, "k_tile": 128, "stages": 2}, True),
-    ({"split_k": 8, "stages": 0, "tokens_per_thread": 4, "token_tile": 16, "threads": 128}, True),
-    # the bf16x3 mma path with few K splits: long fp32 chains in the tensor cores, more than twice the
-    # baseline's error against float64 (the recorded H200 sweep's tolerance gate rejects both); with 32 splits
-    # it passes (43.8x in the sweep)
-    ({"math": "mma"}, False), ({"math": "mma", "split_k": 32, "token_tile": 16, "k_tile": 128, "stages": 2}, True),
-    ({"math": "mma", "split_k": 4, "token_tile": 64, "threads": 128, "stages": 0}, False),
-])
+@pytest.mark.parametrize(
+    "changes, within",
+    [
+        ({}, True),
+        ({"split_k": 32, "token_tile": 8}, True),
+        ({"split_k": 16, "token_tile": 1, "k_tile": 128, "stages": 2}, True),
+        ({"split_k": 8, "stages": 0, "tokens_per_thread": 4, "token_tile": 16, "threads": 128}, True),
+        # the bf16x3 mma path with few K splits: long fp32 chains in the tensor cores, more than twice the
+        # baseline's error against float64 (the recorded H200 sweep's tolerance gate rejects both); with 32 splits
+        # it passes (43.8x in the sweep)
+        ({"math": "mma"}, False),
+        ({"math": "mma", "split_k": 32, "token_tile": 16, "k_tile": 128, "stages": 2}, True),
+        ({"math": "mma", "split_k": 4, "token_tile": 64, "threads": 128, "stages": 0}, False),
+    ],
+)
 def test_gpu_partials_match_reference(changes, within):
     import cupy
     import numpy as np
@@ -403,13 +434,14 @@ def test_gpu_partials_match_reference(changes, within):
             mod = bt.modules[b.spec_of(g)]
             fn = cupy.RawModule(path=mod.cubin_path).get_function(mod.function)
             inputs = FAM.make_inputs(g, 0, torch.device("cuda"))
-            outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device="cuda")
-                    for o in FAM.outputs(g)}
+            outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device="cuda") for o in FAM.outputs(g)}
             for t in outs.values():
                 t.view(torch.uint8).fill_(0xA5)
             lc = FAM.launch(gen, g)
-            args = tuple(np.uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else np.int32(a)
-                         for a in FAM.kernel_args(inputs, outs, g))
+            args = tuple(
+                np.uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else np.int32(a)
+                for a in FAM.kernel_args(inputs, outs, g)
+            )
             fn(lc.grid, lc.block, args, shared_mem=lc.shared_bytes)
             torch.cuda.synchronize()
             for name, w in FAM.written_view(outs, gen, g).items():

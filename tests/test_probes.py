@@ -17,8 +17,10 @@ CONFIG = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
 
 
 def test_genome_probe_judges_and_times_genomes_against_the_reference(tmp_path, capsys):
-    spec = {"ref": {}, "genomes": [{"meta": "slice"}, {"h_split": 8, "vec": 16, "unroll": 4, "block": 512},
-                                   {"vec": 8, "h_split": 1}]}
+    spec = {
+        "ref": {},
+        "genomes": [{"meta": "slice"}, {"h_split": 8, "vec": 16, "unroll": 4, "block": 512}, {"vec": 8, "h_split": 1}],
+    }
     (tmp_path / "g.json").write_text(json.dumps(spec))
     assert probe.main([str(CONFIG), str(tmp_path / "g.json"), "--backend", "recorded", "--rounds", "6"]) == 0
     out = capsys.readouterr().out
@@ -29,7 +31,7 @@ def test_genome_probe_judges_and_times_genomes_against_the_reference(tmp_path, c
     rows = re.findall(r"^  (\S+)\s+ref\s+([\d.]+) us\s+genome\s+([\d.]+) us\s+ref/genome ([\d.]+)x", out, re.M)
     assert len(rows) == 3 * len(cfg.geometries)  # one row per genome and geometry, none invalid here
     # the first genome's figures are the sweep's own medians, paired with the baseline round by round
-    for (name, ref_us, g_us, _), geo in zip(rows[:3], cfg.geometries):
+    for (name, _ref_us, g_us, _), geo in zip(rows[:3], cfg.geometries):
         rec = be.sweep.data["genomes"][Genome(slice_g).key]
         bt = sorted(be.sweep.data["genomes"][be.baseline_key]["t"][be.sweep.geo_map[geo.name]])
         bmed = bt[len(bt) // 2]
@@ -42,5 +44,5 @@ def test_genome_probe_says_why_a_genome_is_invalid(tmp_path, capsys):
     assert probe.main([str(CONFIG), str(tmp_path / "g.json"), "--backend", "recorded", "--rounds", "4"]) == 0
     out = capsys.readouterr().out
     assert '{"block": 100}: invalid: knob block=100 out of range' in out
-    assert '{"nope": 1}: invalid: unknown knob \'nope\'' in out
+    assert "{\"nope\": 1}: invalid: unknown knob 'nope'" in out
     assert "ref/genome" not in out  # nothing was timed

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -141,8 +142,9 @@ def drive(proposer, fam: Family, n: int, seed: int = 0, judge=None):
         if prop is None:
             return attempts, proposals, True
         proposals.append(prop)
-        a = Attempt(len(attempts), "t", fam.name, dict(prop.genome), prop.genome.key, prop.origin,
-                    list(prop.derived_from))
+        a = Attempt(
+            len(attempts), "t", fam.name, dict(prop.genome), prop.genome.key, prop.origin, list(prop.derived_from)
+        )
         verdict, score = judge(prop.genome, rng) if judge else (None, rng.uniform(0.6, 1.4))
         a.score = score
         if verdict is not None:
@@ -234,8 +236,11 @@ def test_evolutionary_two_knob_mutations_happen():
     prop = Evolutionary(FAM, GEOS, {"two_knob": 1.0, "crossover": 0.0}, 11)
     attempts, proposals, _ = drive(prop, FAM, 40, 11)
     by_id = _by_id(attempts)
-    sizes = [len(p.genome.diff(Genome(by_id[p.derived_from[0]].genome))) for p in proposals
-             if p.origin.startswith("mutation of") and "exhaustive" not in p.origin]
+    sizes = [
+        len(p.genome.diff(Genome(by_id[p.derived_from[0]].genome)))
+        for p in proposals
+        if p.origin.startswith("mutation of") and "exhaustive" not in p.origin
+    ]
     assert sizes and all(s == 2 for s in sizes)
 
 
@@ -269,19 +274,27 @@ def test_tiny_space_with_tabu_exhausts_early():
     assert {a.genome_key for a in attempts} == {Genome({"a": a, "b": "x"}).key for a in (1, 2)}
 
 
-@pytest.mark.parametrize("options, bad", [
-    ({"elite": 0}, "elite"), ({"elite": 65}, "elite"), ({"elite": 2.5}, "elite"), ({"elite": True}, "elite"),
-    ({"crossover": 1.5}, "crossover"), ({"crossover": -0.1}, "crossover"), ({"champion_bias": "x"}, "champion_bias"),
-    ({"two_knob": 2}, "two_knob"), ({"neighbor": -1}, "neighbor"),
-])
+@pytest.mark.parametrize(
+    "options, bad",
+    [
+        ({"elite": 0}, "elite"),
+        ({"elite": 65}, "elite"),
+        ({"elite": 2.5}, "elite"),
+        ({"elite": True}, "elite"),
+        ({"crossover": 1.5}, "crossover"),
+        ({"crossover": -0.1}, "crossover"),
+        ({"champion_bias": "x"}, "champion_bias"),
+        ({"two_knob": 2}, "two_knob"),
+        ({"neighbor": -1}, "neighbor"),
+    ],
+)
 def test_validate_options_rejects_out_of_range(options, bad):
     with pytest.raises(ValueError, match=rf"^{bad}: "):
         Evolutionary.validate_options(options)
 
 
 def test_validate_options_accepts_in_range():
-    Evolutionary.validate_options({"elite": 1, "champion_bias": 0.0, "two_knob": 1, "crossover": 0.25,
-                                   "neighbor": 1.0})
+    Evolutionary.validate_options({"elite": 1, "champion_bias": 0.0, "two_knob": 1, "crossover": 0.25, "neighbor": 1.0})
     Evolutionary.validate_options({"elite": 64})
     Evolutionary.validate_options({})
 

@@ -56,8 +56,10 @@ def test_no_genome_is_broken_and_exact_knobs_keep_the_bits(sweep):
         for geo, seed, out, hashes, nonfinite, unwritten, *rest in e["checks"]:
             oob = rest[4] if len(rest) > 4 else 0
             if nonfinite or unwritten or oob or len(set(hashes)) > 1:
-                problems.append(f"{key} {geo}/{seed}/{out}: NaN {nonfinite}, unwritten {unwritten}, oob {oob}, "
-                                f"hashes {len(set(hashes))}")
+                problems.append(
+                    f"{key} {geo}/{seed}/{out}: NaN {nonfinite}, unwritten {unwritten}, oob {oob}, "
+                    f"hashes {len(set(hashes))}"
+                )
             if not fam.inexact_knobs(g, geos[geo]):
                 exact_checked += 1
                 if any(h != "=" for h in hashes):

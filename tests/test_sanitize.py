@@ -19,7 +19,7 @@ from evo.logmd import render_log
 ROOT = Path(__file__).resolve().parent.parent
 
 # A stand-in for compute-sanitizer: FAKE_MODE says what it prints; every call is logged to FAKE_LOG.
-FAKE = r'''#!{python}
+FAKE = r"""#!{python}
 import json, os, subprocess, sys, time
 argv = sys.argv[1:]
 if argv == ["--version"]:
@@ -75,7 +75,7 @@ elif mode == "exec":  # run the real target, as compute-sanitizer would
     print(r.stdout, end="")
     print(P + "ERROR SUMMARY: 0 errors")
     sys.exit(r.returncode)
-'''
+"""
 
 
 @pytest.fixture
@@ -101,10 +101,12 @@ def fake(tmp_path, monkeypatch):
 def write_config(tmp_path: Path, extra: str = "", name: str = "c") -> Path:
     p = tmp_path / f"{name}.yaml"
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("campaign: t\nfamily: mhc_pre_big_fuse\n"
-                 "geometries:\n  - {name: T4096_H4096, T: 4096, H: 4096, S: 1, weight: 1}\n"
-                 "  - {name: T1_H4096_S32, T: 1, H: 4096, S: 32, weight: 0}\n"
-                 f"budget: {{attempts: 3}}\nstorage: sqlite:///{tmp_path / 'logs' / 'ledger.db'}\n" + extra)
+    p.write_text(
+        "campaign: t\nfamily: mhc_pre_big_fuse\n"
+        "geometries:\n  - {name: T4096_H4096, T: 4096, H: 4096, S: 1, weight: 1}\n"
+        "  - {name: T1_H4096_S32, T: 1, H: 4096, S: 32, weight: 0}\n"
+        f"budget: {{attempts: 3}}\nstorage: sqlite:///{tmp_path / 'logs' / 'ledger.db'}\n" + extra
+    )
     return p
 
 
@@ -152,8 +154,10 @@ MEMCHECK = """========= COMPUTE-SANITIZER
 def test_parse_memcheck_counts_and_first_lines():
     p = sz.parse_output("memcheck", MEMCHECK)
     assert p.count == 2 and p.warnings is None
-    assert p.errors == ["Invalid __global__ read of size 16 bytes (at fused+0x1a0 in /tmp/kernel.cu:88)",
-                        'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure"']
+    assert p.errors == [
+        "Invalid __global__ read of size 16 bytes (at fused+0x1a0 in /tmp/kernel.cu:88)",
+        'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure"',
+    ]
     assert sz.parse_output("memcheck", "========= ERROR SUMMARY: 1 error\n").count == 1
     assert sz.parse_output("memcheck", "========= ERROR SUMMARY: 0 errors\n") == sz.Parsed(0, None, [])
     assert sz.parse_output("memcheck", "no summary here\n").count is None
@@ -162,10 +166,12 @@ def test_parse_memcheck_counts_and_first_lines():
 
 
 def test_parse_racecheck_counts_errors_not_warnings():
-    text = ("========= Error: Race reported between Write access at k+0x10 and Read access at k+0x20\n"
-            "========= Warning: Race reported between Read access at k+0x30 and Write access at k+0x40\n"
-            "========= RACECHECK SUMMARY: 5 hazards displayed (3 errors, 2 warnings)\n"
-            "========= ERROR SUMMARY: 5 errors\n")
+    text = (
+        "========= Error: Race reported between Write access at k+0x10 and Read access at k+0x20\n"
+        "========= Warning: Race reported between Read access at k+0x30 and Write access at k+0x40\n"
+        "========= RACECHECK SUMMARY: 5 hazards displayed (3 errors, 2 warnings)\n"
+        "========= ERROR SUMMARY: 5 errors\n"
+    )
     p = sz.parse_output("racecheck", text)
     assert (p.count, p.warnings) == (3, 2)
     assert p.errors[0].startswith("Error: Race reported between Write access") and p.errors[1].startswith("Warning")
@@ -226,11 +232,14 @@ def test_errors(fake, tmp_path):
     assert r.errors[0] == "Error: Race reported between Write access at fused+0x1f0 in kernel.cu:212"
 
 
-@pytest.mark.parametrize("mode,status,why", [
-    ("device", "unavailable", "Device not supported"),
-    ("nosummary", "failed", "no memcheck summary"),
-    ("target_failed", "failed", "cannot set up: ConfigError"),
-])
+@pytest.mark.parametrize(
+    "mode,status,why",
+    [
+        ("device", "unavailable", "Device not supported"),
+        ("nosummary", "failed", "no memcheck summary"),
+        ("target_failed", "failed", "cannot set up: ConfigError"),
+    ],
+)
 def test_other_statuses(fake, tmp_path, mode, status, why):
     fake(mode)
     r = _pass(tmp_path, ("memcheck",))["memcheck"]
@@ -317,18 +326,23 @@ def test_config_defaults_and_values(tmp_path):
     assert load_config(write_config(tmp_path, "sanitizer: {enabled: auto}\n")).sanitizer.enabled == "auto"
 
 
-@pytest.mark.parametrize("text,expect", [
-    ("sanitizer: {enabled: maybe}", "sanitizer.enabled: 'maybe' is not allowed (allowed: auto, on, off)"),
-    ("sanitizer: {tools: [memcheck, leakcheck]}",
-     "sanitizer.tools[1]: 'leakcheck' is not a tool (allowed: memcheck, racecheck, synccheck, initcheck)"),
-    ("sanitizer: {tools: []}", "sanitizer.tools: expected a non-empty list of tools"),
-    ("sanitizer: {tools: memcheck}", "sanitizer.tools: expected a non-empty list of tools"),
-    ("sanitizer: {tools: [memcheck, memcheck]}", "sanitizer.tools: a tool is listed twice"),
-    ("sanitizer: {timeout_s: 0}", "sanitizer.timeout_s: 0.0 is out of range (allowed: >= 1.0 and <= 86400.0)"),
-    ("sanitizer: {timeout_s: soon}", "sanitizer.timeout_s: expected a number"),
-    ("sanitizer: {tool: [memcheck]}", "sanitizer.tool: unknown key (allowed here: enabled, timeout_s, tools)"),
-    ("sanitizer: [memcheck]", "sanitizer: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text,expect",
+    [
+        ("sanitizer: {enabled: maybe}", "sanitizer.enabled: 'maybe' is not allowed (allowed: auto, on, off)"),
+        (
+            "sanitizer: {tools: [memcheck, leakcheck]}",
+            "sanitizer.tools[1]: 'leakcheck' is not a tool (allowed: memcheck, racecheck, synccheck, initcheck)",
+        ),
+        ("sanitizer: {tools: []}", "sanitizer.tools: expected a non-empty list of tools"),
+        ("sanitizer: {tools: memcheck}", "sanitizer.tools: expected a non-empty list of tools"),
+        ("sanitizer: {tools: [memcheck, memcheck]}", "sanitizer.tools: a tool is listed twice"),
+        ("sanitizer: {timeout_s: 0}", "sanitizer.timeout_s: 0.0 is out of range (allowed: >= 1.0 and <= 86400.0)"),
+        ("sanitizer: {timeout_s: soon}", "sanitizer.timeout_s: expected a number"),
+        ("sanitizer: {tool: [memcheck]}", "sanitizer.tool: unknown key (allowed here: enabled, timeout_s, tools)"),
+        ("sanitizer: [memcheck]", "sanitizer: expected a mapping"),
+    ],
+)
 def test_config_errors(tmp_path, text, expect):
     with pytest.raises(ConfigError) as e:
         load_config(write_config(tmp_path, text + "\n"))
@@ -350,8 +364,10 @@ def test_recorded_run_skips_it_and_the_log_says_why(campaign, capsys):
     assert main(["run", str(cfg_path), "--plain"]) == 0  # resumed: budget spent, the hook runs again
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if "sanitizer" in ln)
-    assert line.startswith("evo: sanitizer skipped: the recorded backend runs no kernel") and \
-        "simulated from recorded H200 measurements" in line
+    assert (
+        line.startswith("evo: sanitizer skipped: the recorded backend runs no kernel")
+        and "simulated from recorded H200 measurements" in line
+    )
     sec = _section((db.parent / "attempts.md").read_text())
     assert "Sanitizer not run: the campaign ran on the recorded backend" in sec
 
@@ -407,7 +423,8 @@ def test_hook_skips(fake, camp, tmp_path, monkeypatch, capsys):
     assert sz.after_run(off, led, "gpu", False, "budget") is None
     assert led.meta("sanitizer")["skipped"] == "sanitizer.enabled is off in the config"
     assert "Sanitizer not run: sanitizer.enabled is off in the config" in _section(
-        render_log(led.attempts(), led.all_meta()))
+        render_log(led.attempts(), led.all_meta())
+    )
     # auto without a binary: skipped; on without one: the pass runs and says unavailable
     monkeypatch.setenv("EVO_SANITIZER", str(tmp_path / "nope"))
     assert sz.after_run(cfg, led, "gpu", False, "budget") is None
@@ -436,8 +453,11 @@ def test_hook_skips_a_baseline_champion(fake, tmp_path):
 
     g = cfg.family.baseline()
     t = led.ask(fixed=g)
-    led.record(t, Attempt(t.number, "t", cfg.family.name, dict(g), g.key, verdict=Verdict("baseline")),
-               meta={"baseline_id": t.number})
+    led.record(
+        t,
+        Attempt(t.number, "t", cfg.family.name, dict(g), g.key, verdict=Verdict("baseline")),
+        meta={"baseline_id": t.number},
+    )
     assert sz.after_run(cfg, led, "gpu", False, "budget") is None
     assert led.meta("sanitizer")["skipped"].startswith("the champion is the baseline")
     assert fake.calls() == []
@@ -447,8 +467,9 @@ def test_cli_hook_closes_the_backend_and_runs_the_pass(fake, camp, capsys):
     cfg, led = camp
     fake("clean")
     closed = []
-    c = SimpleNamespace(cfg=cfg, ledger=led, simulated=False,
-                        backend=SimpleNamespace(name="gpu", close=lambda: closed.append(True)))
+    c = SimpleNamespace(
+        cfg=cfg, ledger=led, simulated=False, backend=SimpleNamespace(name="gpu", close=lambda: closed.append(True))
+    )
     _sanitize_after_run(c, SimpleNamespace(stopped="attempt budget reached (3/3)"))
     assert closed == [True]
     assert led.meta("sanitizer")["tools"]["racecheck"]["status"] == "clean"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -42,8 +43,7 @@ def test_objective_resolves_same_as_and_rejects_bad_entries():
             "b": {"status": "ok", "checks": ok_checks, "t": {"G": [10.0, 10.0, 10.0], "W": [1.0]}},
             "fast": {"status": "ok", "checks": ok_checks, "t": {"G": [5.0, 4.0, 6.0], "W": [9.0]}},
             "alias": {"same_as": "fast"},
-            "wrong": {"status": "ok", "checks": [["G", 0, "out", ["=", "abc"], 0, 0, 0.0, 0.0, ""]],
-                      "t": {"G": [1.0]}},
+            "wrong": {"status": "ok", "checks": [["G", 0, "out", ["=", "abc"], 0, 0, 0.0, 0.0, ""]], "t": {"G": [1.0]}},
             "crashed": {"status": "crash", "checks": ok_checks, "t": {"G": [1.0]}},
         },
     }
@@ -77,8 +77,10 @@ def test_three_seeds_of_evolutionary_and_random_reach_the_target(space):
 
 
 def test_table_and_verdict_lines(space):
-    runs = {sb.EVO: [sb.Run(sb.EVO, i, e) for i, e in enumerate([10, 20, 30])],
-            "peer": [sb.Run("peer", i, e) for i, e in enumerate([40, 60, None])]}
+    runs = {
+        sb.EVO: [sb.Run(sb.EVO, i, e) for i, e in enumerate([10, 20, 30])],
+        "peer": [sb.Run("peer", i, e) for i, e in enumerate([40, 60, None])],
+    }
     lines = sb.table(runs, 100)
     assert lines[0].startswith("| strategy | median evals | IQR | min–max | success rate |")
     assert "| peer | 60 | 50–80 (width 30) | 40–100 | 2/3 (67%) |" in lines
@@ -125,8 +127,11 @@ def _tiny(forbid=None) -> Tiny:
 
 
 def _attempt(i: int, g: Genome, score: float | None, origin: str = "") -> Attempt:
-    v = Verdict(BASELINE, None, "base") if i == 0 else (
-        Verdict.rejected("perf", "slow") if score is not None else Verdict.rejected("correctness", "wrong"))
+    v = (
+        Verdict(BASELINE, None, "base")
+        if i == 0
+        else (Verdict.rejected("perf", "slow") if score is not None else Verdict.rejected("correctness", "wrong"))
+    )
     return Attempt(i, "t", "tiny", dict(g), g.key, origin, verdict=v, score=score)
 
 
@@ -136,11 +141,13 @@ def test_registered_with_options_tables():
     assert "sampler" in OptunaSampler.OPTIONS
     OptunaSampler.validate_options({"sampler": "RandomSampler", "retries": 5})
     TPE.validate_options({"sampler_options": {"n_startup_trials": 3}})
-    for cls, bad, what in [(OptunaSampler, {"sampler": "Nope"}, "sampler"),
-                           (TPE, {"retries": 0}, "retries"),
-                           (TPE, {"sampler_options": {"no_such": 1}}, "sampler_options"),
-                           (TPE, {"sampler_options": {"seed": 1}}, "sampler_options"),
-                           (NSGA2, {"sampler": "TPESampler"}, "sampler")]:
+    for cls, bad, what in [
+        (OptunaSampler, {"sampler": "Nope"}, "sampler"),
+        (TPE, {"retries": 0}, "retries"),
+        (TPE, {"sampler_options": {"no_such": 1}}, "sampler_options"),
+        (TPE, {"sampler_options": {"seed": 1}}, "sampler_options"),
+        (NSGA2, {"sampler": "TPESampler"}, "sampler"),
+    ]:
         with pytest.raises(ValueError, match=f"^{what}:"):
             cls.validate_options(bad)
 
@@ -193,8 +200,9 @@ def test_optuna_proposer_tells_failed_attempts_as_fail():
     base = fam.baseline()
     bad = base.replace(a=3)
     prop.propose([_attempt(0, base, 1.0), _attempt(1, bad, None)], {base.key, bad.key})
-    states = {Genome(t.params).key: t.state.name for t in prop.study.get_trials(deepcopy=False)
-              if "attempt" in t.user_attrs}
+    states = {
+        Genome(t.params).key: t.state.name for t in prop.study.get_trials(deepcopy=False) if "attempt" in t.user_attrs
+    }
     assert states == {base.key: "COMPLETE", bad.key: "FAIL"}
 
 
@@ -246,10 +254,15 @@ def test_tolerance_mode_accepts_small_errors_and_rejects_large_ones():
     race = ["G", 0, "out", ["h3", "h4"], 0, 0, 1e-3, 0.0, ""]
     oob = ["G", 0, "out", ["=", "="], 0, 0, 1e-3, 0.0, "", 16]  # newer sweeps record guard-band damage
     t = {"G": [10.0, 10.0, 10.0]}
-    data = {"baseline_key": "b", "baseline_errors": {"G/0/out": 1e-3},
-            "geometries": [{"name": "G", "weight": 1.0}],
-            "genomes": {k: {"status": "ok", "checks": [c], "t": t}
-                        for k, c in (("b", ok), ("near", near), ("far", far), ("race", race), ("oob", oob))}}
+    data = {
+        "baseline_key": "b",
+        "baseline_errors": {"G/0/out": 1e-3},
+        "geometries": [{"name": "G", "weight": 1.0}],
+        "genomes": {
+            k: {"status": "ok", "checks": [c], "t": t}
+            for k, c in (("b", ok), ("near", near), ("far", far), ("race", race), ("oob", oob))
+        },
+    }
     exact = sb.sweep_objectives(data)
     assert exact["b"] == 1.0 and exact["near"] is None and exact["far"] is None and exact["oob"] is None
     tol = sb.sweep_objectives(data, "tolerance", 2.0)
@@ -260,8 +273,10 @@ def test_identical_sass_is_an_attempt_without_a_measurement(space):
     import dataclasses
 
     # Pretend every warp0_stream=True genome compiles to one machine code per (block, vec).
-    sass = {k: (f"w0-{g['block']}-{g['vec']}" if g["warp0_stream"] else k)
-            for k, g in ((k, Genome.from_key(k)) for k in space.scores)}
+    sass = {
+        k: (f"w0-{g['block']}-{g['vec']}" if g["warp0_stream"] else k)
+        for k, g in ((k, Genome.from_key(k)) for k in space.scores)
+    }
     twins = dataclasses.replace(space, sass=sass)
     run = sb.run_proposer(twins, "random", seed=2, cap=300, until_target=False)
     assert run.notes.get("identical_sass", 0) > 0
@@ -299,8 +314,11 @@ def test_doc_blocks_per_family_tabu_and_first_seed(space, tmp_path):
         sb.write_doc(doc, space, runs, {}, sb.table(runs, 100), sb.verdict(runs, 100), args)
     text = doc.read_text()
     assert text.startswith("intro\n") and "\noutro\n" in text and "\nold\n" not in text
-    for tag in ("search-bench-mhc_pre_big_fuse", "search-bench-mhc_pre_big_fuse-no-tabu",
-                "search-bench-mhc_pre_big_fuse-from-100"):
+    for tag in (
+        "search-bench-mhc_pre_big_fuse",
+        "search-bench-mhc_pre_big_fuse-no-tabu",
+        "search-bench-mhc_pre_big_fuse-from-100",
+    ):
         assert text.count(f"<!-- {tag}:begin -->") == 1 and text.count(f"<!-- {tag}:end -->") == 1
     assert "Seeds: 1 (100..100)" in text and "correctness mode exact" in text
 
@@ -313,8 +331,9 @@ def test_jobs_give_the_same_runs_sooner(space):
     two, _ = sb.bench(space, 3, chosen, out=lambda _: None, first_seed=5, jobs=2)
     assert one.keys() == two.keys() and len(one) == 3
     for label in one:
-        assert [(r.strategy, r.seed, r.evals, r.keys) for r in one[label]] == \
-            [(r.strategy, r.seed, r.evals, r.keys) for r in two[label]], label
+        assert [(r.strategy, r.seed, r.evals, r.keys) for r in one[label]] == [
+            (r.strategy, r.seed, r.evals, r.keys) for r in two[label]
+        ], label
     assert sb._POOL_SPACE is None
 
 

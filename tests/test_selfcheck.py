@@ -24,7 +24,7 @@ def test_selfcheck_on_recorded_data(tmp_path):
     judged = {t: v for t, v in out["faults"].items() if v["ok"] is not None}
     assert {v["verdict"] for v in judged.values()} >= {"error: compile", "rejected: static"}
     assert all(v["ok"] for v in judged.values()), judged
-    for t, v in out["faults"].items():
+    for v in out["faults"].values():
         if v["ok"] is None:  # needs a GPU: said so, never passed off as a verdict
             assert v["verdict"] == "error: not_recorded" and "need a GPU" in v["reason"]
     log = render_log(camp.ledger.attempts(), camp.ledger.all_meta())

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,9 @@ def test_constraints_bite():
 
 
 def test_deterministic_per_seed():
-    run = lambda seed: [p.genome.key for p in drive(Surrogate(FAM, GEOS, {}, seed), FAM, 25, 3, _judge)[1]]
+    def run(seed):
+        return [p.genome.key for p in drive(Surrogate(FAM, GEOS, {}, seed), FAM, 25, 3, _judge)[1]]
+
     assert run(7) == run(7)
     assert run(7) != run(8)
 
@@ -73,15 +76,30 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
     rejected = fam.baseline().replace(block=512)
     assert fam.inexact_knobs(rejected, geos[0]) == ["block"]
     base = _baseline_attempt(fam)
-    a1 = Attempt(1, "t", fam.name, dict(rejected), rejected.key, "x", verdict=correctness_gate(
-        CorrectnessEvidence(), {}, "exact", {"T4096_H4096": ["block"]}))
+    a1 = Attempt(
+        1,
+        "t",
+        fam.name,
+        dict(rejected),
+        rejected.key,
+        "x",
+        verdict=correctness_gate(CorrectnessEvidence(), {}, "exact", {"T4096_H4096": ["block"]}),
+    )
     prop = Surrogate(fam, geos, {}, 0, tabu={"block": [512]})
     attempts, seen = [base, a1], {base.genome_key, a1.genome_key}
-    for i in range(40):
+    for _ in range(40):
         p = prop.propose(attempts, seen)
         assert not fam.inexact_knobs(p.genome, geos[0]), p.genome
-        a = Attempt(len(attempts), "t", fam.name, dict(p.genome), p.genome.key, p.origin,
-                    verdict=Verdict.rejected("perf", "x"), score=_landscape(p.genome))
+        a = Attempt(
+            len(attempts),
+            "t",
+            fam.name,
+            dict(p.genome),
+            p.genome.key,
+            p.origin,
+            verdict=Verdict.rejected("perf", "x"),
+            score=_landscape(p.genome),
+        )
         attempts.append(a)
         seen.add(a.genome_key)
     # In tolerance mode (an inexact genome was measured) they come back.
@@ -90,18 +108,31 @@ def test_exact_mode_shows_and_rules_out_every_inexact_genome():
     prop = Surrogate(fam, geos, {}, 0)
     attempts, seen = [base, a2], {base.genome_key, a2.genome_key}
     inexact = 0
-    for i in range(20):
+    for _ in range(20):
         p = prop.propose(attempts, seen)
         inexact += bool(fam.inexact_knobs(p.genome, geos[0]))
-        attempts.append(Attempt(len(attempts), "t", fam.name, dict(p.genome), p.genome.key, p.origin,
-                                verdict=Verdict.rejected("perf", "x"), score=_landscape(p.genome)))
+        attempts.append(
+            Attempt(
+                len(attempts),
+                "t",
+                fam.name,
+                dict(p.genome),
+                p.genome.key,
+                p.origin,
+                verdict=Verdict.rejected("perf", "x"),
+                score=_landscape(p.genome),
+            )
+        )
         seen.add(p.genome.key)
     assert inexact > 0
 
 
 def test_identical_machine_code_is_screened_out():
     """With static_key set, a genome whose digest equals a measured genome's is never proposed."""
-    digest = lambda g: f"vec{g['vec']}-unroll{g['unroll']}" if g["warp0_stream"] else Genome(g).key
+
+    def digest(g):
+        return f"vec{g['vec']}-unroll{g['unroll']}" if g["warp0_stream"] else Genome(g).key
+
     prop = Surrogate(FAM, GEOS, {}, 5)
     prop.static_key = digest
     attempts, proposals, _ = drive(prop, FAM, 60, 5, _judge)
@@ -168,16 +199,26 @@ def test_big_space_uses_a_pool_and_still_improves():
     assert max(a.score for a in attempts) > 1.8  # the baseline is 1.0; the best is about 3.5
 
 
-@pytest.mark.parametrize("options, bad", [
-    ({"pairwise": -1}, "pairwise"), ({"pairwise": 5}, "pairwise"), ({"ordinal": "x"}, "ordinal"),
-    ({"effect": 0}, "effect"), ({"noise": 2}, "noise"), ({"init": 1.5}, "init"), ({"init": 65}, "init"),
-    ({"pool": 10}, "pool"), ({"calibrate": "yes"}, "calibrate"),
-])
+@pytest.mark.parametrize(
+    "options, bad",
+    [
+        ({"pairwise": -1}, "pairwise"),
+        ({"pairwise": 5}, "pairwise"),
+        ({"ordinal": "x"}, "ordinal"),
+        ({"effect": 0}, "effect"),
+        ({"noise": 2}, "noise"),
+        ({"init": 1.5}, "init"),
+        ({"init": 65}, "init"),
+        ({"pool": 10}, "pool"),
+        ({"calibrate": "yes"}, "calibrate"),
+    ],
+)
 def test_validate_options(options, bad):
     with pytest.raises(ValueError, match=rf"^{bad}: "):
         Surrogate.validate_options(options)
-    Surrogate.validate_options({"effect": 0.15, "pairwise": 0.5, "ordinal": 0.0, "noise": 0.02, "init": 4,
-                                "pool": 4096, "calibrate": False})
+    Surrogate.validate_options(
+        {"effect": 0.15, "pairwise": 0.5, "ordinal": 0.0, "noise": 0.02, "init": 4, "pool": 4096, "calibrate": False}
+    )
 
 
 def test_registered_with_its_options_table():

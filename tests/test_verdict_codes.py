@@ -32,8 +32,12 @@ from gates.static import identical_sass
 from tests.test_campaign import write_config
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [p for d in ("evo", "gates", "harness", "candidates") for p in sorted((ROOT / d).rglob("*.py"))
-           if "templates" not in p.relative_to(ROOT).parts] + sorted((ROOT / "tools").glob("*.py"))
+SOURCES = [
+    p
+    for d in ("evo", "gates", "harness", "candidates")
+    for p in sorted((ROOT / d).rglob("*.py"))
+    if "templates" not in p.relative_to(ROOT).parts
+] + sorted((ROOT / "tools").glob("*.py"))
 ATTEMPTS = 40
 RENAMED = "renamed "
 
@@ -107,8 +111,20 @@ def runs(tmp_path_factory, cache_env):
 
 
 def _trace(atts: list[Attempt]) -> list[tuple]:
-    return [(a.id, a.genome_key, a.verdict.status, a.verdict.gate, a.verdict.kind, a.verdict.code, a.verdict.detail,
-             a.score, a.parent_id) for a in atts]
+    return [
+        (
+            a.id,
+            a.genome_key,
+            a.verdict.status,
+            a.verdict.gate,
+            a.verdict.kind,
+            a.verdict.code,
+            a.verdict.detail,
+            a.score,
+            a.parent_id,
+        )
+        for a in atts
+    ]
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -135,8 +151,11 @@ def test_the_scenarios_exercise_each_decision(runs):
         assert tabu == {"split_reduce": ["warp"]}, scenario
         assert all(a.genome["split_reduce"] == "serial" for a in atts if a.id > inexact[0].id), scenario
     (atts, _, _), _ = runs["physics"]
-    both = [a for a in atts if a.verdict.code is Code.PERF_PHYSICS
-            and any("(stopped early)" in t.method for t in a.timings.values())]
+    both = [
+        a
+        for a in atts
+        if a.verdict.code is Code.PERF_PHYSICS and any("(stopped early)" in t.method for t in a.timings.values())
+    ]
     assert both, "the strict ceiling gives an attempt that is both over the ceiling and stopped early"
     assert all(a.verdict.detail["geometry"] == "T4096_H4096" for a in both)
     early = [a for a in atts if a.verdict.code is Code.PERF_EARLY_STOP]
@@ -150,10 +169,12 @@ def test_proposers_read_codes_not_reasons(runs, tmp_path):
     cfg = load_config(write_config(tmp_path, 5))
     fam, geos = cfg.family, cfg.geometries
     twin = PROPOSERS["surrogate"](fam, geos, {}, 1).propose(atts, {a.genome_key for a in atts}).genome
-    history = atts + [Attempt(len(atts), "c", fam.name, dict(twin), twin.key, "x",
-                              verdict=identical_sass("d", {"d": 3}))]
-    renamed_history = [dataclasses.replace(a, verdict=dataclasses.replace(a.verdict, reason=rename(a.verdict.reason)))
-                       for a in history]
+    history = atts + [
+        Attempt(len(atts), "c", fam.name, dict(twin), twin.key, "x", verdict=identical_sass("d", {"d": 3}))
+    ]
+    renamed_history = [
+        dataclasses.replace(a, verdict=dataclasses.replace(a.verdict, reason=rename(a.verdict.reason))) for a in history
+    ]
     sur = PROPOSERS["surrogate"](fam, geos, {}, 0)
     plain_data, renamed_data = sur._data(history), sur._data(renamed_history)
     assert plain_data == renamed_data
@@ -170,13 +191,24 @@ def test_proposers_read_codes_not_reasons(runs, tmp_path):
                 assert prop is not None, name
                 keys.append(prop.genome.key)
                 seen.add(prop.genome.key)
-                h.append(Attempt(len(h), "c", fam.name, dict(prop.genome), prop.genome.key, prop.origin,
-                                 verdict=Verdict.rejected("perf", "x", Code.PERF_SLOWER), score=0.9))
+                h.append(
+                    Attempt(
+                        len(h),
+                        "c",
+                        fam.name,
+                        dict(prop.genome),
+                        prop.genome.key,
+                        prop.origin,
+                        verdict=Verdict.rejected("perf", "x", Code.PERF_SLOWER),
+                        score=0.9,
+                    )
+                )
             got.append(keys)
         assert got[0] == got[1], name
 
 
 # --- the code list -----------------------------------------------------------------------------------------------
+
 
 def _calls(tree: ast.AST, attr: str | None):
     """Calls of ``Verdict(...)`` (attr None) or ``Verdict.<attr>(...)``."""
@@ -185,8 +217,13 @@ def _calls(tree: ast.AST, attr: str | None):
             continue
         f = node.func
         plain = attr is None and isinstance(f, ast.Name) and f.id == "Verdict"
-        method = (attr is not None and isinstance(f, ast.Attribute) and f.attr == attr
-                  and isinstance(f.value, ast.Name) and f.value.id == "Verdict")
+        method = (
+            attr is not None
+            and isinstance(f, ast.Attribute)
+            and f.attr == attr
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "Verdict"
+        )
         if plain or method:
             yield node
 
@@ -206,8 +243,12 @@ def test_every_code_is_produced_somewhere_or_documented():
     kinds: set[str] = set()
     for p, tree in _trees():
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Code"
-                    and p.name != "records.py"):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Code"
+                and p.name != "records.py"
+            ):
                 named.add(node.attr)
         for call in _calls(tree, "error"):
             first = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "kind")
@@ -219,7 +260,7 @@ def test_every_code_is_produced_somewhere_or_documented():
     missing = set(Code) - produced - set(DOCUMENTED)
     assert not missing, f"codes nothing produces and nothing documents: {sorted(c.value for c in missing)}"
     assert not (set(DOCUMENTED) & produced), "a documented-only code is produced after all: drop it from DOCUMENTED"
-    assert {c.value.split('.', 1)[1] for c in Code if c.gate == "error"} >= kinds, "an error kind without a code"
+    assert {c.value.split(".", 1)[1] for c in Code if c.gate == "error"} >= kinds, "an error kind without a code"
 
 
 def test_every_verdict_built_in_the_code_says_its_code():
@@ -236,9 +277,9 @@ def test_every_verdict_built_in_the_code_says_its_code():
 
 
 def _reads_reason(node: ast.AST) -> bool:
-    return ((isinstance(node, ast.Attribute) and node.attr == "reason")
-            or (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
-                and node.slice.value == "reason"))
+    return (isinstance(node, ast.Attribute) and node.attr == "reason") or (
+        isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "reason"
+    )
 
 
 def test_no_decision_compares_reason_text():
@@ -251,14 +292,24 @@ def test_no_decision_compares_reason_text():
             if isinstance(node, ast.Compare):
                 hit = any(_reads_reason(n) for n in [node.left, *node.comparators])
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                hit = node.func.attr in ("startswith", "endswith", "split", "find", "index", "count", "partition",
-                                         "rsplit", "rfind") and _reads_reason(node.func.value)
+                hit = node.func.attr in (
+                    "startswith",
+                    "endswith",
+                    "split",
+                    "find",
+                    "index",
+                    "count",
+                    "partition",
+                    "rsplit",
+                    "rfind",
+                ) and _reads_reason(node.func.value)
             if hit:
                 bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
     assert not bad, bad
 
 
 # --- JSON, the ledger, old records ---------------------------------------------------------------------------------
+
 
 def _inexact() -> Verdict:
     return correctness_gate(CorrectnessEvidence(), {}, "exact", {"T1_H4096_S32": ["split_reduce"]})
@@ -268,8 +319,10 @@ def test_json_and_ledger_round_trip_keep_code_and_detail(tmp_path):
     fam = load_config(write_config(tmp_path, 5)).family
     led = Ledger(f"sqlite:///{tmp_path / 'l.db'}", "c", fam.knobs)
     v = _inexact()
-    assert v.code is Code.CORRECTNESS_INEXACT_KNOB and v.detail == {"knobs": ["split_reduce"],
-                                                                      "geometry": "T1_H4096_S32"}
+    assert v.code is Code.CORRECTNESS_INEXACT_KNOB and v.detail == {
+        "knobs": ["split_reduce"],
+        "geometry": "T1_H4096_S32",
+    }
     t = led.ask({**fam.baseline(), "split_reduce": "warp"})
     g = Genome(t.params)
     a = Attempt(t.number, "c", fam.name, dict(g), g.key, "x", verdict=v)
@@ -285,8 +338,10 @@ def test_json_and_ledger_round_trip_keep_code_and_detail(tmp_path):
 
 def test_verdicts_keep_their_reason_and_their_gate():
     v = _inexact()
-    assert v.reason == ("split_reduce changes the summation order at T1_H4096_S32; the campaign runs in exact mode "
-                        "(use gates.correctness.mode: tolerance)")
+    assert v.reason == (
+        "split_reduce changes the summation order at T1_H4096_S32; the campaign runs in exact mode "
+        "(use gates.correctness.mode: tolerance)"
+    )
     assert v.label() == "rejected: correctness" and Code.CORRECTNESS_INEXACT_KNOB.gate == "correctness"
     assert Verdict.error("timeout", "t").code is Code.ERROR_TIMEOUT
     assert Verdict.accepted("a").code is Code.PERF_ACCEPTED and Verdict(BASELINE).code is Code.BASELINE
@@ -296,54 +351,177 @@ def test_verdicts_keep_their_reason_and_their_gate():
 
 
 OLD = [  # (status, gate, kind, reason as the gates wrote it before codes) -> (code, detail)
-    (ACCEPTED, "perf", None, "faster than the champion: T4096_H4096 1.2x [1.1, 1.3] (needs > 1.01)",
-     Code.PERF_ACCEPTED, {}),
+    (
+        ACCEPTED,
+        "perf",
+        None,
+        "faster than the champion: T4096_H4096 1.2x [1.1, 1.3] (needs > 1.01)",
+        Code.PERF_ACCEPTED,
+        {},
+    ),
     (BASELINE, None, None, "the portable baseline; its output hashes are frozen as the reference", Code.BASELINE, {}),
     (ERROR, "static", "compile", 'compile error: kernel.cu(3): error: expected a ";"', Code.ERROR_COMPILE, {}),
     (ERROR, None, "interrupted", "the campaign process stopped", Code.ERROR_INTERRUPTED, {}),
-    (REJECTED, "correctness", None, ("split_reduce, block changes the summation order at T1_H4096_S32; the campaign "
-     "runs in exact mode (use gates.correctness.mode: tolerance)"), Code.CORRECTNESS_INEXACT_KNOB,
-     {"knobs": ["split_reduce", "block"], "geometry": "T1_H4096_S32"}),
-    (REJECTED, "correctness", None, "3 NaN/Inf values in post_mix at T4096_H4096 seed 1", Code.CORRECTNESS_NONFINITE,
-     {}),
-    (REJECTED, "correctness", None, "9 elements of layer_input at T4096_H4096 seed 0 never written (poison left)",
-     Code.CORRECTNESS_UNWRITTEN, {}),
-    (REJECTED, "correctness", None, ("error vs float64 of y at in4096_out4096_bf16 seed 0 is 1.2e-03, over 2x the "
-     "baseline's 3.1e-04"), Code.CORRECTNESS_TOLERANCE, {}),
-    (REJECTED, "correctness", None, ("hash of layer_input at T4096_H4096 seed 0 differs from the baseline: 3 of 9 "
-     "elements differ"), Code.CORRECTNESS_HASH, {}),
-    (REJECTED, "correctness", None, "hash of y at g seed 0 differs and no float64 error is known",
-     Code.CORRECTNESS_NO_FLOAT64, {}),
-    (REJECTED, "correctness", None, ("race: the hash of layer_input at T4096_H4096 seed 1 moved between 2 runs on the "
-     "same input"), Code.CORRECTNESS_RACE, {}),
-    (REJECTED, "correctness", None, ("wrote past the bounds of layer_input at T4096_H4096 seed 0: 16 guard-band bytes "
-     "overwritten"), Code.CORRECTNESS_OOB, {}),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        (
+            "split_reduce, block changes the summation order at T1_H4096_S32; the campaign "
+            "runs in exact mode (use gates.correctness.mode: tolerance)"
+        ),
+        Code.CORRECTNESS_INEXACT_KNOB,
+        {"knobs": ["split_reduce", "block"], "geometry": "T1_H4096_S32"},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        "3 NaN/Inf values in post_mix at T4096_H4096 seed 1",
+        Code.CORRECTNESS_NONFINITE,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        "9 elements of layer_input at T4096_H4096 seed 0 never written (poison left)",
+        Code.CORRECTNESS_UNWRITTEN,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        ("error vs float64 of y at in4096_out4096_bf16 seed 0 is 1.2e-03, over 2x the baseline's 3.1e-04"),
+        Code.CORRECTNESS_TOLERANCE,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        ("hash of layer_input at T4096_H4096 seed 0 differs from the baseline: 3 of 9 elements differ"),
+        Code.CORRECTNESS_HASH,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        "hash of y at g seed 0 differs and no float64 error is known",
+        Code.CORRECTNESS_NO_FLOAT64,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        ("race: the hash of layer_input at T4096_H4096 seed 1 moved between 2 runs on the same input"),
+        Code.CORRECTNESS_RACE,
+        {},
+    ),
+    (
+        REJECTED,
+        "correctness",
+        None,
+        ("wrote past the bounds of layer_input at T4096_H4096 seed 0: 16 guard-band bytes overwritten"),
+        Code.CORRECTNESS_OOB,
+        {},
+    ),
     (REJECTED, "correctness", None, "after timing: the output hash moved", Code.CORRECTNESS_RECHECK, {}),
-    (REJECTED, "perf", None, "not faster at T4096_H7168: 0.999x [0.992, 1.004] vs champion, lower bound under 1.0131",
-     Code.PERF_NOT_FASTER, {"geometry": "T4096_H7168"}),
-    (REJECTED, "perf", None, "weighted speedup 1.001x [0.99, 1.01] vs champion, lower bound under 1.0131",
-     Code.PERF_NOT_FASTER, {}),
-    (REJECTED, "perf", None, "slower at in4096_out4096: 0.97x [0.96, 0.98] vs champion (beyond the 0.30% noise band)",
-     Code.PERF_SLOWER, {"geometry": "in4096_out4096"}),
-    (REJECTED, "perf", None, ("slower at in4096_out4096: 0.97x [0.96, 0.98] vs champion (beyond the watched slack of "
-     "2.00%)"), Code.PERF_WATCHED, {"geometry": "in4096_out4096"}),
-    (REJECTED, "perf", None, ("slower than the baseline at in4096_out4096: 0.97x [0.96, 0.98] (beyond the 0.30% noise "
-     "band; a watched geometry's slack is against the champion only)"), Code.PERF_WATCHED_BASELINE,
-     {"geometry": "in4096_out4096"}),
-    (REJECTED, "perf", None, ("slower than the champion at T4096_H4096 in all of the first 6 pairs (0.420x [0.418, "
-     "0.422]); stopped early, geometries after it not measured"), Code.PERF_EARLY_STOP,
-     {"geometry": "T4096_H4096", "after": 6}),
-    (REJECTED, "perf", None, ("physics: 30.00 µs at T4096_H4096 implies 130% of the measured copy ceiling "
-     "(measurement error or skipped work)"), Code.PERF_PHYSICS, {"geometry": "T4096_H4096"}),
-    (REJECTED, "perf", None, "only 2 unthrottled pairs at T4096_H4096 (10 discarded)", Code.PERF_TOO_FEW_PAIRS,
-     {"geometry": "T4096_H4096"}),
+    (
+        REJECTED,
+        "perf",
+        None,
+        "not faster at T4096_H7168: 0.999x [0.992, 1.004] vs champion, lower bound under 1.0131",
+        Code.PERF_NOT_FASTER,
+        {"geometry": "T4096_H7168"},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        "weighted speedup 1.001x [0.99, 1.01] vs champion, lower bound under 1.0131",
+        Code.PERF_NOT_FASTER,
+        {},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        "slower at in4096_out4096: 0.97x [0.96, 0.98] vs champion (beyond the 0.30% noise band)",
+        Code.PERF_SLOWER,
+        {"geometry": "in4096_out4096"},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        ("slower at in4096_out4096: 0.97x [0.96, 0.98] vs champion (beyond the watched slack of 2.00%)"),
+        Code.PERF_WATCHED,
+        {"geometry": "in4096_out4096"},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        (
+            "slower than the baseline at in4096_out4096: 0.97x [0.96, 0.98] (beyond the 0.30% noise "
+            "band; a watched geometry's slack is against the champion only)"
+        ),
+        Code.PERF_WATCHED_BASELINE,
+        {"geometry": "in4096_out4096"},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        (
+            "slower than the champion at T4096_H4096 in all of the first 6 pairs (0.420x [0.418, "
+            "0.422]); stopped early, geometries after it not measured"
+        ),
+        Code.PERF_EARLY_STOP,
+        {"geometry": "T4096_H4096", "after": 6},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        (
+            "physics: 30.00 µs at T4096_H4096 implies 130% of the measured copy ceiling "
+            "(measurement error or skipped work)"
+        ),
+        Code.PERF_PHYSICS,
+        {"geometry": "T4096_H4096"},
+    ),
+    (
+        REJECTED,
+        "perf",
+        None,
+        "only 2 unthrottled pairs at T4096_H4096 (10 discarded)",
+        Code.PERF_TOO_FEW_PAIRS,
+        {"geometry": "T4096_H4096"},
+    ),
     (REJECTED, "perf", None, "no samples", Code.PERF_NO_SAMPLES, {}),
     (REJECTED, "static", None, "300 registers > limit 255", Code.STATIC_REGISTERS, {}),
-    (REJECTED, "static", None, "spills 8 B stored / 8 B loaded; baseline spills 0/0 B (in=4096)", Code.STATIC_SPILLS,
-     {}),
+    (
+        REJECTED,
+        "static",
+        None,
+        "spills 8 B stored / 8 B loaded; baseline spills 0/0 B (in=4096)",
+        Code.STATIC_SPILLS,
+        {},
+    ),
     (REJECTED, "static", None, "96-byte stack frame; baseline has 0 (S=1,prenorm=0)", Code.STATIC_STACK, {}),
-    (REJECTED, "static", None, "identical SASS to attempt #12: same machine code, not measured again",
-     Code.STATIC_IDENTICAL_SASS, {"attempt": 12}),
+    (
+        REJECTED,
+        "static",
+        None,
+        "identical SASS to attempt #12: same machine code, not measured again",
+        Code.STATIC_IDENTICAL_SASS,
+        {"attempt": 12},
+    ),
     (REJECTED, "e2e", None, "token stream changed: sha256 0123… != frozen 4567…", Code.E2E_TOKENS, {}),
     (REJECTED, "perf", None, "a reason no rule knows", Code.UNSPECIFIED, {}),
 ]
@@ -355,8 +533,9 @@ def test_old_records_get_their_code_once_when_read(status, gate, kind, reason, c
     v = verdict_from_dict({"status": status, "gate": gate, "kind": kind, "reason": reason})
     assert (v.code, v.detail, v.reason) == (code, detail, reason)
     # a record with a code is taken as it is: its reason is never read
-    v = verdict_from_dict({"status": status, "gate": gate, "kind": kind, "reason": "anything",
-                           "code": code.value, "detail": {"x": 1}})
+    v = verdict_from_dict(
+        {"status": status, "gate": gate, "kind": kind, "reason": "anything", "code": code.value, "detail": {"x": 1}}
+    )
     assert (v.code, v.detail) == (code, {"x": 1})
 
 

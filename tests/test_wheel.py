@@ -22,16 +22,32 @@ EXAMPLE = ROOT / "examples" / "fused_add_rmsnorm"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     work = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                        str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(work / "dist"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
     (wheel,) = (work / "dist").glob("evo-*.whl")
     env_dir = work / "venv"
     venv.create(env_dir, system_site_packages=True, with_pip=True)
     py = env_dir / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     user = work / "user"  # a folder of the user's, outside the checkout
     user.mkdir()
@@ -39,11 +55,17 @@ def installed(tmp_path_factory):
     env.update(EVO_CACHE_DIR=str(work / "cache"), PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}")
 
     def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([str(env_dir / "bin" / "evo"), *args], cwd=user, env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            [str(env_dir / "bin" / "evo"), *args], cwd=user, env=env, capture_output=True, text=True, timeout=timeout
+        )
 
-    r = subprocess.run([str(py), "-c", "import evo, harness, gates; print(evo.__file__, harness.__file__)"],
-                       cwd=user, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [str(py), "-c", "import evo, harness, gates; print(evo.__file__, harness.__file__)"],
+        cwd=user,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and all(p.startswith(str(env_dir)) for p in r.stdout.split()), r.stdout + r.stderr
     return run, user
 

@@ -46,8 +46,9 @@ MAX_TAKEN = 10
 
 def _config(tmp_path: Path, attempts: int | None = BUDGET, minutes: float | None = None, prefetch: int = 1) -> Path:
     text = SHIPPED.read_text()
-    budget = ", ".join(x for x in (f"attempts: {attempts}" if attempts else "",
-                                   f"minutes: {minutes}" if minutes else "") if x)
+    budget = ", ".join(
+        x for x in (f"attempts: {attempts}" if attempts else "", f"minutes: {minutes}" if minutes else "") if x
+    )
     text, n = re.subn(r"^budget: .*$", f"budget: {{{budget}}}", text, flags=re.M)
     assert n == 1
     text, n = re.subn(r"^backend: .*$", "backend: recorded", text, flags=re.M)
@@ -83,8 +84,15 @@ def test_workers_reserve_what_they_propose(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "EVO_CACHE_DIR": str(tmp_path / "cache")}
     procs, logs = [], [tmp_path / f"worker{i}.log" for i in range(WORKERS)]
     for log in logs:
-        procs.append(subprocess.Popen([sys.executable, "-m", "evo", "worker", str(cfg), "--storage", url],
-                                      cwd=tmp_path, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "evo", "worker", str(cfg), "--storage", url],
+                cwd=tmp_path,
+                env=env,
+                stdout=open(log, "w"),
+                stderr=subprocess.STDOUT,
+            )
+        )
     end = time.monotonic() + 400
     for p in procs:
         try:
@@ -92,7 +100,9 @@ def test_workers_reserve_what_they_propose(tmp_path):
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise AssertionError("a worker did not finish:\n" + "\n".join(x.read_text()[-2000:] for x in logs))
+            raise AssertionError(
+                "a worker did not finish:\n" + "\n".join(x.read_text()[-2000:] for x in logs)
+            ) from None
     outs = [x.read_text() for x in logs]
     for p, out in zip(procs, outs):
         assert p.returncode == 0 and "Traceback" not in out, out[-3000:]

@@ -87,8 +87,10 @@ def _config(tmp_path: Path, campaign: str) -> Path:
         "family": FAM.name,
         "geometries": [{"name": "T4096_H4096", "T": 4096, "H": 4096, "S": 1, "weight": 1}],
         "budget": {"attempts": BUDGET},
-        "proposer": {"name": "evolutionary",
-                     "options": {"elite": 4, "champion_bias": 0.5, "two_knob": 0.3, "crossover": 0.25}},
+        "proposer": {
+            "name": "evolutionary",
+            "options": {"elite": 4, "champion_bias": 0.5, "two_knob": 0.3, "crossover": 0.25},
+        },
         "backend": "recorded",
         "peer": {"torch_compile": "off"},
         "storage": f"sqlite:///{tmp_path / 'not-this-one.db'}",  # every worker is given --storage
@@ -108,8 +110,16 @@ def _workers(cfg: Path, url: str, tmp_path: Path) -> list[subprocess.Popen]:
     procs = []
     for i in range(WORKERS):
         out = open(tmp_path / f"worker{i}.log", "w")
-        procs.append(subprocess.Popen([sys.executable, "-m", "evo", "worker", str(cfg), "--storage", url],
-                                      cwd=tmp_path, env=_env(), stdout=out, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "evo", "worker", str(cfg), "--storage", url],
+                cwd=tmp_path,
+                env=_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -122,7 +132,9 @@ def _finish(procs: list[subprocess.Popen], tmp_path: Path, timeout: float = 300)
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise AssertionError(f"worker {i} did not finish:\n" + (tmp_path / f"worker{i}.log").read_text()[-3000:])
+            raise AssertionError(
+                f"worker {i} did not finish:\n" + (tmp_path / f"worker{i}.log").read_text()[-3000:]
+            ) from None
         outs.append((tmp_path / f"worker{i}.log").read_text())
     for i, (p, out) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"worker {i} exit {p.returncode}:\n{out[-3000:]}"
@@ -159,14 +171,21 @@ def _check(url: str, campaign: str, procs: list[subprocess.Popen], interrupted: 
     eng = sqlalchemy.create_engine(url)
     try:
         with eng.connect() as con:
-            (sid,) = con.execute(sqlalchemy.text("SELECT study_id FROM studies WHERE study_name = :n"),
-                                 {"n": campaign}).one()
-            rows = con.execute(sqlalchemy.text("SELECT trial_id, number, state FROM trials WHERE study_id = :s "
-                                               "ORDER BY number"), {"s": sid}).all()
+            (sid,) = con.execute(
+                sqlalchemy.text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": campaign}
+            ).one()
+            rows = con.execute(
+                sqlalchemy.text("SELECT trial_id, number, state FROM trials WHERE study_id = :s ORDER BY number"),
+                {"s": sid},
+            ).all()
             attrs: dict[int, dict[str, object]] = {}
-            for tid, key, value in con.execute(sqlalchemy.text(
+            for tid, key, value in con.execute(
+                sqlalchemy.text(
                     "SELECT a.trial_id, a.key, a.value_json FROM trial_user_attributes a JOIN trials t "
-                    "ON a.trial_id = t.trial_id WHERE t.study_id = :s"), {"s": sid}):
+                    "ON a.trial_id = t.trial_id WHERE t.study_id = :s"
+                ),
+                {"s": sid},
+            ):
                 attrs.setdefault(tid, {})[key] = json.loads(value)
     finally:
         eng.dispose()
@@ -215,8 +234,14 @@ def test_a_killed_worker_is_recovered_by_the_others(storage, tmp_path):
     end = time.monotonic() + 120
     while len(led.attempts()) < 3 and time.monotonic() < end and all(p.poll() is None for p in procs):
         time.sleep(0.1)
-    asker = subprocess.Popen([sys.executable, "-c", ASKER, url, campaign, str(BUDGET)], cwd=tmp_path, env=_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asker = subprocess.Popen(
+        [sys.executable, "-c", ASKER, url, campaign, str(BUDGET)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert asker.stdout is not None
     line = asker.stdout.readline()
     asker.send_signal(signal.SIGKILL)
@@ -225,8 +250,11 @@ def test_a_killed_worker_is_recovered_by_the_others(storage, tmp_path):
         lost = int(line)
     except ValueError:
         lost = None  # the genome (or the budget) was taken already: nothing held, nothing to recover
-    print(f"the killed process held attempt #{lost}" if lost is not None else
-          f"the killed process held nothing: {asker.stderr.read()[-500:] if asker.stderr else ''}")
+    print(
+        f"the killed process held attempt #{lost}"
+        if lost is not None
+        else f"the killed process held nothing: {asker.stderr.read()[-500:] if asker.stderr else ''}"
+    )
     outs = _finish(procs, tmp_path)
     atts = _check(url, campaign, procs, interrupted=0 if lost is None else 1)
     if lost is not None:
@@ -254,8 +282,18 @@ def test_shared_ask_refuses_held_genomes_and_a_full_budget(storage):
     with pytest.raises(GenomeTaken) as e:
         b.ask(g1)
     assert e.value.holder == t1.number
-    a.record(t1, Attempt(id=t1.number, campaign=storage[1], family=FAM.name, genome=g1, genome_key=Genome(g1).key,
-                         verdict=Verdict.rejected("perf", "slower"), backend="recorded"))
+    a.record(
+        t1,
+        Attempt(
+            id=t1.number,
+            campaign=storage[1],
+            family=FAM.name,
+            genome=g1,
+            genome_key=Genome(g1).key,
+            verdict=Verdict.rejected("perf", "slower"),
+            backend="recorded",
+        ),
+    )
     with pytest.raises(GenomeTaken):  # recorded: still taken
         b.ask(g1)
     b.limit = 2

@@ -6,9 +6,10 @@ Runs each seed as tools/search_bench.py does (same proposer, options, tabu and S
 ``--cap`` evaluations. Of n runs sorted by their evaluations, the median is the mean of the two middle ones; when
 at most n/2 - 1 runs (n even; (n - 1)/2 for n odd) reached the target within the cap, both middle runs needed more
 than the cap, so the median is at least cap + 1; when both middle runs reached it, the median is exact (a
-capped run that reached the target is the uncapped run: every run is seeded). Prints each seed's result and that conclusion, or says the bound
-does not follow. The Optuna peers on mhc_prenorm_gemm take more than 9 minutes per seed to run to the end (each
-proposal asks up to 100 times; benchmarks/results/2026-12-01-search-bench-h200-cores); their runs to a cap are what this is for.
+capped run that reached the target is the uncapped run: every run is seeded). Prints each seed's result and that
+conclusion, or says the bound does not follow. The Optuna peers on mhc_prenorm_gemm take more than 9 minutes per
+seed to run to the end (each proposal asks up to 100 times;
+benchmarks/results/2026-12-01-search-bench-h200-cores); their runs to a cap are what this is for.
 """
 
 from __future__ import annotations
@@ -58,13 +59,24 @@ def main(argv: list[str] | None = None) -> int:
         r = sb.run_proposer(space, strat.name, seed, dict(strat.options), cap=args.cap)
         if r.ok:
             reached.append(r.evals)
-        print(f"seed {seed}: {f'reached the target at evaluation {r.evals}' if r.ok else f'not within {args.cap}'}"
-              f" ({len(r.keys)} evaluations, {time.perf_counter() - t0:.0f} s so far)", flush=True)
+        print(
+            f"seed {seed}: {f'reached the target at evaluation {r.evals}' if r.ok else f'not within {args.cap}'}"
+            f" ({len(r.keys)} evaluations, {time.perf_counter() - t0:.0f} s so far)",
+            flush=True,
+        )
     bound = median_at_least(len(reached), args.seeds, args.cap)
     exact = exact_median(reached, args.seeds)
-    print(f"{strat.label} on {args.family}: {len(reached)} of {args.seeds} runs reached the target within {args.cap} "
-          f"evaluations; " + (f"median >= {bound}" if bound else f"median = {sb._fmt(exact)} (both middle runs "
-                              "reached it within the cap)" if exact is not None else "no bound on the median follows"))
+    print(
+        f"{strat.label} on {args.family}: {len(reached)} of {args.seeds} runs reached the target within {args.cap} "
+        f"evaluations; "
+        + (
+            f"median >= {bound}"
+            if bound
+            else f"median = {sb._fmt(exact)} (both middle runs reached it within the cap)"
+            if exact is not None
+            else "no bound on the median follows"
+        )
+    )
     return 0
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -48,8 +47,7 @@ from harness import sweepfile  # noqa: E402
 from tools.sweep import in_shard  # noqa: E402
 
 # Fields every shard of one sweep must agree on (a missing field counts as None, so older files compare too).
-SAME = ("format", "family", "geometries", "seed", "seeds", "runs", "rounds", "aa_rounds", "batch_ms",
-        "baseline_key")
+SAME = ("format", "family", "geometries", "seed", "seeds", "runs", "rounds", "aa_rounds", "batch_ms", "baseline_key")
 
 
 class MergeError(ValueError):
@@ -77,8 +75,9 @@ def _shard(d: Mapping[str, Any], name: str) -> tuple[int, int]:
     if "merged" in d:
         raise MergeError(f"{name} is already a merge of shards; merge the shard files themselves")
     if not isinstance(d.get("shard"), Mapping) or not isinstance(d.get("space"), Mapping):
-        raise MergeError(f"{name} is not a shard file of tools/sweep.py (no 'shard'/'space' entry: made before "
-                         "--shard existed?)")
+        raise MergeError(
+            f"{name} is not a shard file of tools/sweep.py (no 'shard'/'space' entry: made before --shard existed?)"
+        )
     return int(d["shard"]["index"]), int(d["shard"]["count"])
 
 
@@ -92,19 +91,24 @@ def _check_same(files: Sequence[tuple[str, dict[str, Any]]]) -> None:
         if d["space"].get("knobs") != d0["space"].get("knobs"):
             raise MergeError(f"{name} and {name0} are not shards of one sweep: the knob space differs")
         if d["space"].get("order") != d0["space"].get("order"):
-            raise MergeError(f"{name} and {name0} are not shards of one sweep: the valid genomes or their seeded "
-                             "order differ (family.check or the family's code changed?)")
+            raise MergeError(
+                f"{name} and {name0} are not shards of one sweep: the valid genomes or their seeded "
+                "order differ (family.check or the family's code changed?)"
+            )
         gpu, gpu0 = (d.get("device") or {}).get("name"), (d0.get("device") or {}).get("name")
         if gpu != gpu0:
             raise MergeError(f"{name} and {name0} were measured on different GPU models ({gpu0} vs {gpu})")
         if d.get("baseline_hashes") != d0.get("baseline_hashes"):
             diff = sum(1 for k, v in d0.get("baseline_hashes", {}).items() if d.get("baseline_hashes", {}).get(k) != v)
-            raise MergeError(f"the baseline's outputs differ between {name0} and {name} ({diff} of "
-                             f"{len(d0.get('baseline_hashes', {}))} hashes): their '=' checks mean different things")
+            raise MergeError(
+                f"the baseline's outputs differ between {name0} and {name} ({diff} of "
+                f"{len(d0.get('baseline_hashes', {}))} hashes): their '=' checks mean different things"
+            )
 
 
-def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], allow_partial: bool = True,
-           command: str = "") -> dict[str, Any]:
+def resume(
+    prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], allow_partial: bool = True, command: str = ""
+) -> dict[str, Any]:
     """A sweep stopped by its time limit (``prev``, unsharded) and its continuation (``tools/sweep.py --resume``:
     the baseline and the genomes ``prev`` lacks) as one sweep: the merge of two parts, ``prev`` the reference,
     the continuation's times scaled by its own baseline as a shard's are. ``prev`` may itself be such a merge (a
@@ -117,25 +121,37 @@ def resume(prev: tuple[str, dict[str, Any]], cont: tuple[str, dict[str, Any]], a
         raise MergeError(f"{pname} is a shard: resume the merge of its shards instead")
     held = set(p["genomes"])
     if c.get("resumes") != p.get("created"):
-        raise MergeError(f"{cname} does not continue {pname} (it continues the sweep created {c.get('resumes')}, "
-                         f"{pname} was created {p.get('created')})")
+        raise MergeError(
+            f"{cname} does not continue {pname} (it continues the sweep created {c.get('resumes')}, "
+            f"{pname} was created {p.get('created')})"
+        )
     extra = [k for k in c["genomes"] if k in held and k != p["baseline_key"]]
     if extra:
         raise MergeError(f"{cname} measured {len(extra)} genome(s) {pname} holds already, e.g. {extra[0]}")
     p2 = {**p, "shard": {**p["shard"], "index": 1, "count": 2}, "stopped": "complete"}  # its stop: why c exists
     c2 = {**c, "shard": {**c["shard"], "index": 2, "count": 2}}
-    out = merge([(pname, p2), (cname, c2)], allow_partial, command,
-                owns=lambda key, part: key == p["baseline_key"] or (key in held) == (part == 1))
-    out["merged"]["rule"] = ("a time-limited sweep (part 1, the reference) and its continuation (part 2: the "
-                             "baseline again and the genomes part 1 lacks); " + out["merged"]["rule"].split("; ", 1)[1])
+    out = merge(
+        [(pname, p2), (cname, c2)],
+        allow_partial,
+        command,
+        owns=lambda key, part: key == p["baseline_key"] or (key in held) == (part == 1),
+    )
+    out["merged"]["rule"] = (
+        "a time-limited sweep (part 1, the reference) and its continuation (part 2: the "
+        "baseline again and the genomes part 1 lacks); " + out["merged"]["rule"].split("; ", 1)[1]
+    )
     out["merged"]["shards"][0]["stopped"] = p.get("stopped")
     if earlier is not None:
         out["merged"]["shards"][0]["earlier_merge"] = earlier  # how part 1 itself was put together
     return out
 
 
-def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = False,
-          command: str = "", owns: Callable[[str, int], bool] | None = None) -> dict[str, Any]:
+def merge(
+    files: Sequence[tuple[str, dict[str, Any]]],
+    allow_partial: bool = False,
+    command: str = "",
+    owns: Callable[[str, int], bool] | None = None,
+) -> dict[str, Any]:
     """Merge (name, sweep data) shards into one sweep's data; see the module docstring for the rules.
     ``owns(key, index)``: which part holds a genome (default: the seeded order's shard partition)."""
     if not files:
@@ -189,15 +205,26 @@ def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = Fal
                 raise MergeError(f"genome {key} is in both {owner[key]} and {name}")
             owner[key] = name
             entries[key] = (e, i)
-        shards_meta.append({
-            "index": i, "count": count, "file": name, "created": d.get("created"), "command": d.get("command"),
-            "stopped": d.get("stopped"), "genomes": len(d["genomes"]), "device": d.get("device"),
-            "copy_ceiling": d.get("copy_ceiling"), "launches": d.get("launches"), "aa": d.get("aa"),
-            "baseline": d["genomes"][base_key], "baseline_median_us": b_own,
-            "scale": scales[i] or {n: 1.0 for n in b_ref},
-            # the median of every baseline round measured next to a genome: how the shard's GPU ran on the whole
-            "paired_baseline_median_us": {n: round(_median(v), 4) for n, v in paired.items() if v},
-        })
+        shards_meta.append(
+            {
+                "index": i,
+                "count": count,
+                "file": name,
+                "created": d.get("created"),
+                "command": d.get("command"),
+                "stopped": d.get("stopped"),
+                "genomes": len(d["genomes"]),
+                "device": d.get("device"),
+                "copy_ceiling": d.get("copy_ceiling"),
+                "launches": d.get("launches"),
+                "aa": d.get("aa"),
+                "baseline": d["genomes"][base_key],
+                "baseline_median_us": b_own,
+                "scale": scales[i] or {n: 1.0 for n in b_ref},
+                # the median of every baseline round measured next to a genome: how the shard's GPU ran on the whole
+                "paired_baseline_median_us": {n: round(_median(v), 4) for n, v in paired.items() if v},
+            }
+        )
     entries[base_key] = (ref["genomes"][base_key], int(ref["shard"]["index"]))
 
     # Identical SASS: the genome first in the seeded order that was measured (has a status) keeps its entry.
@@ -225,46 +252,65 @@ def merge(files: Sequence[tuple[str, dict[str, Any]]], allow_partial: bool = Fal
 
     missing = [k for k in order if k not in genomes]
     problems = [f"shard {j}/{count} not given" for j in range(1, count + 1) if j not in idx]
-    problems += [f"shard {d['shard']['index']}/{count} stopped: {d.get('stopped')}" for _, d in files
-                 if d.get("stopped") != "complete"]
+    problems += [
+        f"shard {d['shard']['index']}/{count} stopped: {d.get('stopped')}"
+        for _, d in files
+        if d.get("stopped") != "complete"
+    ]
     if missing and not problems:
         problems.append("genomes absent from complete shards")  # not from sweep.py; reported all the same
     stopped = "complete"
     if missing or problems:
-        stopped = (f"partial merge: {len(missing)} of {len(order)} valid genomes not recorded "
-                   f"({'; '.join(problems)})")
+        stopped = f"partial merge: {len(missing)} of {len(order)} valid genomes not recorded ({'; '.join(problems)})"
         if not allow_partial:
-            raise MergeError(f"incomplete: {stopped[len('partial merge: '):]}; pass --allow-partial to write it "
-                             "anyway (marked as partial)")
+            raise MergeError(
+                f"incomplete: {stopped[len('partial merge: ') :]}; pass --allow-partial to write it "
+                "anyway (marked as partial)"
+            )
     peer = next((d["peer_torch_compile"] for _, d in files if d.get("peer_torch_compile")), {})
     out = {k: ref.get(k) for k in ("format", "family")}
-    out.update({
-        "created": max(str(d.get("created", "")) for _, d in files),  # when the last measurement was made
-        "command": command or "tools/merge_sweeps.py " + " ".join(n for n, _ in files),
-        "stopped": stopped, "device": ref.get("device"), "copy_ceiling": ref.get("copy_ceiling"),
-        "geometries": ref["geometries"], "seeds": ref["seeds"], "runs": ref["runs"], "rounds": ref["rounds"],
-        "aa_rounds": ref.get("aa_rounds"), "launches": ref.get("launches"), "batch_ms": ref.get("batch_ms"),
-        "baseline_key": base_key, "baseline_hashes": ref["baseline_hashes"],
-        "baseline_errors": ref["baseline_errors"], "aa": ref.get("aa"), "peer_torch_compile": peer,
-        "seed": ref.get("seed"), "space": ref["space"],
-        "merged": {
-            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "rule": ("shards of tools/sweep.py --shard I/N; the baseline entry, A/A pairs, device, copy ceiling "
-                     "and launches are the reference shard's (the first); every other shard's genome times t and "
-                     "b are multiplied per geometry by scale = median(reference baseline t) / median(its shard's "
-                     "baseline t), so each genome is relative to the baseline of its own run; identical SASS: "
-                     "same_as the genome first in the seeded order"),
-            "reference_shard": int(ref["shard"]["index"]),
-            "shards": shards_meta,
-            "identical_sass_measured_twice": {
-                "pairs_x_geometries": len(twice),
-                "time_ratio_median": round(_median(twice), 5) if twice else None,
-                "time_ratio_max_dev": round(max(abs(r - 1.0) for r in twice), 5) if twice else None,
+    out.update(
+        {
+            "created": max(str(d.get("created", "")) for _, d in files),  # when the last measurement was made
+            "command": command or "tools/merge_sweeps.py " + " ".join(n for n, _ in files),
+            "stopped": stopped,
+            "device": ref.get("device"),
+            "copy_ceiling": ref.get("copy_ceiling"),
+            "geometries": ref["geometries"],
+            "seeds": ref["seeds"],
+            "runs": ref["runs"],
+            "rounds": ref["rounds"],
+            "aa_rounds": ref.get("aa_rounds"),
+            "launches": ref.get("launches"),
+            "batch_ms": ref.get("batch_ms"),
+            "baseline_key": base_key,
+            "baseline_hashes": ref["baseline_hashes"],
+            "baseline_errors": ref["baseline_errors"],
+            "aa": ref.get("aa"),
+            "peer_torch_compile": peer,
+            "seed": ref.get("seed"),
+            "space": ref["space"],
+            "merged": {
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "rule": (
+                    "shards of tools/sweep.py --shard I/N; the baseline entry, A/A pairs, device, copy ceiling "
+                    "and launches are the reference shard's (the first); every other shard's genome times t and "
+                    "b are multiplied per geometry by scale = median(reference baseline t) / median(its shard's "
+                    "baseline t), so each genome is relative to the baseline of its own run; identical SASS: "
+                    "same_as the genome first in the seeded order"
+                ),
+                "reference_shard": int(ref["shard"]["index"]),
+                "shards": shards_meta,
+                "identical_sass_measured_twice": {
+                    "pairs_x_geometries": len(twice),
+                    "time_ratio_median": round(_median(twice), 5) if twice else None,
+                    "time_ratio_max_dev": round(max(abs(r - 1.0) for r in twice), 5) if twice else None,
+                },
+                "missing": missing,
             },
-            "missing": missing,
-        },
-        "genomes": genomes,
-    })
+            "genomes": genomes,
+        }
+    )
     return out
 
 
@@ -272,8 +318,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("shards", nargs="+", help="the shard files (tools/sweep.py --shard I/N --out ...)")
     ap.add_argument("--out", required=True, help="the merged sweep's .json.xz")
-    ap.add_argument("--allow-partial", action="store_true",
-                    help="write the file even when genomes are missing (its 'stopped' says so)")
+    ap.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="write the file even when genomes are missing (its 'stopped' says so)",
+    )
     args = ap.parse_args(argv)
     try:
         files = [(p, load(p)) for p in args.shards]
@@ -286,8 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shard {s['index']}/{s['count']} ({s['file']}): {s['genomes']} genomes, {s['stopped']}; scale {scale}")
     tw = out["merged"]["identical_sass_measured_twice"]
     if tw["pairs_x_geometries"]:
-        print(f"identical SASS measured in two shards: {tw['pairs_x_geometries']} genome x geometry pairs, time "
-              f"ratio median {tw['time_ratio_median']}, largest deviation {tw['time_ratio_max_dev']}")
+        print(
+            f"identical SASS measured in two shards: {tw['pairs_x_geometries']} genome x geometry pairs, time "
+            f"ratio median {tw['time_ratio_median']}, largest deviation {tw['time_ratio_max_dev']}"
+        )
     print(f"merged: {len(out['genomes'])} of {out['space']['valid']} valid genomes; {out['stopped']}")
     sweepfile.save(args.out, out)
     print(f"wrote {args.out}")

@@ -84,9 +84,9 @@ sys.path.insert(0, str(ROOT))
 
 from evo.family import Family, Geometry, load_family  # noqa: E402
 from evo.genome import Genome  # noqa: E402
+from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
-from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
 MIN_GAIN = 0.01  # the campaign's perf.min_gain by default: a champion must be beaten by more than this
@@ -142,8 +142,14 @@ def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return None if e is None or "same_as" in e else e
 
 
-def _passes(e: Mapping[str, Any], data: Mapping[str, Any], mode: str, tolerance_factor: float,
-            seeds: int | None, runs: int | None) -> bool:
+def _passes(
+    e: Mapping[str, Any],
+    data: Mapping[str, Any],
+    mode: str,
+    tolerance_factor: float,
+    seeds: int | None,
+    runs: int | None,
+) -> bool:
     """The correctness gate on a sweep entry's recorded checks ("=" stores "same hash as the baseline")."""
     checks = []
     for geo, seed, output, hashes, nonfinite, unwritten, rel, _mabs, _mismatch, *more in e["checks"]:
@@ -166,8 +172,13 @@ def _passes(e: Mapping[str, Any], data: Mapping[str, Any], mode: str, tolerance_
     return True
 
 
-def sweep_objectives(data: Mapping[str, Any], mode: str = "exact", tolerance_factor: float = 2.0,
-                     seeds: int | None = None, runs: int | None = None) -> dict[str, float | None]:
+def sweep_objectives(
+    data: Mapping[str, Any],
+    mode: str = "exact",
+    tolerance_factor: float = 2.0,
+    seeds: int | None = None,
+    runs: int | None = None,
+) -> dict[str, float | None]:
     """Genome key -> weighted geometric mean of median(baseline t) / median(genome t), None when invalid.
 
     Invalid: the recorded run did not end ok, its checks fail the correctness gate of ``mode`` (exact: every
@@ -203,8 +214,14 @@ def campaign_settings(family_name: str, config: str | Path | None = None) -> dic
     none.
     """
     path = Path(config) if config else ROOT / "configs" / f"{family_name}.yaml"
-    out: dict[str, Any] = {"mode": "exact", "tolerance_factor": 2.0, "seeds": None, "runs": None,
-                           "min_gain": MIN_GAIN, "config": None}
+    out: dict[str, Any] = {
+        "mode": "exact",
+        "tolerance_factor": 2.0,
+        "seeds": None,
+        "runs": None,
+        "min_gain": MIN_GAIN,
+        "config": None,
+    }
     if not path.is_file():
         return out
     from evo.config import load_config
@@ -213,13 +230,20 @@ def campaign_settings(family_name: str, config: str | Path | None = None) -> dic
     if cfg.family.name != family_name:
         raise SystemExit(f"{path} is a config for family {cfg.family.name}, not {family_name}")
     c = cfg.gates.correctness
-    out.update(mode=c.mode, tolerance_factor=c.tolerance_factor, seeds=c.seeds, runs=c.runs,
-               min_gain=cfg.gates.perf.min_gain, config=path)
+    out.update(
+        mode=c.mode,
+        tolerance_factor=c.tolerance_factor,
+        seeds=c.seeds,
+        runs=c.runs,
+        min_gain=cfg.gates.perf.min_gain,
+        config=path,
+    )
     return out
 
 
-def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None,
-               config: str | Path | None = None) -> Space:
+def load_space(
+    family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None, config: str | Path | None = None
+) -> Space:
     family = load_family(family_name)
     settings = campaign_settings(family_name, config)
     paths = [Path(sweep)] if sweep else sweep_files(family.folder / "recorded")
@@ -238,8 +262,18 @@ def load_space(family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None =
         if mode == "exact" and any(family.inexact_knobs(g, geo) for geo in geometries):
             scores[g.key] = None  # rejected before the GPU, whatever the sweep measured
     sass = {k: e["sass"] for k, e in data["genomes"].items() if e.get("sass")}
-    return Space(family, geometries, path, data.get("created", "?"), scores, genomes, data["baseline_key"],
-                 mode, settings["min_gain"], sass)
+    return Space(
+        family,
+        geometries,
+        path,
+        data.get("created", "?"),
+        scores,
+        genomes,
+        data["baseline_key"],
+        mode,
+        settings["min_gain"],
+        sass,
+    )
 
 
 # --- one simulated search ----------------------------------------------------------------
@@ -263,13 +297,19 @@ def _verdict(space: Space, genome: Genome, score: float | None, champ: Attempt) 
             from gates.correctness import CorrectnessEvidence, correctness_gate
 
             return correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
-        return Verdict.rejected("correctness", "recorded outputs differ from the baseline's (or the run failed)",
-                                Code.CORRECTNESS_HASH if space.mode == "exact" else Code.CORRECTNESS_TOLERANCE)
+        return Verdict.rejected(
+            "correctness",
+            "recorded outputs differ from the baseline's (or the run failed)",
+            Code.CORRECTNESS_HASH if space.mode == "exact" else Code.CORRECTNESS_TOLERANCE,
+        )
     gain = f"{100 * space.min_gain:g}%"
     if score > (champ.score or 0.0) * (1.0 + space.min_gain):
         return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
-    return Verdict.rejected("perf", f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) "
-                                    f"by > {gain}", Code.PERF_NOT_FASTER)
+    return Verdict.rejected(
+        "perf",
+        f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) by > {gain}",
+        Code.PERF_NOT_FASTER,
+    )
 
 
 def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]:
@@ -279,9 +319,16 @@ def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]
     return exact_mode_tabu(attempts, space.family.baseline(), space.mode)
 
 
-def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] | None = None,
-                 cap: int | None = None, tabu: bool = True, until_target: bool = True,
-                 static_key: bool = True) -> Run:
+def run_proposer(
+    space: Space,
+    name: str,
+    seed: int,
+    options: Mapping[str, Any] | None = None,
+    cap: int | None = None,
+    tabu: bool = True,
+    until_target: bool = True,
+    static_key: bool = True,
+) -> Run:
     """Drive one of evo's proposers as a campaign would, against the recorded objective.
 
     A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
@@ -295,9 +342,19 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
     if static_key and space.sass and hasattr(prop, "static_key"):
         prop.static_key = lambda g: space.sass.get(Genome(g).key)
     base = space.family.baseline()
-    attempts = [Attempt(id=0, campaign="bench", family=space.family.name, genome=dict(base), genome_key=base.key,
-                        origin="baseline", backend="recorded", score=1.0,
-                        verdict=Verdict(BASELINE, None, "the baseline", code=Code.BASELINE))]
+    attempts = [
+        Attempt(
+            id=0,
+            campaign="bench",
+            family=space.family.name,
+            genome=dict(base),
+            genome_key=base.key,
+            origin="baseline",
+            backend="recorded",
+            score=1.0,
+            verdict=Verdict(BASELINE, None, "the baseline", code=Code.BASELINE),
+        )
+    ]
     champ = attempts[0]
     seen = {base.key}
     measured_sass = {space.sass[base.key]: 0} if base.key in space.sass else {}
@@ -324,9 +381,20 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
             verdict = _verdict(space, g, score, champ)
             if score is not None and digest:
                 measured_sass[digest] = len(attempts)
-        a = Attempt(id=len(attempts), campaign="bench", family=space.family.name, genome=dict(g), genome_key=g.key,
-                    origin=p.origin, derived_from=list(p.derived_from), parent_id=champ.id, backend="recorded",
-                    score=score, verdict=verdict, sass_sha256=digest)
+        a = Attempt(
+            id=len(attempts),
+            campaign="bench",
+            family=space.family.name,
+            genome=dict(g),
+            genome_key=g.key,
+            origin=p.origin,
+            derived_from=list(p.derived_from),
+            parent_id=champ.id,
+            backend="recorded",
+            score=score,
+            verdict=verdict,
+            sass_sha256=digest,
+        )
         attempts.append(a)
         seen.add(g.key)
         run.keys.append(g.key)
@@ -342,8 +410,8 @@ def run_proposer(space: Space, name: str, seed: int, options: Mapping[str, Any] 
 # --- Kernel Tuner's simulation mode -------------------------------------------------------
 KT_STRATEGIES = ("genetic_algorithm", "bayes_opt")
 # What one evaluation costs on the H200, for the cache's timing fields: the first campaign made 213 attempts
-# in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement are not separated,
-# so it is all stored as benchmark_time.
+# in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement
+# are not separated, so it is all stored as benchmark_time.
 EVAL_MS = 1410.0
 
 
@@ -372,7 +440,7 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Pat
     Every entry costs ``EVAL_MS`` of benchmark_time (what a simulated run adds to its simulated time).
     """
     tp = kt_tune_params(space)
-    stamp = dt.datetime.now(dt.timezone.utc).isoformat()
+    stamp = dt.datetime.now(dt.UTC).isoformat()
     cache: dict[str, Any] = {}
     for g in space.genomes:
         e: dict[str, Any] = {k: g[k] for k in tp}
@@ -382,12 +450,24 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Pat
         else:
             e["time"] = 1.0 / score
             e["times"] = [1.0 / score]
-        e.update(compile_time=0.0, verification_time=0.0, benchmark_time=EVAL_MS, strategy_time=0.0,
-                 framework_time=0.0, timestamp=stamp)
+        e.update(
+            compile_time=0.0,
+            verification_time=0.0,
+            benchmark_time=EVAL_MS,
+            strategy_time=0.0,
+            framework_time=0.0,
+            timestamp=stamp,
+        )
         cache[kt_key(space, g)] = e
-    doc = {"device_name": str(space.sweep_path.name), "kernel_name": space.family.entry,
-           "problem_size": list(problem_size), "tune_params_keys": list(tp), "tune_params": tp,
-           "objective": "time", "cache": cache}
+    doc = {
+        "device_name": str(space.sweep_path.name),
+        "kernel_name": space.family.entry,
+        "problem_size": list(problem_size),
+        "tune_params_keys": list(tp),
+        "tune_params": tp,
+        "objective": "time",
+        "cache": cache,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -462,8 +542,14 @@ def _seeded_lhs(seed: int):
         bayes_opt.LatinHypercube = orig
 
 
-def run_kernel_tuner(space: Space, strategy: str, seed: int, cache_file: Path, problem_size: Sequence[int],
-                     options: Mapping[str, Any] | None = None) -> Run:
+def run_kernel_tuner(
+    space: Space,
+    strategy: str,
+    seed: int,
+    cache_file: Path,
+    problem_size: Sequence[int],
+    options: Mapping[str, Any] | None = None,
+) -> Run:
     import numpy as np
     from kernel_tuner import tune_kernel
 
@@ -483,16 +569,32 @@ def run_kernel_tuner(space: Space, strategy: str, seed: int, cache_file: Path, p
     if strategy == "genetic_algorithm":
         opts.setdefault("x0", [fam.baseline()[k] for k in tp])  # GA starts from the baseline, as evo does
     served: list[str] = []
-    with _simulation_hooks(space, served), _seeded_lhs(seed), warnings.catch_warnings(), \
-            contextlib.redirect_stdout(io.StringIO()):
+    with (
+        _simulation_hooks(space, served),
+        _seeded_lhs(seed),
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         # Kernel Tuner 1.5 takes a seed argument but never uses it: its strategies draw from the global
         # random and numpy generators, so those are seeded, last thing before the run.
         random.seed(seed)
         np.random.seed(seed)
-        tune_kernel(fam.entry, "", tuple(problem_size), [], tp, restrictions=[restriction], strategy=strategy,
-                    strategy_options=opts, cache=str(cache_file), simulation_mode=True, quiet=True,
-                    objective="time", objective_higher_is_better=False)
+        tune_kernel(
+            fam.entry,
+            "",
+            tuple(problem_size),
+            [],
+            tp,
+            restrictions=[restriction],
+            strategy=strategy,
+            strategy_options=opts,
+            cache=str(cache_file),
+            simulation_mode=True,
+            quiet=True,
+            objective="time",
+            objective_higher_is_better=False,
+        )
     run = Run(f"kt {strategy}", seed, None)
     uniq: set[str] = set()
     for key in served:
@@ -549,8 +651,9 @@ def _pool_run(args: tuple[str, int, dict[str, Any], bool, bool]) -> Run:
     return run_proposer(_POOL_SPACE, name, seed, options, tabu=tabu, static_key=static_key)
 
 
-def _evo_runs(space: Space, name: str, seeds: range, options: dict[str, Any], tabu: bool, static_key: bool,
-              jobs: int) -> list[Run]:
+def _evo_runs(
+    space: Space, name: str, seeds: range, options: dict[str, Any], tabu: bool, static_key: bool, jobs: int
+) -> list[Run]:
     """One evo strategy over the seeds, in ``jobs`` forked processes (every run is seeded: the same runs)."""
     if jobs <= 1 or len(seeds) <= 1:
         return [run_proposer(space, name, seed, options, tabu=tabu, static_key=static_key) for seed in seeds]
@@ -566,10 +669,17 @@ def _evo_runs(space: Space, name: str, seeds: range, options: dict[str, Any], ta
         _POOL_SPACE = None
 
 
-def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(STRATEGIES), tabu: bool = True,
-          out: Callable[[str], None] = print, first_seed: int = 0,
-          static_key: bool = True, retries: int | None = None,
-          jobs: int = 1) -> tuple[dict[str, list[Run]], dict[str, str]]:
+def bench(
+    space: Space,
+    seeds: int = 20,
+    strategies: Sequence[Strategy] = tuple(STRATEGIES),
+    tabu: bool = True,
+    out: Callable[[str], None] = print,
+    first_seed: int = 0,
+    static_key: bool = True,
+    retries: int | None = None,
+    jobs: int = 1,
+) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
     reasons. ``retries``: the Optuna proposers' retries option (None: their default). ``jobs``: processes for the
     seeds of evo's proposers (Optuna's included); Kernel Tuner's runs stay in this one."""
@@ -593,17 +703,28 @@ def bench(space: Space, seeds: int = 20, strategies: Sequence[Strategy] = tuple(
                 cache_file = write_kt_cache(space, Path(tmp) / f"{space.family.name}.json", problem_size)
             t0 = time.perf_counter()
             if s.kind == "evo":
-                rs = _evo_runs(space, s.name, range(first_seed, first_seed + seeds), optuna_options(s, retries),
-                               tabu, static_key, jobs)
+                rs = _evo_runs(
+                    space,
+                    s.name,
+                    range(first_seed, first_seed + seeds),
+                    optuna_options(s, retries),
+                    tabu,
+                    static_key,
+                    jobs,
+                )
             else:
-                rs = [run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options)
-                      for seed in range(first_seed, first_seed + seeds)]
+                rs = [
+                    run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options)
+                    for seed in range(first_seed, first_seed + seeds)
+                ]
             for r in rs:
                 r.strategy = s.label
             runs[s.label] = rs
             st = stats(rs, space.size)
-            out(f"{s.label}: median {st['median']:g} evaluations, {st['success']}/{len(rs)} reached the target "
-                f"({time.perf_counter() - t0:.1f} s)")
+            out(
+                f"{s.label}: median {st['median']:g} evaluations, {st['success']}/{len(rs)} reached the target "
+                f"({time.perf_counter() - t0:.1f} s)"
+            )
     return runs, skipped
 
 
@@ -616,8 +737,15 @@ def _quantile(xs: Sequence[float], q: float) -> float:
 
 def stats(rs: Sequence[Run], cap: int) -> dict[str, Any]:
     xs = [r.evals if r.evals is not None else cap for r in rs]
-    return {"median": _quantile(xs, 0.5), "q1": _quantile(xs, 0.25), "q3": _quantile(xs, 0.75),
-            "min": min(xs), "max": max(xs), "success": sum(r.ok for r in rs), "n": len(rs)}
+    return {
+        "median": _quantile(xs, 0.5),
+        "q1": _quantile(xs, 0.25),
+        "q3": _quantile(xs, 0.75),
+        "min": min(xs),
+        "max": max(xs),
+        "success": sum(r.ok for r in rs),
+        "n": len(rs),
+    }
 
 
 def _fmt(x: float) -> str:
@@ -628,9 +756,11 @@ def table(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
     lines = ["| strategy | median evals | IQR | min–max | success rate |", "|---|---:|---:|---:|---:|"]
     for label, rs in runs.items():
         st = stats(rs, cap)
-        lines.append(f"| {label} | {_fmt(st['median'])} | {_fmt(st['q1'])}–{_fmt(st['q3'])} "
-                     f"(width {_fmt(st['q3'] - st['q1'])}) | {st['min']}–{st['max']} | "
-                     f"{st['success']}/{st['n']} ({100.0 * st['success'] / st['n']:.0f}%) |")
+        lines.append(
+            f"| {label} | {_fmt(st['median'])} | {_fmt(st['q1'])}–{_fmt(st['q3'])} "
+            f"(width {_fmt(st['q3'] - st['q1'])}) | {st['min']}–{st['max']} | "
+            f"{st['success']}/{st['n']} ({100.0 * st['success'] / st['n']:.0f}%) |"
+        )
     return lines
 
 
@@ -643,21 +773,28 @@ def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
     if EVO in meds and peers:
         peer = min(peers, key=lambda k: peers[k])
         ratio = meds[EVO] / peers[peer]
-        out.append(f"evo/best-peer: {_fmt(meds[EVO])} / {_fmt(peers[peer])} ({peer}) = {ratio:.2f} "
-                   f"({'meets' if ratio <= 0.5 else 'does not meet'} the 'at most half the evaluations' bar)")
+        out.append(
+            f"evo/best-peer: {_fmt(meds[EVO])} / {_fmt(peers[peer])} ({peer}) = {ratio:.2f} "
+            f"({'meets' if ratio <= 0.5 else 'does not meet'} the 'at most half the evaluations' bar)"
+        )
         p = _mann_whitney(runs[EVO], runs[peer], cap)
         if p is not None:
-            out.append(f"evo vs {peer}: two-sided Mann-Whitney U p = {p:.3g} over {len(runs[EVO])} vs "
-                       f"{len(runs[peer])} seeds")
+            out.append(
+                f"evo vs {peer}: two-sided Mann-Whitney U p = {p:.3g} over {len(runs[EVO])} vs {len(runs[peer])} seeds"
+            )
     for label, rs in runs.items():
         fb = sum(r.notes.get("fallbacks", 0) for r in rs)
         if fb:
-            out.append(f"{label}: {fb} proposal(s) over all seeds fell back to a random unseen genome "
-                       "(the sampler kept proposing tried or invalid genomes)")
+            out.append(
+                f"{label}: {fb} proposal(s) over all seeds fell back to a random unseen genome "
+                "(the sampler kept proposing tried or invalid genomes)"
+            )
         same = sum(r.notes.get("identical_sass", 0) for r in rs)
         if same:
-            out.append(f"{label}: {same} attempt(s) over all seeds had the SASS of a genome measured before "
-                       "(rejected without a measurement, counted as evaluations)")
+            out.append(
+                f"{label}: {same} attempt(s) over all seeds had the SASS of a genome measured before "
+                "(rejected without a measurement, counted as evaluations)"
+            )
     return out
 
 
@@ -675,23 +812,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="mhc_pre_big_fuse")
     ap.add_argument("--sweep", default=None, help="a sweep file (default: the family's first recorded sweep)")
-    ap.add_argument("--config", default=None,
-                    help="the campaign config that sets the correctness mode and min_gain "
-                         "(default: configs/<family>.yaml)")
+    ap.add_argument(
+        "--config",
+        default=None,
+        help="the campaign config that sets the correctness mode and min_gain (default: configs/<family>.yaml)",
+    )
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--first-seed", type=int, default=0,
-                    help="seeds are first-seed .. first-seed + seeds - 1 (report on 0.., tune on others)")
-    ap.add_argument("--strategies", default=None,
-                    help="comma-separated labels or names to run (default: all): " +
-                         ", ".join(s.name for s in STRATEGIES))
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds are first-seed .. first-seed + seeds - 1 (report on 0.., tune on others)",
+    )
+    ap.add_argument(
+        "--strategies",
+        default=None,
+        help="comma-separated labels or names to run (default: all): " + ", ".join(s.name for s in STRATEGIES),
+    )
     ap.add_argument("--no-tabu", action="store_true", help="do not give evo's proposers the campaign's tabu")
-    ap.add_argument("--no-static-key", action="store_true",
-                    help="do not give the surrogate the sweep's SASS digests (what a CPU compile tells)")
-    ap.add_argument("--retries", type=int, default=None,
-                    help="asks per proposal of the Optuna proposers before their random fallback (default: theirs, "
-                         "100); another configuration of those peers, reported as such")
-    ap.add_argument("--jobs", type=int, default=1,
-                    help="processes for the seeds of evo's and Optuna's strategies (the same runs, sooner)")
+    ap.add_argument(
+        "--no-static-key",
+        action="store_true",
+        help="do not give the surrogate the sweep's SASS digests (what a CPU compile tells)",
+    )
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=None,
+        help="asks per proposal of the Optuna proposers before their random fallback (default: theirs, "
+        "100); another configuration of those peers, reported as such",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes for the seeds of evo's and Optuna's strategies (the same runs, sooner)",
+    )
     ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
     args = ap.parse_args(argv)
     if args.retries is not None and not 1 <= args.retries <= 10000:
@@ -703,14 +859,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         want = {w.strip() for w in args.strategies.split(",")}
         chosen = [s for s in STRATEGIES if s.name in want or s.label in want]
     hits = space.hits()
-    print(f"sweep: {space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path}"
-          f" ({space.created}); space: {space.size} genomes, "
-          f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
-          f"target >= {space.target:.4f}x ({len(hits)} genome(s)); correctness mode {space.mode}")
+    print(
+        f"sweep: {space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path}"
+        f" ({space.created}); space: {space.size} genomes, "
+        f"{sum(1 for g in space.genomes if space.objective(g) is not None)} valid; best {space.best:.4f}x; "
+        f"target >= {space.target:.4f}x ({len(hits)} genome(s)); correctness mode {space.mode}"
+    )
     if not 1 <= args.jobs <= 256:
         ap.error("--jobs: 1..256")
-    runs, skipped = bench(space, args.seeds, chosen, tabu=not args.no_tabu, first_seed=args.first_seed,
-                          static_key=not args.no_static_key, retries=args.retries, jobs=args.jobs)
+    runs, skipped = bench(
+        space,
+        args.seeds,
+        chosen,
+        tabu=not args.no_tabu,
+        first_seed=args.first_seed,
+        static_key=not args.no_static_key,
+        retries=args.retries,
+        jobs=args.jobs,
+    )
     lines = table(runs, space.size)
     summary = verdict(runs, space.size) if runs else []
     print()
@@ -727,24 +893,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def doc_tag(family: str, no_tabu: bool = False, first_seed: int = 0, retries: int | None = None) -> str:
     """The name of a run's block in the markdown file: one per family, tabu setting, first seed and Optuna retries."""
-    return (f"search-bench-{family}" + ("-no-tabu" if no_tabu else "") + (f"-from-{first_seed}" if first_seed else "")
-            + (f"-retries-{retries}" if retries is not None else ""))
+    return (
+        f"search-bench-{family}"
+        + ("-no-tabu" if no_tabu else "")
+        + (f"-from-{first_seed}" if first_seed else "")
+        + (f"-retries-{retries}" if retries is not None else "")
+    )
 
 
 def _markers(tag: str) -> tuple[str, str]:
     return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 
 
-def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: Mapping[str, str],
-              lines: list[str], summary: list[str], args: argparse.Namespace) -> None:
+def write_doc(
+    path: Path,
+    space: Space,
+    runs: Mapping[str, list[Run]],
+    skipped: Mapping[str, str],
+    lines: list[str],
+    summary: list[str],
+    args: argparse.Namespace,
+) -> None:
     """Put the table, the command, the date and the sweep between this run's markers in ``path`` (or append them).
 
     The markers are ``<!-- search-bench-<family>:begin/end -->``, with ``-no-tabu`` appended for a ``--no-tabu``
     run, ``-from-<N>`` for ``--first-seed N`` (N > 0) and ``-retries-<N>`` for ``--retries N``, so every family's
     tables can live in one document; text outside the markers is left alone.
     """
-    cmd = "python tools/search_bench.py " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("search_bench.py") \
+    cmd = (
+        "python tools/search_bench.py " + shlex.join(sys.argv[1:])
+        if sys.argv[0].endswith("search_bench.py")
         else f"tools/search_bench.py main({shlex.join(sys.argv[1:])})"
+    )
     try:
         sweep = space.sweep_path.relative_to(ROOT)
     except ValueError:
@@ -755,18 +935,26 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
     valid = sum(1 for g in space.genomes if space.objective(g) is not None)
     tag = doc_tag(space.family.name, args.no_tabu, args.first_seed, getattr(args, "retries", None))
     begin, end = _markers(tag)
-    block = [begin, "",
-             f"Command: `{cmd.strip()}`  ",
-             f"Date: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}  ",
-             f"Sweep: `{sweep}` (recorded {space.created}; {space.size} genomes, {valid} valid; "
-             f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
-             f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "
-             f"{space.mode}; campaign tabu for evo's proposers: {'off' if args.no_tabu else 'on'}; SASS digests for "
-             f"the surrogate: {'off' if args.no_static_key else 'on'}; retries of the Optuna proposers: "
-             f"{_retries_text(getattr(args, 'retries', None))}; optuna {optuna.__version__}; "
-             f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
-             "", *lines, "", *[f"- {s}" for s in summary],
-             *[f"- skipped {k}: {why}" for k, why in skipped.items()], "", end]
+    block = [
+        begin,
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}  ",
+        f"Sweep: `{sweep}` (recorded {space.created}; {space.size} genomes, {valid} valid; "
+        f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
+        f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "
+        f"{space.mode}; campaign tabu for evo's proposers: {'off' if args.no_tabu else 'on'}; SASS digests for "
+        f"the surrogate: {'off' if args.no_static_key else 'on'}; retries of the Optuna proposers: "
+        f"{_retries_text(getattr(args, 'retries', None))}; optuna {optuna.__version__}; "
+        f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
+        "",
+        *lines,
+        "",
+        *[f"- {s}" for s in summary],
+        *[f"- skipped {k}: {why}" for k, why in skipped.items()],
+        "",
+        end,
+    ]
     text = path.read_text() if path.exists() else ""
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
@@ -780,8 +968,11 @@ def write_doc(path: Path, space: Space, runs: Mapping[str, list[Run]], skipped: 
 def _retries_text(retries: int | None) -> str:
     from evo.proposers import OptunaSampler
 
-    return f"{OptunaSampler.RETRIES} (their default)" if retries is None else f"{retries} (--retries; default " \
-        f"{OptunaSampler.RETRIES})"
+    return (
+        f"{OptunaSampler.RETRIES} (their default)"
+        if retries is None
+        else f"{retries} (--retries; default {OptunaSampler.RETRIES})"
+    )
 
 
 def _dist_version(name: str) -> str | None:

@@ -43,7 +43,6 @@ import argparse
 import concurrent.futures as cf
 import datetime as dt
 import itertools
-import json
 import os
 import random
 import sys
@@ -55,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evo.config import load_config  # noqa: E402
 from evo.genome import Genome  # noqa: E402
 from harness import sweepfile  # noqa: E402
-from harness.build import BuildError, Builder  # noqa: E402
+from harness.build import Builder, BuildError  # noqa: E402
 
 _builder: Builder | None = None
 
@@ -86,7 +85,7 @@ def valid_order(fam, geos, seed: int) -> tuple[int, list[Genome]]:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """"I/N" -> (I, N) with 1 <= I <= N."""
+    """ "I/N" -> (I, N) with 1 <= I <= N."""
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
@@ -112,16 +111,25 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-ms", type=float, default=2.0, help="target duration of one timed graph replay")
     ap.add_argument("--peer", default="default", help="torch.compile mode for the peer timing, or off")
-    ap.add_argument("--compile-only", action="store_true",
-                    help="fill the cubin cache (EVO_CACHE_DIR) and stop: a later sweep then measures at once")
-    ap.add_argument("--resume", default=None,
-                    help="a sweep file of this config stopped by its time limit: sweep the genomes it lacks and "
-                         "write both as one file")
-    ap.add_argument("--redo", default=None,
-                    help="with --resume: KNOB=VALUE[,KNOB=VALUE...]: measure PREV's matching genomes again")
-    ap.add_argument("--shard", default="1/1",
-                    help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: "
-                         "tools/merge_sweeps.py)")
+    ap.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="fill the cubin cache (EVO_CACHE_DIR) and stop: a later sweep then measures at once",
+    )
+    ap.add_argument(
+        "--resume",
+        default=None,
+        help="a sweep file of this config stopped by its time limit: sweep the genomes it lacks and "
+        "write both as one file",
+    )
+    ap.add_argument(
+        "--redo", default=None, help="with --resume: KNOB=VALUE[,KNOB=VALUE...]: measure PREV's matching genomes again"
+    )
+    ap.add_argument(
+        "--shard",
+        default="1/1",
+        help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: tools/merge_sweeps.py)",
+    )
     args = ap.parse_args()
     if not args.out and not args.compile_only:
         ap.error("--out is required")
@@ -156,8 +164,11 @@ def main() -> int:
             unknown = sorted(set(want) - {k.name for k in fam.knobs})
             if unknown:
                 ap.error(f"--redo: no knob {unknown[0]!r} in {fam.name}")
-            redo = [k for k in prev["genomes"] if k != prev["baseline_key"]
-                    and all(str(Genome.from_key(k)[n]) == v for n, v in want.items())]
+            redo = [
+                k
+                for k in prev["genomes"]
+                if k != prev["baseline_key"] and all(str(Genome.from_key(k)[n]) == v for n, v in want.items())
+            ]
             gone = set(redo)
             gone |= {k for k, e in prev["genomes"].items() if e.get("same_as") in gone}  # no link to a dropped one
             redo = [k for k in prev["genomes"] if k in gone]
@@ -166,8 +177,10 @@ def main() -> int:
             prev["stopped"] = f"{len(redo)} genome(s) dropped to be measured again (--redo {args.redo})"
             print(f"sweep: --redo {args.redo}: {len(redo)} genome(s) of {args.resume} measured again", flush=True)
         order = [g for g in order if g == base or g.key not in prev["genomes"]]  # the baseline: the new scale
-        print(f"sweep: resuming {args.resume} ({len(prev['genomes'])} genomes recorded, {prev.get('stopped')})",
-              flush=True)
+        print(
+            f"sweep: resuming {args.resume} ({len(prev['genomes'])} genomes recorded, {prev.get('stopped')})",
+            flush=True,
+        )
     part = f"shard {shard_i}/{shard_n}: {len(order)} of " if shard_n > 1 else ""
     print(f"sweep: {part}{len(full)} valid genomes of {n_product}; compiling with {args.jobs} processes", flush=True)
 
@@ -187,8 +200,15 @@ def main() -> int:
     from harness.gpu import GpuBackend, KernelCrash
 
     nvml = Nvml()
-    be = GpuBackend(fam, geos, builder, seeds=cfg.gates.correctness.seeds, runs=cfg.gates.correctness.runs,
-                    batch_ms=args.batch_ms, nvml=nvml if nvml.available() else None)
+    be = GpuBackend(
+        fam,
+        geos,
+        builder,
+        seeds=cfg.gates.correctness.seeds,
+        runs=cfg.gates.correctness.runs,
+        batch_ms=args.batch_ms,
+        nvml=nvml if nvml.available() else None,
+    )
     facts = be.facts()
     ceiling = be.copy_ceiling()
     print(f"sweep: copy ceiling {ceiling}", flush=True)
@@ -226,25 +246,35 @@ def main() -> int:
             loaded = be.load(builder.build(g), g)
             ev = be.correctness(loaded, freeze=False) if g != base else ev
             entry["checks"] = [
-                [c.geometry, c.seed, c.output,
-                 ["=" if h == be.baseline_hashes.get(f"{c.geometry}/{c.seed}/{c.output}") else h for h in c.hashes],
-                 c.nonfinite, c.unwritten, c.rel_err, c.max_abs, c.mismatch, c.oob_bytes]
-                for c in ev.checks]
+                [
+                    c.geometry,
+                    c.seed,
+                    c.output,
+                    ["=" if h == be.baseline_hashes.get(f"{c.geometry}/{c.seed}/{c.output}") else h for h in c.hashes],
+                    c.nonfinite,
+                    c.unwritten,
+                    c.rel_err,
+                    c.max_abs,
+                    c.mismatch,
+                    c.oob_bytes,
+                ]
+                for c in ev.checks
+            ]
             broken = any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks)
             if not broken:
                 entry["t"], entry["b"], entry["disc"], entry["clk"], entry["n"] = {}, {}, {}, {}, {}
                 for geo in geos:
                     # each graph about batch_ms of its own launches, as a campaign times them (evo/campaign.py)
                     n = launches[geo.name] if g == base else be.launches_for(loaded, geo)
-                    s = be.measure([("g", loaded), ("b", base_loaded)], geo, args.rounds,
-                                   {"g": n, "b": launches[geo.name]})
+                    s = be.measure(
+                        [("g", loaded), ("b", base_loaded)], geo, args.rounds, {"g": n, "b": launches[geo.name]}
+                    )
                     entry["n"][geo.name] = n
                     entry["t"][geo.name] = [round(x, 4) for x in s.times_us["g"]]
                     entry["b"][geo.name] = [round(x, 4) for x in s.times_us["b"]]
                     entry["disc"][geo.name] = s.discarded
                     entry["clk"][geo.name] = s.clocks
-                entry["recheck"] = be.recheck(loaded) if all(
-                    h == "=" for c in entry["checks"] for h in c[3]) else None
+                entry["recheck"] = be.recheck(loaded) if all(h == "=" for c in entry["checks"] for h in c[3]) else None
         except KernelCrash as e:
             entry = {"status": "crash", "reason": str(e)}
             genomes[key] = entry
@@ -258,17 +288,34 @@ def main() -> int:
 
     peer = be.peer_torch_compile(args.peer, [g for g in geos if g.weight > 0]) if args.peer != "off" else {}
     out = {
-        "format": 1, "family": fam.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python " + " ".join(sys.argv), "stopped": stopped, "device": facts, "copy_ceiling": ceiling,
+        "format": 1,
+        "family": fam.name,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "python " + " ".join(sys.argv),
+        "stopped": stopped,
+        "device": facts,
+        "copy_ceiling": ceiling,
         "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in geos],
-        "seeds": be.seeds, "runs": be.runs, "rounds": args.rounds, "aa_rounds": args.aa_rounds,
-        "launches": launches, "batch_ms": args.batch_ms,
-        "baseline_key": base.key, "baseline_hashes": be.baseline_hashes, "baseline_errors": be.baseline_errors,
-        "aa": aa, "peer_torch_compile": peer,
-        "seed": args.seed, "shard": {"index": shard_i, "count": shard_n, "genomes": len(order)},
+        "seeds": be.seeds,
+        "runs": be.runs,
+        "rounds": args.rounds,
+        "aa_rounds": args.aa_rounds,
+        "launches": launches,
+        "batch_ms": args.batch_ms,
+        "baseline_key": base.key,
+        "baseline_hashes": be.baseline_hashes,
+        "baseline_errors": be.baseline_errors,
+        "aa": aa,
+        "peer_torch_compile": peer,
+        "seed": args.seed,
+        "shard": {"index": shard_i, "count": shard_n, "genomes": len(order)},
         # what was swept: the merge checks that shards agree on it and finds the genomes none of them holds
-        "space": {"knobs": {k.name: list(k.values) for k in fam.knobs}, "product": n_product,
-                  "valid": len(full), "order": [g.key for g in full]},
+        "space": {
+            "knobs": {k.name: list(k.values) for k in fam.knobs},
+            "product": n_product,
+            "valid": len(full),
+            "order": [g.key for g in full],
+        },
         "genomes": genomes,
     }
     if prev is not None:

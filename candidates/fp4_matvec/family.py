@@ -20,7 +20,8 @@ rounds to the nearest E2M1 value, ties to the even code; negative values keep th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
@@ -97,7 +98,8 @@ def mma_cp_async_blocks_per_sm(genome: Mapping[str, Any], n_in: int) -> int:
 # copies): the whole row when unroll + 1 stages of it fit, else as few steps as fit, as even as 16 blocks allow
 
 
-TMA_SM_BLOCKS = 1  # resident blocks a SM the tma ring is sized for (a probe may set 2: git show c6520b9:tools/h200/tma_blocks_probe.py)
+# resident blocks a SM the tma ring is sized for (a probe may set 2: git show c6520b9:tools/h200/tma_blocks_probe.py)
+TMA_SM_BLOCKS = 1
 
 
 def tma_pitch(row_bytes: int) -> int:
@@ -172,8 +174,15 @@ def quantize(wf):
     u = w / scale[..., None]  # exact: the scale is a power of two
     mag = u.abs()
     # Round to nearest E2M1 magnitude, ties to the even code (midpoints 0.25, 0.75, ..., 5).
-    idx = ((mag > 0.25).to(torch.int64) + (mag >= 0.75) + (mag > 1.25) + (mag >= 1.75)
-           + (mag > 2.5) + (mag >= 3.5) + (mag > 5.0))
+    idx = (
+        (mag > 0.25).to(torch.int64)
+        + (mag >= 0.75)
+        + (mag > 1.25)
+        + (mag >= 1.75)
+        + (mag > 2.5)
+        + (mag >= 3.5)
+        + (mag > 5.0)
+    )
     codes = idx | ((u < 0).to(torch.int64) << 3)
     q = codes[..., :16] | (codes[..., 16:] << 4)
     blocks = torch.cat([e[..., None], q], dim=-1).to(torch.uint8).reshape(rows, nb * BLOCK_BYTES)
@@ -235,31 +244,41 @@ class Fp4Matvec(Family):
         if genome["qload"] == "cp_async":
             # The ring lives in shared memory: registers hold one step (rows per warp x chains blocks).
             if (R // wpg) * chains > 8:
-                return (f"{R // wpg} rows per warp x {chains} chains = {(R // wpg) * chains} blocks per lane and "
-                        "step, over 8 (register budget)")
+                return (
+                    f"{R // wpg} rows per warp x {chains} chains = {(R // wpg) * chains} blocks per lane and "
+                    "step, over 8 (register budget)"
+                )
             for g in geometries:
                 smem = cp_async_smem(genome, g["in"])
                 if smem > SMEM_OPTIN:
-                    return (f"qload=cp_async at {g.name}: x ({g['in'] * 4} B) + {U + 1} ring stages x {R} rows x "
-                            f"{BLOCK_BYTES * virtual_lanes(G)} B = {smem} B of shared memory, over {SMEM_OPTIN}")
+                    return (
+                        f"qload=cp_async at {g.name}: x ({g['in'] * 4} B) + {U + 1} ring stages x {R} rows x "
+                        f"{BLOCK_BYTES * virtual_lanes(G)} B = {smem} B of shared memory, over {SMEM_OPTIN}"
+                    )
         else:
             inflight = (R // wpg) * chains * U
             if inflight > 8:
-                return (f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
-                        "lane, over 8 (register budget)")
+                return (
+                    f"{R // wpg} rows per warp x {chains} chains x unroll {U} = {inflight} blocks in flight per "
+                    "lane, over 8 (register budget)"
+                )
         return None
 
     def _check_mma(self, genome: Mapping[str, Any], geometries) -> str | None:
         W, R, G, U = genome["warps"], genome["rows_per_block"], genome["row_groups"], genome["unroll"]
         wpg = W // G
         if genome["qload"] not in ("words_funnel", "cp_async", "tma"):
-            return ("expand=mma reads each lane's 4 code bytes as one funnel-shifted window, from global memory "
-                    "(qload=words_funnel), a cp.async ring (qload=cp_async) or a bulk-copy ring (qload=tma)")
+            return (
+                "expand=mma reads each lane's 4 code bytes as one funnel-shifted window, from global memory "
+                "(qload=words_funnel), a cp.async ring (qload=cp_async) or a bulk-copy ring (qload=tma)"
+            )
         if genome["qload"] == "tma":
             return self._check_tma(genome, geometries)
         if R % (16 * wpg):
-            return (f"expand=mma: rows_per_block={R} is not a multiple of 16 rows x the {wpg} warps of a row group "
-                    "(one mma tile is 16 rows)")
+            return (
+                f"expand=mma: rows_per_block={R} is not a multiple of 16 rows x the {wpg} warps of a row group "
+                "(one mma tile is 16 rows)"
+            )
         tiles = R // (16 * wpg)
         if genome["qload"] == "cp_async":
             # U is the ring's depth here; registers hold 4 chains x tiles accumulators
@@ -267,19 +286,26 @@ class Fp4Matvec(Family):
                 return f"expand=mma, qload=cp_async: {tiles} tiles per warp, over 2 (4 chains x 4 fp32 each)"
             for g in geometries:
                 if g["in"] % 128:
-                    return f"expand=mma, qload=cp_async at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
+                    return (
+                        f"expand=mma, qload=cp_async at {g.name}: in={g['in']} is not a multiple of 128 "
+                        "(4-block groups)"
+                    )
                 smem = mma_cp_async_smem(genome, g["in"])
                 if smem > SMEM_OPTIN:
-                    return (f"expand=mma, qload=cp_async at {g.name}: x parts ({g['in'] // BLOCK * 196} B) + {U + 1} "
-                            f"ring stages x {R} rows x {MMA_PITCH} B = {smem} B of shared memory, over {SMEM_OPTIN}")
+                    return (
+                        f"expand=mma, qload=cp_async at {g.name}: x parts ({g['in'] // BLOCK * 196} B) + {U + 1} "
+                        f"ring stages x {R} rows x {MMA_PITCH} B = {smem} B of shared memory, over {SMEM_OPTIN}"
+                    )
             return None
         if tiles * U > 4:
             return f"expand=mma: {tiles} tiles x unroll {U} = {tiles * U} windows in flight per row pair, over 4"
         for g in geometries:
             smem = g["in"] // BLOCK * (12 * 16 + 4) + (G * R * 4 if G > 1 else 0)
             if smem > SMEM_LIMIT:
-                return (f"expand=mma at {g.name}: x staged as 3 f16 parts ({g['in'] // BLOCK * 196} B) and the row-group "
-                        f"partials take {smem} B of shared memory, over {SMEM_LIMIT}")
+                return (
+                    f"expand=mma at {g.name}: x staged as 3 f16 parts ({g['in'] // BLOCK * 196} B) and the row-group "
+                    f"partials take {smem} B of shared memory, over {SMEM_LIMIT}"
+                )
         return None
 
     def _check_tma(self, genome: Mapping[str, Any], geometries) -> str | None:
@@ -287,14 +313,18 @@ class Fp4Matvec(Family):
         if G != 1:
             return "qload=tma: row_groups must be 1 (the consumer warps split each step's K between them)"
         if R not in (16, 32):
-            return (f"qload=tma: rows_per_block={R}, not 16 or 32 (warps consumer warps per 16-row tile, at most 1024 "
-                    "threads a block)")
+            return (
+                f"qload=tma: rows_per_block={R}, not 16 or 32 (warps consumer warps per 16-row tile, at most 1024 "
+                "threads a block)"
+            )
         for g in geometries:
             if g["in"] % 128:
                 return f"qload=tma at {g.name}: in={g['in']} is not a multiple of 128 (4-block groups)"
             if tma_step_blocks(genome, g["in"]) == 0:
-                return (f"qload=tma at {g.name}: {genome['unroll'] + 1} ring stages of {R} rows do not fit 16 blocks "
-                        f"of K each beside x's digits and the rest ({tma_fixed_smem(genome, g['in'])} B) in {SMEM_OPTIN} B")
+                return (
+                    f"qload=tma at {g.name}: {genome['unroll'] + 1} ring stages of {R} rows do not fit 16 blocks "
+                    f"of K each beside x's digits and the rest ({tma_fixed_smem(genome, g['in'])} B) in {SMEM_OPTIN} B"
+                )
         return None
 
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
@@ -313,8 +343,11 @@ class Fp4Matvec(Family):
             if TMA_SM_BLOCKS != 1:  # (the default leaves the source as the recorded sweep built it)
                 out["EVO_TMA_MINB"] = TMA_SM_BLOCKS
         if genome["qload"] == "cp_async":  # only there: the other genomes' sources stay as they were
-            out["EVO_MINB"] = (mma_cp_async_blocks_per_sm(genome, spec["in"]) if genome["expand"] == "mma"
-                               else cp_async_blocks_per_sm(genome, spec["in"]))
+            out["EVO_MINB"] = (
+                mma_cp_async_blocks_per_sm(genome, spec["in"])
+                if genome["expand"] == "mma"
+                else cp_async_blocks_per_sm(genome, spec["in"])
+            )
         return out
 
     def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
@@ -351,8 +384,11 @@ class Fp4Matvec(Family):
         block = (32 * genome["warps"], 1, 1)
         if genome["qload"] == "tma":  # persistent, one block a SM, a producer warp
             smem = tma_layout(genome, geometry["in"])[2]
-            return Launch((min(tiles, sm_count() * TMA_SM_BLOCKS), 1, 1),
-                          (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1), smem)
+            return Launch(
+                (min(tiles, sm_count() * TMA_SM_BLOCKS), 1, 1),
+                (32 * genome["warps"] * genome["rows_per_block"] // 16 + 32, 1, 1),
+                smem,
+            )
         if genome["qload"] == "cp_async" and genome["expand"] == "mma":  # persistent, dynamic shared memory
             n_in = geometry["in"]
             grid = min(tiles, sm_count() * mma_cp_async_blocks_per_sm(genome, n_in))
@@ -383,37 +419,57 @@ FAMILY = Fp4Matvec(
     description="dense MXFP4 (E2M1 + E8M0 per 32) mat-vec, batch-1 decode",
     entry="fp4_matvec",
     knobs=(
-        Knob("expand", ("lut_global", "lut_constant", "lut_shared", "prmt", "f16", "mma"), "lut_global",
-             doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, table-free "
-                 "with byte permutes (__byte_perm builds the fp32 bits), or f16: shifts and masks build "
-                 "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114), "
-                 "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
-                 "f16 parts per block of 32 (not bit-preserving: tolerance mode; with qload=words_funnel or "
-                 "cp_async; qload=tma takes int8 tensor cores instead)"),
-        Knob("qload", ("bytes", "words_funnel", "vec16", "cp_async", "tma"), "bytes",
-             doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
-                 "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
-                 "(tile, step) slices streamed by 16-byte cp.async through a ring of unroll + 1 stages, "
-                 "words read from shared memory (expand=mma: 64-block slices, rows padded to 1104 B, dynamic shared "
-                 "memory up to 227 KiB, unroll + 1 stages), or tma (expand=mma only): one block a SM whose "
-                 "producer warp streams (tile, step) items by bulk copies (cp.async.bulk, one a row) into an "
-                 "mbarrier ring of unroll + 1 stages as deep in K as fits, warps consumer warps; its tensor "
-                 "cores take int8 (m16n8k32): the weights 2 x e2m1 by byte-permute table lookups, x as four "
-                 "base-128 digits of one fixed-point integer for the vector"),
-        Knob("row_groups", (1, 2, 4), 1, exact=False,
-             doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
-                 "(its two 32-lane chains), 4 is a different fold (not bit-preserving)"),
-        Knob("rows_per_block", (1, 2, 4, 8, 16, 32, 64), 4,
-             doc="output rows per thread block (expand=mma: 16-row tiles, 16 x warps per row group at least)"),
+        Knob(
+            "expand",
+            ("lut_global", "lut_constant", "lut_shared", "prmt", "f16", "mma"),
+            "lut_global",
+            doc="E2M1 code -> fp32: a 16-float table in global, constant or shared memory, table-free "
+            "with byte permutes (__byte_perm builds the fp32 bits), or f16: shifts and masks build "
+            "e2m1 * 2^-14 as f16 pairs, one cvt each, against x * 2^14 (bit-preserving for |x| < 2^114), "
+            "or mma: the same f16 pairs straight into tensor-core mma (m16n8k16) against x split into three "
+            "f16 parts per block of 32 (not bit-preserving: tolerance mode; with qload=words_funnel or "
+            "cp_async; qload=tma takes int8 tensor cores instead)",
+        ),
+        Knob(
+            "qload",
+            ("bytes", "words_funnel", "vec16", "cp_async", "tma"),
+            "bytes",
+            doc="quant bytes: 17 byte loads, 5 aligned 32-bit words + __funnelshift_r, 2 aligned 16-byte "
+            "vectors + a select barrel, or cp_async: persistent blocks, x staged once in shared memory, "
+            "(tile, step) slices streamed by 16-byte cp.async through a ring of unroll + 1 stages, "
+            "words read from shared memory (expand=mma: 64-block slices, rows padded to 1104 B, dynamic shared "
+            "memory up to 227 KiB, unroll + 1 stages), or tma (expand=mma only): one block a SM whose "
+            "producer warp streams (tile, step) items by bulk copies (cp.async.bulk, one a row) into an "
+            "mbarrier ring of unroll + 1 stages as deep in K as fits, warps consumer warps; its tensor "
+            "cores take int8 (m16n8k32): the weights 2 x e2m1 by byte-permute table lookups, x as four "
+            "base-128 digits of one fixed-point integer for the vector",
+        ),
+        Knob(
+            "row_groups",
+            (1, 2, 4),
+            1,
+            exact=False,
+            doc="warp groups per row splitting K, reduced through shared memory; 2 keeps the baseline fold "
+            "(its two 32-lane chains), 4 is a different fold (not bit-preserving)",
+        ),
+        Knob(
+            "rows_per_block",
+            (1, 2, 4, 8, 16, 32, 64),
+            4,
+            doc="output rows per thread block (expand=mma: 16-row tiles, 16 x warps per row group at least)",
+        ),
         Knob("warps", (1, 2, 4, 8), 4, doc="warps per thread block"),
-        Knob("unroll", (1, 2, 4), 1, doc="fold steps whose quant loads are all issued before any arithmetic "
-                                          "(qload=cp_async: slices in flight, the ring has unroll + 1 stages)"),
+        Knob(
+            "unroll",
+            (1, 2, 4),
+            1,
+            doc="fold steps whose quant loads are all issued before any arithmetic "
+            "(qload=cp_async: slices in flight, the ring has unroll + 1 stages)",
+        ),
     ),
     faults={
-        "wrong shift: weight j+16 read from the low nibble":
-            ("(8 * (j & 3) + 4)) & 15u)", "(8 * (j & 3))) & 15u)"),
-        "E8M0 scale read as 2^(e-126)":
-            ("__uint_as_float(sb << 23)", "__uint_as_float((sb + 1u) << 23)"),
+        "wrong shift: weight j+16 read from the low nibble": ("(8 * (j & 3) + 4)) & 15u)", "(8 * (j & 3))) & 15u)"),
+        "E8M0 scale read as 2^(e-126)": ("__uint_as_float(sb << 23)", "__uint_as_float((sb + 1u) << 23)"),
     },
     geometry_params=(
         GeometryParam("in", int, None, min=32, max=65536, doc="input features (4096 or 7168), multiple of 32"),

@@ -8,7 +8,8 @@ Inputs per call: dot_mix [S, T, 24] fp32 (split partials of the GEMM), sqrsum
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
@@ -39,8 +40,10 @@ class MhcPreBigFuse(Family):
         elems = genome["vec"] // 2
         for g in geometries:
             if (g["H"] // genome["h_split"]) % elems:
-                return (f"h_split={genome['h_split']} leaves H/h_split={g['H'] // genome['h_split']} at {g.name}, "
-                        f"not a multiple of {elems} elements per {genome['vec']}-byte load")
+                return (
+                    f"h_split={genome['h_split']} leaves H/h_split={g['H'] // genome['h_split']} at {g.name}, "
+                    f"not a multiple of {elems} elements per {genome['vec']}-byte load"
+                )
         return None
 
     def inexact_knobs(self, genome: Mapping[str, Any], geometry: Geometry) -> list[str]:
@@ -66,11 +69,16 @@ class MhcPreBigFuse(Family):
         sq = residual.float().pow(2).sum(dim=(1, 2))
         cuts = torch.rand((S, T), generator=g, device=device) + 0.5
         sqrsum = (cuts / cuts.sum(0, keepdim=True) * sq).contiguous()
-        dot_mix = (torch.randn((S, T, MIX), generator=g, device=device) * (float(HC * H) ** 0.5 / S**0.5) * 0.5)
+        dot_mix = torch.randn((S, T, MIX), generator=g, device=device) * (float(HC * H) ** 0.5 / S**0.5) * 0.5
         scale = torch.rand(3, generator=g, device=device) + 0.5
         base = torch.randn(MIX, generator=g, device=device) * 0.5
-        return {"dot_mix": dot_mix.contiguous(), "sqrsum": sqrsum, "residual": residual.contiguous(),
-                "scale": scale, "base": base}
+        return {
+            "dot_mix": dot_mix.contiguous(),
+            "sqrsum": sqrsum,
+            "residual": residual.contiguous(),
+            "scale": scale,
+            "base": base,
+        }
 
     def reference(self, inputs: Mapping[str, Any], geometry: Geometry, dtype: Any = None) -> dict[str, Any]:
         import torch
@@ -86,8 +94,8 @@ class MhcPreBigFuse(Family):
         rstd = torch.rsqrt(sq / (HC * H) + EPS)[:, None]
         scale, base = inputs["scale"].to(dt), inputs["base"].to(dt)
         pre = torch.sigmoid(y[:, :HC] * rstd * scale[0] + base[:HC]) + EPS
-        post = POST_MULT * torch.sigmoid(y[:, HC:2 * HC] * rstd * scale[1] + base[HC:2 * HC])
-        c = (y[:, 2 * HC:] * rstd * scale[2] + base[2 * HC:]).view(T, HC, HC)
+        post = POST_MULT * torch.sigmoid(y[:, HC : 2 * HC] * rstd * scale[1] + base[HC : 2 * HC])
+        c = (y[:, 2 * HC :] * rstd * scale[2] + base[2 * HC :]).view(T, HC, HC)
         c = torch.softmax(c, dim=-1) + EPS
         c = c / (c.sum(dim=-2, keepdim=True) + EPS)
         for _ in range(SINKHORN_REPEAT - 1):
@@ -107,8 +115,18 @@ class MhcPreBigFuse(Family):
         return "ppppppppii"
 
     def kernel_args(self, inputs, outputs, geometry: Geometry) -> list[Any]:
-        return [inputs["dot_mix"], inputs["sqrsum"], inputs["residual"], inputs["scale"], inputs["base"],
-                outputs["post_mix"], outputs["comb_mix"], outputs["layer_input"], geometry["T"], geometry["H"]]
+        return [
+            inputs["dot_mix"],
+            inputs["sqrsum"],
+            inputs["residual"],
+            inputs["scale"],
+            inputs["base"],
+            outputs["post_mix"],
+            outputs["comb_mix"],
+            outputs["layer_input"],
+            geometry["T"],
+            geometry["H"],
+        ]
 
     def bytes_moved(self, geometry: Geometry) -> int:
         T, H, S = geometry["T"], geometry["H"], geometry["S"]
@@ -126,59 +144,93 @@ FAMILY = MhcPreBigFuse(
     entry="mhc_pre_big_fuse",
     knobs=(
         Knob("block", (128, 256, 512), 256, doc="threads per block"),
-        Knob("meta", ("array", "slice"), "array",
-             doc="metadata as a 24-float array indexed by lane (local memory) or a per-lane register slice"),
-        Knob("barrier", ("late", "early"), "late",
-             doc="barrier after the whole Sinkhorn (late) or right after pre is published (early, overlap)"),
-        Knob("split_reduce", ("serial", "warp"), "serial", exact=False,
-             doc="split partials summed serially by each of 4 lanes, or spread across warp 0 (other order)"),
+        Knob(
+            "meta",
+            ("array", "slice"),
+            "array",
+            doc="metadata as a 24-float array indexed by lane (local memory) or a per-lane register slice",
+        ),
+        Knob(
+            "barrier",
+            ("late", "early"),
+            "late",
+            doc="barrier after the whole Sinkhorn (late) or right after pre is published (early, overlap)",
+        ),
+        Knob(
+            "split_reduce",
+            ("serial", "warp"),
+            "serial",
+            exact=False,
+            doc="split partials summed serially by each of 4 lanes, or spread across warp 0 (other order)",
+        ),
         Knob("vec", (8, 16), 16, doc="bytes per residual load/store"),
         Knob("unroll", (1, 2, 4), 1, doc="vector positions per thread per loop trip, all loads issued first"),
         Knob("warp0_stream", (False, True), False, doc="warp 0 joins the residual stream after its metadata work"),
         Knob("h_split", (1, 2, 4, 8), 1, doc="blocks per token along H (small T needs more blocks)"),
     ),
     faults={
-        "wrong index: residual row read one vector off":
-            ("v[u][j] = *reinterpret_cast<const vec_t*>(res + (size_t)j * H + h);",
-             "v[u][j] = *reinterpret_cast<const vec_t*>(res + (size_t)j * H + (h ^ VEC_ELEMS));"),
-        "missing barrier: streaming warps do not wait for pre":
-            ("  __syncthreads();  // the portable form waits for the whole metadata\n", "\n"),
-        "compile error: a missing semicolon":
-            ("  const int hc = H / EVO_H_SPLIT;", "  const int hc = H / EVO_H_SPLIT", "error: compile"),
-        "heavy spills: a 1 KiB local array indexed at run time":
-            ("  const int hc = H / EVO_H_SPLIT;",
-             "  float junk[256];\n  for (int i = 0; i < 256; ++i) junk[i] = (float)(i * T);\n"
-             "  if (T < 0) layer_input[0] = (u16)junk[threadIdx.x & 255];\n  const int hc = H / EVO_H_SPLIT;",
-             "rejected: static"),
-        "illegal address: layer_input written 1 TiB away":
-            ("stream_layer_input(res, layer_input + (size_t)token * H,",
-             "stream_layer_input(res, layer_input + (size_t)token * H + (1ull << 39),", "error: crash"),
-        "infinite loop: the block never finishes":
-            ("  const int hc = H / EVO_H_SPLIT;",
-             "  while (T > 0) { asm volatile(\"\"); }\n  const int hc = H / EVO_H_SPLIT;", "error: timeout"),
-        "partial write: the last vector of every row is skipped":
-            ("for (int hb = h0 + tid * VEC_ELEMS; hb < h1; hb += stride * EVO_UNROLL)",
-             "for (int hb = h0 + tid * VEC_ELEMS; hb < h1 - VEC_ELEMS; hb += stride * EVO_UNROLL)"),
-        "out of bounds: one element written past the end of layer_input":
-            ("        *reinterpret_cast<vec_t*>(out + h) = o;",
-             "        *reinterpret_cast<vec_t*>(out + h) = o;\n"
-             "        if (blockIdx.x == gridDim.x - 1 && h + VEC_ELEMS >= h1) out[h + VEC_ELEMS] = 0x3f80;"),
-        "NaN output: post_mix of lane 0 is NaN":
-            ("        __fmul_rn(POST_MULT, sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));",
-             "        __fmul_rn(lane == 0 ? __int_as_float(0x7fc00000) : POST_MULT,"
-             " sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));"),
-        "stale result: the kernel skips its work after the first call with this T":
-            (("extern \"C\" __global__ void __launch_bounds__(EVO_BLOCK)",
-              "  const int token = blockIdx.x / EVO_H_SPLIT;"),
-             ("__device__ int evo_calls_seen;\nextern \"C\" __global__ void __launch_bounds__(EVO_BLOCK)",
-              "  __shared__ int s_skip;\n  if (threadIdx.x == 0) s_skip = evo_calls_seen == T;\n  __syncthreads();\n"
-              "  if (s_skip) return;\n  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) evo_calls_seen = T;\n"
-              "  const int token = blockIdx.x / EVO_H_SPLIT;")),
+        "wrong index: residual row read one vector off": (
+            "v[u][j] = *reinterpret_cast<const vec_t*>(res + (size_t)j * H + h);",
+            "v[u][j] = *reinterpret_cast<const vec_t*>(res + (size_t)j * H + (h ^ VEC_ELEMS));",
+        ),
+        "missing barrier: streaming warps do not wait for pre": (
+            "  __syncthreads();  // the portable form waits for the whole metadata\n",
+            "\n",
+        ),
+        "compile error: a missing semicolon": (
+            "  const int hc = H / EVO_H_SPLIT;",
+            "  const int hc = H / EVO_H_SPLIT",
+            "error: compile",
+        ),
+        "heavy spills: a 1 KiB local array indexed at run time": (
+            "  const int hc = H / EVO_H_SPLIT;",
+            "  float junk[256];\n  for (int i = 0; i < 256; ++i) junk[i] = (float)(i * T);\n"
+            "  if (T < 0) layer_input[0] = (u16)junk[threadIdx.x & 255];\n  const int hc = H / EVO_H_SPLIT;",
+            "rejected: static",
+        ),
+        "illegal address: layer_input written 1 TiB away": (
+            "stream_layer_input(res, layer_input + (size_t)token * H,",
+            "stream_layer_input(res, layer_input + (size_t)token * H + (1ull << 39),",
+            "error: crash",
+        ),
+        "infinite loop: the block never finishes": (
+            "  const int hc = H / EVO_H_SPLIT;",
+            '  while (T > 0) { asm volatile(""); }\n  const int hc = H / EVO_H_SPLIT;',
+            "error: timeout",
+        ),
+        "partial write: the last vector of every row is skipped": (
+            "for (int hb = h0 + tid * VEC_ELEMS; hb < h1; hb += stride * EVO_UNROLL)",
+            "for (int hb = h0 + tid * VEC_ELEMS; hb < h1 - VEC_ELEMS; hb += stride * EVO_UNROLL)",
+        ),
+        "out of bounds: one element written past the end of layer_input": (
+            "        *reinterpret_cast<vec_t*>(out + h) = o;",
+            "        *reinterpret_cast<vec_t*>(out + h) = o;\n"
+            "        if (blockIdx.x == gridDim.x - 1 && h + VEC_ELEMS >= h1) out[h + VEC_ELEMS] = 0x3f80;",
+        ),
+        "NaN output: post_mix of lane 0 is NaN": (
+            "        __fmul_rn(POST_MULT, sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));",
+            "        __fmul_rn(lane == 0 ? __int_as_float(0x7fc00000) : POST_MULT,"
+            " sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));",
+        ),
+        "stale result: the kernel skips its work after the first call with this T": (
+            (
+                'extern "C" __global__ void __launch_bounds__(EVO_BLOCK)',
+                "  const int token = blockIdx.x / EVO_H_SPLIT;",
+            ),
+            (
+                '__device__ int evo_calls_seen;\nextern "C" __global__ void __launch_bounds__(EVO_BLOCK)',
+                "  __shared__ int s_skip;\n  if (threadIdx.x == 0) s_skip = evo_calls_seen == T;\n  __syncthreads();\n"
+                "  if (s_skip) return;\n  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) evo_calls_seen = T;\n"
+                "  const int token = blockIdx.x / EVO_H_SPLIT;",
+            ),
+        ),
         # Timing inputs are random (never zeros), so a shortcut for zeros never fires and buys no false speed.
-        "zero shortcut: the kernel skips its work when the residual row starts with zeros":
-            ("  const u16* res = residual + (size_t)token * HC * H;",
-             "  const u16* res = residual + (size_t)token * HC * H;\n"
-             "  if (res[0] == 0 && res[1] == 0 && res[2] == 0 && res[3] == 0) return;", "rejected: perf"),
+        "zero shortcut: the kernel skips its work when the residual row starts with zeros": (
+            "  const u16* res = residual + (size_t)token * HC * H;",
+            "  const u16* res = residual + (size_t)token * HC * H;\n"
+            "  if (res[0] == 0 && res[1] == 0 && res[2] == 0 && res[3] == 0) return;",
+            "rejected: perf",
+        ),
     },
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 20, doc="tokens"),

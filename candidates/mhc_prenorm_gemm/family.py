@@ -20,7 +20,8 @@ see written_view and compare_view):
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
@@ -31,7 +32,7 @@ SPLITS = (1, 2, 4, 8, 16, 32, 64)
 S_MAX = max(SPLITS)
 STATIC_SMEM = 48 * 1024  # static shared memory a block gets without an opt-in attribute
 FN_SCALE = 0.01  # fn ~ N(0, 0.01^2), as in the reference PR's benchmark
-MIN_ABS = 2.0 ** -10  # |x|, |fn| are kept at least this far from zero
+MIN_ABS = 2.0**-10  # |x|, |fn| are kept at least this far from zero
 
 
 class MhcPrenormGemm(Family):
@@ -54,8 +55,10 @@ class MhcPrenormGemm(Family):
         stages, tpt = genome["stages"], genome["tokens_per_thread"]
         fn_bytes = stages * MIX * KT * 4
         if fn_bytes > STATIC_SMEM:
-            return (f"stages={stages} x k_tile={KT} needs {fn_bytes // 1024} KiB of shared memory for fn; a block "
-                    f"gets {STATIC_SMEM // 1024} KiB without an opt-in attribute the harness does not set")
+            return (
+                f"stages={stages} x k_tile={KT} needs {fn_bytes // 1024} KiB of shared memory for fn; a block "
+                f"gets {STATIC_SMEM // 1024} KiB without an opt-in attribute the harness does not set"
+            )
         if genome["math"] == "mma" and tpt != 1:
             return "tokens_per_thread applies to math=fma only (mma warps always own 16-token sub-tiles)"
         if tpt > TT:
@@ -63,8 +66,10 @@ class MhcPrenormGemm(Family):
         for g in geometries:
             K = HC * g["H"]
             if K % (S * KT):
-                return (f"split_k={S} x k_tile={KT} does not divide K={K} at {g.name}: each split must cover a "
-                        "whole number of k tiles")
+                return (
+                    f"split_k={S} x k_tile={KT} does not divide K={K} at {g.name}: each split must cover a "
+                    "whole number of k tiles"
+                )
         return None
 
     def order_signature(self, genome: Mapping[str, Any], geometry: Geometry) -> tuple:
@@ -117,14 +122,12 @@ class MhcPrenormGemm(Family):
         return 1e-4
 
     # --- the hooks the harness needs for split outputs (see the module doc) ---
-    def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
-                     geometry: Geometry) -> dict[str, Any]:
+    def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:
         """The part of each output buffer the kernel must write: the first split_k slices."""
         S = genome["split_k"]
         return {"dot_mix": outputs["dot_mix"][:S], "sqrsum": outputs["sqrsum"][:S]}
 
-    def compare_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any],
-                     geometry: Geometry) -> dict[str, Any]:
+    def compare_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:
         """The written partials summed over the split in float64, in a fixed order, shaped like reference()."""
         import torch
 
@@ -255,27 +258,59 @@ FAMILY = MhcPrenormGemm(
     description="mHC pre-norm GEMM + square sum (split-K partials): dot_mix = x.fn^T, sqrsum = sum x^2",
     entry="mhc_prenorm_gemm",
     knobs=(
-        Knob("split_k", SPLITS, 1, exact=False,
-             doc="K splits, one block column each; partials written to slices 0..split_k-1"),
-        Knob("token_tile", (1, 2, 4, 8, 16, 32, 64), 32, exact=False,
-             doc="tokens per block (blocks = ceil(T/token_tile) x split_k); sets the k lanes per token"),
-        Knob("k_tile", (64, 128, 256, 512), 256, exact=False,
-             doc="fn columns staged per k-loop trip (and dealt to lanes per trip)"),
+        Knob(
+            "split_k",
+            SPLITS,
+            1,
+            exact=False,
+            doc="K splits, one block column each; partials written to slices 0..split_k-1",
+        ),
+        Knob(
+            "token_tile",
+            (1, 2, 4, 8, 16, 32, 64),
+            32,
+            exact=False,
+            doc="tokens per block (blocks = ceil(T/token_tile) x split_k); sets the k lanes per token",
+        ),
+        Knob(
+            "k_tile",
+            (64, 128, 256, 512),
+            256,
+            exact=False,
+            doc="fn columns staged per k-loop trip (and dealt to lanes per trip)",
+        ),
         Knob("threads", (128, 256), 256, exact=False, doc="threads per block; sets the k lanes per token"),
-        Knob("stages", (0, 1, 2), 1,
-             doc="fn tiles: 0 read in place from global, 1 staged in shared memory, 2 double-buffered cp.async"),
-        Knob("tokens_per_thread", (1, 2, 4), 1, exact=False,
-             doc="math=fma: tokens whose 25 sums one thread carries (each fn value read from shared memory "
-                 "feeds this many FMAs)"),
-        Knob("math", ("fma", "mma"), "fma", exact=False,
-             doc="fp32 FMAs, or bf16 mma.sync m16n8k16 with fn split into hi+mid+lo bf16 terms (fp32 accumulate)"),
+        Knob(
+            "stages",
+            (0, 1, 2),
+            1,
+            doc="fn tiles: 0 read in place from global, 1 staged in shared memory, 2 double-buffered cp.async",
+        ),
+        Knob(
+            "tokens_per_thread",
+            (1, 2, 4),
+            1,
+            exact=False,
+            doc="math=fma: tokens whose 25 sums one thread carries (each fn value read from shared memory "
+            "feeds this many FMAs)",
+        ),
+        Knob(
+            "math",
+            ("fma", "mma"),
+            "fma",
+            exact=False,
+            doc="fp32 FMAs, or bf16 mma.sync m16n8k16 with fn split into hi+mid+lo bf16 terms (fp32 accumulate)",
+        ),
     ),
     faults={
-        "k loop stops one tile short":
-            ("for (int it = 0; it < NTILES; ++it) {  // one fn tile per trip",
-             "for (int it = 0; it < NTILES - 1; ++it) {  // one fn tile per trip"),
-        "missing barrier: warps read the fn tile before it is staged":
-            ("    __syncthreads();  // the staged fn tile is visible to every warp\n", "\n"),
+        "k loop stops one tile short": (
+            "for (int it = 0; it < NTILES; ++it) {  // one fn tile per trip",
+            "for (int it = 0; it < NTILES - 1; ++it) {  // one fn tile per trip",
+        ),
+        "missing barrier: warps read the fn tile before it is staged": (
+            "    __syncthreads();  // the staged fn tile is visible to every warp\n",
+            "\n",
+        ),
     },
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 16, doc="tokens"),

@@ -21,14 +21,15 @@ random (they are allocated, so expert strides are real, but never read).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
 BLOCK = 32  # weights per block
 BLOCK_BYTES = 10
 FP8_MAX = 240.0
-FP8_MIN = 2.0 ** -10  # smallest non-zero scale (e = 0, m = 1)
+FP8_MIN = 2.0**-10  # smallest non-zero scale (e = 0, m = 1)
 STATIC_SMEM = 48 * 1024
 
 
@@ -42,7 +43,7 @@ def fp8_decode(byte):
     b = byte.to(torch.int64)
     e, m = (b >> 3) & 15, b & 7
     normal = (m + 8).to(torch.float64) * torch.exp2((e - 11).to(torch.float64))
-    sub = m.to(torch.float64) * 2.0 ** -10
+    sub = m.to(torch.float64) * 2.0**-10
     return torch.where(e == 0, sub, normal)
 
 
@@ -96,7 +97,7 @@ def quantize(wf):
         outer = (u * (1.0 - lo)).sum() / (1.0 - lo).sum().clamp_min(1.0)
         t = 0.5 * (inner + outer)
     cb = (torch.stack([-outer, -inner, inner, outer]) * unit).to(torch.float32)
-    cand = (s.to(torch.float64)[..., None, None] * cb.to(torch.float64))  # [rows, nb, 2, 1, 4]
+    cand = s.to(torch.float64)[..., None, None] * cb.to(torch.float64)  # [rows, nb, 2, 1, 4]
     codes = (w.to(torch.float64)[..., None] - cand).abs().argmin(-1)  # [rows, nb, 2, 16]
     c = codes.reshape(rows, nb, 8, 4).to(torch.int64)
     qbytes = c[..., 0] | (c[..., 1] << 2) | (c[..., 2] << 4) | (c[..., 3] << 6)
@@ -144,14 +145,18 @@ class MoeQ2Matvec(Family):
             return f"warps_per_block={W} is not a multiple of row_groups={G} (each row group is whole warps)"
         wpg = W // G
         if R % wpg or R // wpg not in (1, 2, 4):
-            return (f"rows_per_block={R} over {wpg} warps per row group is not 1, 2 or 4 rows per warp "
-                    "(a warp keeps gate and up of 1, 2 or 4 rows in flight)")
+            return (
+                f"rows_per_block={R} over {wpg} warps per row group is not 1, 2 or 4 rows per warp "
+                "(a warp keeps gate and up of 1, 2 or 4 rows in flight)"
+            )
         for g in geometries:
             if g["out"] % R:
                 return f"out={g['out']} at {g.name} is not a multiple of rows_per_block={R} (no partial blocks)"
             if genome["x_staging"] in ("smem", "smem_swizzle") and g["in"] * 4 + 1024 > STATIC_SMEM:
-                return (f"x_staging={genome['x_staging']} stages in={g['in']} floats ({g['in'] * 4} B) at {g.name}, "
-                        f"over the {STATIC_SMEM} B of static shared memory")
+                return (
+                    f"x_staging={genome['x_staging']} stages in={g['in']} floats ({g['in'] * 4} B) at {g.name}, "
+                    f"over the {STATIC_SMEM} B of static shared memory"
+                )
         return None
 
     def specialization(self, geometry: Geometry) -> Mapping[str, Any]:
@@ -176,7 +181,7 @@ class MoeQ2Matvec(Family):
                 # Gaussian weights with a per-row spread; ~3% of rows 2^-9 smaller (subnormal scales, e = 0).
                 row = torch.exp(0.4 * torch.randn((O, 1), generator=g, device=device))
                 tiny = torch.rand((O, 1), generator=g, device=device) < 1.0 / 32
-                row = torch.where(tiny, row * 2.0 ** -9, row)
+                row = torch.where(tiny, row * 2.0**-9, row)
                 wf = torch.randn((O, n), generator=g, device=device) * 0.02 * row
                 blocks, levels = quantize(wf)
                 w[e, m] = blocks
@@ -222,42 +227,77 @@ FAMILY = MoeQ2Matvec(
     description="2-bit codebook MoE expert gate/up mat-vec (2.5-bit blocks, fp8 half scales), batch-1 decode",
     entry="moe_q2_matvec",
     knobs=(
-        Knob("x_staging", ("per_fold", "per_block", "smem", "smem_swizzle"), "per_fold",
-             doc="activations of a block: re-read from global for every fold (gate/up of each row), read once "
-                 "per block into registers, or staged whole in shared memory (coalesced) plain or XOR-swizzled "
-                 "so a warp's float4 reads hit distinct banks"),
-        Knob("loads_first", (False, True), False,
-             doc="issue the block loads of every fold of the warp before any FMA (with codebook registers_pairs "
-                 "or split: one iteration ahead, the first ones before the activations are staged)"),
-        Knob("codebook", ("global", "shared", "shared_replicated", "shared_replicated_prmt", "registers",
-                          "registers_pairs", "split"),
-             "global",
-             doc="level lookup: global table per weight, 4 floats in shared memory, a nibble-keyed pair table "
-                 "in shared memory (the levels replicated into 16 float2 entries: one 64-bit load per two "
-                 "weights, each entry on its own 2 banks), shared_replicated_prmt: that table with its offsets from two "
-                 "masked copies of the code word and one byte permute per pair (12 integer operations per 16 codes "
-                 "instead of 16), 4 registers selected with byte permutes (3 per "
-                 "weight), registers_pairs: the levels' 16-bit halves in 4 registers, two weights' levels from "
-                 "4 byte permutes whose selectors come from one multiply-add per 4 codes (no shared-memory "
-                 "reads), or split: weights 0..15 of each block from the pair table and 16..31 from the "
-                 "registers_pairs permutes, so shared-memory reads and integer work share the decode. "
-                 "registers_pairs and split also decode a scale byte as the fp32 bits (byte & 0x7f) << 20 "
-                 "times 2^119 (same values). All keep the fold: bit-identical"),
+        Knob(
+            "x_staging",
+            ("per_fold", "per_block", "smem", "smem_swizzle"),
+            "per_fold",
+            doc="activations of a block: re-read from global for every fold (gate/up of each row), read once "
+            "per block into registers, or staged whole in shared memory (coalesced) plain or XOR-swizzled "
+            "so a warp's float4 reads hit distinct banks",
+        ),
+        Knob(
+            "loads_first",
+            (False, True),
+            False,
+            doc="issue the block loads of every fold of the warp before any FMA (with codebook registers_pairs "
+            "or split: one iteration ahead, the first ones before the activations are staged)",
+        ),
+        Knob(
+            "codebook",
+            (
+                "global",
+                "shared",
+                "shared_replicated",
+                "shared_replicated_prmt",
+                "registers",
+                "registers_pairs",
+                "split",
+            ),
+            "global",
+            doc="level lookup: global table per weight, 4 floats in shared memory, a nibble-keyed pair table "
+            "in shared memory (the levels replicated into 16 float2 entries: one 64-bit load per two "
+            "weights, each entry on its own 2 banks), shared_replicated_prmt: that table with its offsets from two "
+            "masked copies of the code word and one byte permute per pair (12 integer operations per 16 codes "
+            "instead of 16), 4 registers selected with byte permutes (3 per "
+            "weight), registers_pairs: the levels' 16-bit halves in 4 registers, two weights' levels from "
+            "4 byte permutes whose selectors come from one multiply-add per 4 codes (no shared-memory "
+            "reads), or split: weights 0..15 of each block from the pair table and 16..31 from the "
+            "registers_pairs permutes, so shared-memory reads and integer work share the decode. "
+            "registers_pairs and split also decode a scale byte as the fp32 bits (byte & 0x7f) << 20 "
+            "times 2^119 (same values). All keep the fold: bit-identical",
+        ),
         Knob("rows_per_block", (2, 4, 8, 16), 4, doc="output rows per thread block (each row: gate and up)"),
-        Knob("warps_per_block", (2, 4, 8), 4,
-             doc="warps per thread block (with rows_per_block: 1, 2 or 4 rows, i.e. 2, 4 or 8 folds, per warp)"),
-        Knob("row_groups", (1, 2, 4), 1, exact=False,
-             doc="split K across this many warp groups, partial sums added through shared memory "
-                 "(a different fold: not bit-preserving)"),
-        Knob("load_width", (2, 4, 8), 2,
-             doc="bytes per quant load: five 16-bit loads, three aligned 32-bit words + funnel shifts, or "
-                 "two aligned 64-bit loads + funnel shifts"),
+        Knob(
+            "warps_per_block",
+            (2, 4, 8),
+            4,
+            doc="warps per thread block (with rows_per_block: 1, 2 or 4 rows, i.e. 2, 4 or 8 folds, per warp)",
+        ),
+        Knob(
+            "row_groups",
+            (1, 2, 4),
+            1,
+            exact=False,
+            doc="split K across this many warp groups, partial sums added through shared memory "
+            "(a different fold: not bit-preserving)",
+        ),
+        Knob(
+            "load_width",
+            (2, 4, 8),
+            2,
+            doc="bytes per quant load: five 16-bit loads, three aligned 32-bit words + funnel shifts, or "
+            "two aligned 64-bit loads + funnel shifts",
+        ),
     ),
     faults={
-        "wrong shift: weight 4j+i decoded from bits 2i+1..2i+2":
-            ("return (word >> (2 * j)) & 3u;", "return (word >> (2 * j + 1)) & 3u;"),
-        "reduction misses lanes 16-31 (butterfly starts at offset 8)":
-            ("for (int o = 16; o > 0; o >>= 1) v = __fadd_rn", "for (int o = 8; o > 0; o >>= 1) v = __fadd_rn"),
+        "wrong shift: weight 4j+i decoded from bits 2i+1..2i+2": (
+            "return (word >> (2 * j)) & 3u;",
+            "return (word >> (2 * j + 1)) & 3u;",
+        ),
+        "reduction misses lanes 16-31 (butterfly starts at offset 8)": (
+            "for (int o = 16; o > 0; o >>= 1) v = __fadd_rn",
+            "for (int o = 8; o > 0; o >>= 1) v = __fadd_rn",
+        ),
     },
     geometry_params=(
         GeometryParam("in", int, None, min=128, max=65536, doc="input features (4096 or 7168), multiple of 128"),

@@ -15,5 +15,14 @@ PROPOSERS: dict[str, type[Proposer]] = {
     "surrogate": Surrogate,
 }
 
-__all__ = ["PROPOSERS", "Proposal", "Proposer", "Evolutionary", "RandomSearch", "TPE", "NSGA2", "OptunaSampler",
-           "Surrogate"]
+__all__ = [
+    "PROPOSERS",
+    "Proposal",
+    "Proposer",
+    "Evolutionary",
+    "RandomSearch",
+    "TPE",
+    "NSGA2",
+    "OptunaSampler",
+    "Surrogate",
+]

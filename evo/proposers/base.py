@@ -32,15 +32,21 @@ class Proposer(abc.ABC):
 
     OPTIONS: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, family: Family, geometries: Sequence[Geometry], options: Mapping[str, Any], seed: int,
-                 tabu: Mapping[str, Sequence[Any]] | None = None):
+    def __init__(
+        self,
+        family: Family,
+        geometries: Sequence[Geometry],
+        options: Mapping[str, Any],
+        seed: int,
+        tabu: Mapping[str, Sequence[Any]] | None = None,
+    ):
         self.family = family
         self.geometries = list(geometries)
         self.options = dict(options)
         self.rng = random.Random(seed)
         self.tabu = {k: set(v) for k, v in (tabu or {}).items()}  # knob -> values never to propose
 
-    @classmethod
+    @classmethod  # noqa: B027 (a hook: accepting every option is the default)
     def validate_options(cls, options: Mapping[str, Any]) -> None:
         """Raise ValueError("<option>: <problem>") for a bad option value."""
 

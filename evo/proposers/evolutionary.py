@@ -63,7 +63,8 @@ class Evolutionary(Proposer):
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
         measured = [a for a in attempts if a.score is not None]
         champ = next((a for a in reversed(attempts) if a.verdict.status == ACCEPTED), None) or next(
-            (a for a in attempts if a.verdict.status == BASELINE), None)
+            (a for a in attempts if a.verdict.status == BASELINE), None
+        )
         if not measured or champ is None:
             g = self.random_unseen(seen)
             return Proposal(g, "random (nothing measured yet)") if g is not None else None

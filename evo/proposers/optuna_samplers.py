@@ -61,8 +61,9 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 def _sampler_class(name: Any) -> type[optuna.samplers.BaseSampler]:
     cls = getattr(optuna.samplers, name, None) if isinstance(name, str) else None
     if not (isinstance(cls, type) and issubclass(cls, optuna.samplers.BaseSampler)) or name == "BaseSampler":
-        known = sorted(n for n in dir(optuna.samplers) if n.endswith("Sampler") and n not in ("BaseSampler",
-                                                                                             "BaseGASampler"))
+        known = sorted(
+            n for n in dir(optuna.samplers) if n.endswith("Sampler") and n not in ("BaseSampler", "BaseGASampler")
+        )
         raise ValueError(f"sampler: {name!r} is not an optuna sampler (known: {', '.join(known)})")
     return cls
 
@@ -106,8 +107,9 @@ class _FailIndexedStorage(InMemoryStorage):
                         break
             return done
 
-    def get_all_trials(self, study_id: int, deepcopy: bool = True,
-                       states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+    def get_all_trials(
+        self, study_id: int, deepcopy: bool = True, states: Container[TrialState] | None = None
+    ) -> list[FrozenTrial]:
         if not _excludes_fail(states):
             return super().get_all_trials(study_id, deepcopy, states)
         assert states is not None
@@ -125,8 +127,9 @@ class _Study(optuna.Study):
     call; with states that exclude FAIL the indexed read gives the same trials (within one ask only the trial
     being asked, which is RUNNING, changes, and a call that includes RUNNING is not cached by Optuna either)."""
 
-    def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
-                    use_cache: bool = False) -> list[FrozenTrial]:
+    def _get_trials(
+        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
         if _excludes_fail(states) and isinstance(self._storage, _FailIndexedStorage):
             return self._storage.get_all_trials(self._study_id, deepcopy=deepcopy, states=states)
         return super()._get_trials(deepcopy, states, use_cache)
@@ -166,8 +169,12 @@ class _MemoTPESampler(optuna.samplers.TPESampler):
     def _sample(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
         trials = self._model_trials(study, trial)
         memo = self._memo
-        if (memo is not None and len(memo[0]) == len(trials) and all(map(operator.is_, memo[0], trials))
-                and memo[1] == search_space):
+        if (
+            memo is not None
+            and len(memo[0]) == len(trials)
+            and all(map(operator.is_, memo[0], trials))
+            and memo[1] == search_space
+        ):
             _, _, below, above = memo
             self.memo_hits += 1
             samples = below.sample(self._rng.rng, self._n_ei_candidates)
@@ -214,8 +221,14 @@ class OptunaSampler(Proposer):
         except (TypeError, ValueError) as e:
             raise ValueError(f"sampler_options: {sampler_cls.__name__} does not take {dict(kw)!r} ({e})") from None
 
-    def __init__(self, family: Family, geometries: Sequence[Geometry], options: Mapping[str, Any], seed: int,
-                 tabu: Mapping[str, Sequence[Any]] | None = None):
+    def __init__(
+        self,
+        family: Family,
+        geometries: Sequence[Geometry],
+        options: Mapping[str, Any],
+        seed: int,
+        tabu: Mapping[str, Sequence[Any]] | None = None,
+    ):
         super().__init__(family, geometries, options, seed, tabu)
         self.validate_options(self.options)
         self.sampler_name = self.options.get("sampler", self.SAMPLER)
@@ -264,9 +277,15 @@ class OptunaSampler(Proposer):
                 continue
             params = self._params(a.genome)
             if params is not None:
-                self.study.add_trial(optuna.trial.create_trial(
-                    state=state, value=value, params=params, distributions=self.distributions,
-                    user_attrs={"attempt": a.id}))
+                self.study.add_trial(
+                    optuna.trial.create_trial(
+                        state=state,
+                        value=value,
+                        params=params,
+                        distributions=self.distributions,
+                        user_attrs={"attempt": a.id},
+                    )
+                )
 
     # --- proposing --------------------------------------------------------------
     def _why_invalid(self, g: Genome) -> str | None:
@@ -304,8 +323,11 @@ class OptunaSampler(Proposer):
         if g is None:
             return None
         self.fallbacks += 1
-        return Proposal(g, f"random: {self.sampler_name} gave only tried or invalid genomes in {self.retries} asks "
-                           f"({dups} repeat(s), {bad} invalid)")
+        return Proposal(
+            g,
+            f"random: {self.sampler_name} gave only tried or invalid genomes in {self.retries} asks "
+            f"({dups} repeat(s), {bad} invalid)",
+        )
 
 
 class TPE(OptunaSampler):

@@ -121,8 +121,21 @@ from typing import Any
 
 from evo.family import Family, Geometry
 from evo.genome import Genome
-from evo.ideas import (Idea, IdeaError, apply_ideas, describe_change, idea_events, idea_slugs, knob_part, make_patch,
-                       normalize_patch, slugify, split_headers, toggled, with_ideas)
+from evo.ideas import (
+    Idea,
+    IdeaError,
+    apply_ideas,
+    describe_change,
+    idea_events,
+    idea_slugs,
+    knob_part,
+    make_patch,
+    normalize_patch,
+    slugify,
+    split_headers,
+    toggled,
+    with_ideas,
+)
 from evo.proposers.base import Proposal, Proposer
 from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 from harness.build import PatchError, apply_patch
@@ -155,8 +168,13 @@ class Answer:
 # Running the command
 
 
-def run_command(argv: Sequence[str], request: Mapping[str, Any], files: Mapping[str, str], timeout_s: float,
-                env: Mapping[str, str] | None = None) -> str:
+def run_command(
+    argv: Sequence[str],
+    request: Mapping[str, Any],
+    files: Mapping[str, str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+) -> str:
     """Run the proposer in a scratch folder; return its stdout. Raises ProposerFailure (one line)."""
     text = json.dumps(request, indent=1, sort_keys=True, default=str)
     with tempfile.TemporaryDirectory(prefix="evo-proposer-") as td:
@@ -169,8 +187,15 @@ def run_command(argv: Sequence[str], request: Mapping[str, Any], files: Mapping[
         e = {**os.environ, **(env or {}), "EVO_IDEA_DIR": str(d), "EVO_IDEA_REQUEST": str(d / "request.json")}
         e["PYTHONPATH"] = os.pathsep.join(x for x in (root, e.get("PYTHONPATH", "")) if x)
         try:
-            proc = subprocess.Popen(list(argv), cwd=d, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=d,
+                env=e,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as err:
             raise ProposerFailure(f"cannot start {argv[0]}: {err.strerror or err}") from None
         try:
@@ -185,8 +210,11 @@ def run_command(argv: Sequence[str], request: Mapping[str, Any], files: Mapping[
             _kill_group(proc, only_children=True)
         if proc.returncode != 0:
             tail = " | ".join(ln.strip() for ln in err_b.decode(errors="replace").splitlines() if ln.strip())
-            how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-                   else f"exited with status {proc.returncode}")
+            how = (
+                f"was killed by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited with status {proc.returncode}"
+            )
             raise ProposerFailure(f"the command {how}" + (f": {tail[-300:]}" if tail else " (no stderr)"))
         return out[:MAX_ANSWER].decode(errors="replace")
 
@@ -215,17 +243,26 @@ def parse_answer(stdout: str) -> Answer | None:
         except json.JSONDecodeError as e:
             raise ProposerFailure(f"the answer looks like JSON but does not parse: {e}") from None
         if not isinstance(d, dict) or not isinstance(d.get("patch"), str):
-            raise ProposerFailure("the JSON answer has no \"patch\" string (expected {title, rationale, exact, patch})")
+            raise ProposerFailure('the JSON answer has no "patch" string (expected {title, rationale, exact, patch})')
         ex = d.get("exact", True)
-        return Answer(str(d.get("title") or ""), str(d.get("rationale") or ""),
-                      ex if isinstance(ex, bool) else str(ex).lower() in ("yes", "true"), d["patch"])
+        return Answer(
+            str(d.get("title") or ""),
+            str(d.get("rationale") or ""),
+            ex if isinstance(ex, bool) else str(ex).lower() in ("yes", "true"),
+            d["patch"],
+        )
     headers, diff = split_headers(text)
     if not diff:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        raise ProposerFailure(f"the answer is not a unified diff (no '--- a/kernel.cu' line; it starts with "
-                              f"{first[:80]!r})")
-    return Answer(headers.get("title", ""), headers.get("rationale", ""),
-                  headers.get("exact", "yes").strip().lower() in ("yes", "true"), diff)
+        raise ProposerFailure(
+            f"the answer is not a unified diff (no '--- a/kernel.cu' line; it starts with {first[:80]!r})"
+        )
+    return Answer(
+        headers.get("title", ""),
+        headers.get("rationale", ""),
+        headers.get("exact", "yes").strip().lower() in ("yes", "true"),
+        diff,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -243,7 +280,8 @@ def command_name(argv: Sequence[str]) -> str:
 
 def champion_of(attempts: Sequence[Attempt]) -> Attempt | None:
     return next((a for a in reversed(attempts) if a.verdict.status == ACCEPTED), None) or next(
-        (a for a in attempts if a.verdict.status == BASELINE), None)
+        (a for a in attempts if a.verdict.status == BASELINE), None
+    )
 
 
 def _project(a: Attempt) -> Attempt:
@@ -256,9 +294,17 @@ def _project(a: Attempt) -> Attempt:
 class IdeaLayer:
     """Wraps a knob proposer: idea toggles, the knob search in the champion's idea context, the outside command."""
 
-    def __init__(self, inner: Proposer, family: Family, geometries: Sequence[Geometry], book: dict[str, Idea],
-                 settings: Any, seed: int, source_for: Callable[[Mapping[str, Any]], str],
-                 out: Callable[[str], None] = print):
+    def __init__(
+        self,
+        inner: Proposer,
+        family: Family,
+        geometries: Sequence[Geometry],
+        book: dict[str, Idea],
+        settings: Any,
+        seed: int,
+        source_for: Callable[[Mapping[str, Any]], str],
+        out: Callable[[str], None] = print,
+    ):
         self.inner = inner
         self.family = family
         self.geometries = list(geometries)
@@ -335,33 +381,62 @@ class IdeaLayer:
         history = []
         for a in attempts[-300:]:
             parent = by_id.get(a.parent_id) if a.parent_id is not None else None
-            history.append({"id": a.id, "origin": a.origin, "verdict": a.verdict.label(), "code": a.verdict.code.value,
-                            "reason": a.verdict.reason,
-                            "change": describe_change(a.genome, parent.genome) if parent else "baseline",
-                            "score": a.score, "genome": a.genome,
-                            "speedup_vs_baseline": {g: iv.value for g, iv in a.speedup_vs_baseline.items()}})
+            history.append(
+                {
+                    "id": a.id,
+                    "origin": a.origin,
+                    "verdict": a.verdict.label(),
+                    "code": a.verdict.code.value,
+                    "reason": a.verdict.reason,
+                    "change": describe_change(a.genome, parent.genome) if parent else "baseline",
+                    "score": a.score,
+                    "genome": a.genome,
+                    "speedup_vs_baseline": {g: iv.value for g, iv in a.speedup_vs_baseline.items()},
+                }
+            )
         events: dict[str, list[dict[str, Any]]] = {}
         for ev in idea_events(attempts):
             if ev.slug:
-                events.setdefault(ev.slug, []).append({"attempt": ev.attempt, "verdict": ev.verdict,
-                                                       "reason": ev.reason})
+                events.setdefault(ev.slug, []).append(
+                    {"attempt": ev.attempt, "verdict": ev.verdict, "reason": ev.reason}
+                )
         tried = {i.change_sha256 for i in self.book.values()}
         for a in attempts:
             tried.update(n.split(": ", 1)[1] for n in a.notes if n.startswith("answer change sha256: "))
         return {
             "protocol": 1,
             "answer": "a unified diff against kernel.cu on stdout, optionally preceded by Title:, Rationale: and "
-                      "Exact: yes|no lines; or JSON {title, rationale, exact, patch}; or nothing for no idea",
-            "family": {"name": self.family.name, "description": self.family.description, "entry": self.family.entry,
-                       "knobs": [{"name": k.name, "values": list(k.values), "default": k.default, "exact": k.exact,
-                                  "doc": k.doc} for k in self.family.knobs]},
+            "Exact: yes|no lines; or JSON {title, rationale, exact, patch}; or nothing for no idea",
+            "family": {
+                "name": self.family.name,
+                "description": self.family.description,
+                "entry": self.family.entry,
+                "knobs": [
+                    {"name": k.name, "values": list(k.values), "default": k.default, "exact": k.exact, "doc": k.doc}
+                    for k in self.family.knobs
+                ],
+            },
             "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in self.geometries],
-            "champion": {"id": champ.id, "genome": champ.genome, "ideas": idea_slugs(champ.genome),
-                         "score": champ.score,
-                         "speedup_vs_baseline": {g: iv.value for g, iv in champ.speedup_vs_baseline.items()}},
-            "ideas": [{"slug": s, "title": i.title, "rationale": i.rationale, "exact": i.exact, "origin": i.origin,
-                       "change_sha256": i.change_sha256, "patch": i.patch, "tried": events.get(s, [])}
-                      for s, i in sorted(self.book.items())],
+            "champion": {
+                "id": champ.id,
+                "genome": champ.genome,
+                "ideas": idea_slugs(champ.genome),
+                "score": champ.score,
+                "speedup_vs_baseline": {g: iv.value for g, iv in champ.speedup_vs_baseline.items()},
+            },
+            "ideas": [
+                {
+                    "slug": s,
+                    "title": i.title,
+                    "rationale": i.rationale,
+                    "exact": i.exact,
+                    "origin": i.origin,
+                    "change_sha256": i.change_sha256,
+                    "patch": i.patch,
+                    "tried": events.get(s, []),
+                }
+                for s, i in sorted(self.book.items())
+            ],
             "tried_change_sha256": sorted(tried),
             "history": history,
             "kernel_cu": source,
@@ -386,11 +461,13 @@ class IdeaLayer:
         resolved = resolved_kernel(self.family, champ.genome, source)
         req = self.request(attempts, champ, source, resolved)
         try:
-            ans = parse_answer(run_command(o.command, req, {"kernel.cu": source, "resolved.cu": resolved},
-                                           o.timeout_s, o.env))
+            ans = parse_answer(
+                run_command(o.command, req, {"kernel.cu": source, "resolved.cu": resolved}, o.timeout_s, o.env)
+            )
         except ProposerFailure as e:
-            return self._fail(champ, Verdict.error("proposer", str(e), gate="proposer"), f"{origin}: no patch",
-                              [f"answer: {e}"])
+            return self._fail(
+                champ, Verdict.error("proposer", str(e), gate="proposer"), f"{origin}: no patch", [f"answer: {e}"]
+            )
         if ans is None:
             self.out(f"{origin}: no idea this time; the knob proposer makes this attempt")
             return None
@@ -401,22 +478,34 @@ class IdeaLayer:
         try:
             patch = normalize_patch(ans.patch)
         except IdeaError as e:
-            return self._fail(champ, Verdict.error("proposer", f"the answer is not a usable patch: {e}",
-                                                   gate="proposer"), origin, notes)
+            return self._fail(
+                champ,
+                Verdict.error("proposer", f"the answer is not a usable patch: {e}", gate="proposer"),
+                origin,
+                notes,
+            )
         notes.append(f"answer change sha256: {Idea('x', '', '', patch).change_sha256}")
         try:
             new_src = apply_patch(source, patch)
         except PatchError as e:
-            return self._fail(champ, Verdict.error("idea", f"the proposed patch does not apply to the champion's "
-                                                           f"kernel.cu: {e}", gate="idea"), origin, notes)
+            return self._fail(
+                champ,
+                Verdict.error(
+                    "idea", f"the proposed patch does not apply to the champion's kernel.cu: {e}", gate="idea"
+                ),
+                origin,
+                notes,
+            )
         if new_src == source:
-            return self._fail(champ, Verdict.error("idea", "the proposed patch changes nothing", gate="idea"),
-                              origin, notes)
+            return self._fail(
+                champ, Verdict.error("idea", "the proposed patch changes nothing", gate="idea"), origin, notes
+            )
         try:
             idea, genome = self._rebase(champ, patch, new_src, title, rationale, ans.exact, who)
         except (IdeaError, PatchError) as e:
-            return self._fail(champ, Verdict.error("idea", f"cannot make an idea of the patch: {e}", gate="idea"),
-                              origin, notes)
+            return self._fail(
+                champ, Verdict.error("idea", f"cannot make an idea of the patch: {e}", gate="idea"), origin, notes
+            )
         same = next((i for i in self.book.values() if i.change_sha256 == idea.change_sha256), None)
         fresh = [idea]
         if same is not None:  # the same change under another name: use the registered idea
@@ -424,14 +513,22 @@ class IdeaLayer:
             fresh = []
             notes.append(f"same change as idea {same.slug}")
         if genome.key in seen:
-            return self._fail(champ, Verdict.error("proposer", f"the answer repeats an idea already tried on this "
-                                                               f"genome ({(same or idea).slug})", gate="proposer"),
-                              origin, notes)
+            return self._fail(
+                champ,
+                Verdict.error(
+                    "proposer",
+                    f"the answer repeats an idea already tried on this genome ({(same or idea).slug})",
+                    gate="proposer",
+                ),
+                origin,
+                notes,
+            )
         self.failures = 0
         return IdeaProposal(genome, origin, [champ.id], new_ideas=fresh, notes=notes)
 
-    def _rebase(self, champ: Attempt, patch: str, new_src: str, title: str, rationale: str, exact: bool,
-                origin: str) -> tuple[Idea, Genome]:
+    def _rebase(
+        self, champ: Attempt, patch: str, new_src: str, title: str, rationale: str, exact: bool, origin: str
+    ) -> tuple[Idea, Genome]:
         """The answer as an idea against the baseline kernel.cu, and the genome that compiles exactly ``new_src``."""
         base = self.family.source()
         ctx = idea_slugs(champ.genome)
@@ -450,8 +547,9 @@ class IdeaLayer:
                     return idea, genome
             except (IdeaError, PatchError):
                 pass
-            idea = make(make_patch(base, new_src), f" (Made on top of ideas {', '.join(ctx)}, which this idea "
-                                                   f"includes.)")
+            idea = make(
+                make_patch(base, new_src), f" (Made on top of ideas {', '.join(ctx)}, which this idea includes.)"
+            )
             return idea, with_ideas(knobs, [idea.slug])
         idea = make(make_patch(base, new_src))
         return idea, with_ideas(knobs, [idea.slug])

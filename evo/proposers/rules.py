@@ -71,7 +71,7 @@ def _for_header(line: str) -> tuple[str, str, str] | None:
     for k in range(start, len(line)):
         depth += {"(": 1, ")": -1}.get(line[k], 0)
         if depth == 0:
-            return m.group(1), line[start + 1:k], line[k + 1:]
+            return m.group(1), line[start + 1 : k], line[k + 1 :]
     return None
 
 
@@ -94,11 +94,15 @@ def launch_bounds(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
         k = int(m.group(2)) if m.group(2) else 1
         if k >= 8:
             continue
-        new = ln[:m.start()] + f"__launch_bounds__({m.group(1)}, {k * 2})" + ln[m.end():]
-        yield Edit("launch-bounds", f"__launch_bounds__ with at least {k * 2} blocks per SM",
-                   f"Asking for {k * 2} resident blocks per SM (was {k}) makes the compiler cap registers per thread "
-                   "so that more warps fit, which hides more memory latency in a bandwidth-bound kernel; it may "
-                   "spill, which the static gate reports.", _replace(lines, i, [new]))
+        new = ln[: m.start()] + f"__launch_bounds__({m.group(1)}, {k * 2})" + ln[m.end() :]
+        yield Edit(
+            "launch-bounds",
+            f"__launch_bounds__ with at least {k * 2} blocks per SM",
+            f"Asking for {k * 2} resident blocks per SM (was {k}) makes the compiler cap registers per thread "
+            "so that more warps fit, which hides more memory latency in a bandwidth-bound kernel; it may "
+            "spill, which the static gate reports.",
+            _replace(lines, i, [new]),
+        )
 
 
 def interchange(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
@@ -121,10 +125,14 @@ def interchange(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
         new_inner = f"{b[0]}for ({a[1]}){b[2]}"
         out = list(lines)
         out[j], out[k] = new_outer, new_inner
-        yield Edit("interchange", f"Interchange the loops at line {j + 1}",
-                   "The family marks these two loops as free to swap. With the other loop outside, consecutive "
-                   "iterations of the inner loop touch neighbouring addresses, so loads coalesce better; every "
-                   "element still gets the same operations.", "\n".join(out) + "\n")
+        yield Edit(
+            "interchange",
+            f"Interchange the loops at line {j + 1}",
+            "The family marks these two loops as free to swap. With the other loop outside, consecutive "
+            "iterations of the inner loop touch neighbouring addresses, so loads coalesce better; every "
+            "element still gets the same operations.",
+            "\n".join(out) + "\n",
+        )
 
 
 def widen(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
@@ -136,16 +144,20 @@ def widen(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
         if len(args) < 2:
             continue
         src, dst = args[0], args[1]
-        target = i if re.search(rf"\b{re.escape(src)}\b", ln[:m.start()]) else i + 1
+        target = i if re.search(rf"\b{re.escape(src)}\b", ln[: m.start()]) else i + 1
         if target >= len(lines) or not re.search(rf"\b{re.escape(src)}\b", lines[target]):
             continue
         if not _live(lines[target], resolved):
             continue
-        code, comment = (lines[target][:m.start()], lines[target][m.start():]) if target == i else (lines[target], "")
+        code, comment = (lines[target][: m.start()], lines[target][m.start() :]) if target == i else (lines[target], "")
         new = re.sub(rf"\b{re.escape(src)}\b", dst, code) + comment
-        yield Edit("widen", f"Wider loads: {src} -> {dst} at line {target + 1}",
-                   f"The family marks {src} here as safe to widen to {dst}: fewer, wider memory instructions move "
-                   "the same bytes, which matters for a bandwidth-bound loop.", _replace(lines, target, [new]))
+        yield Edit(
+            "widen",
+            f"Wider loads: {src} -> {dst} at line {target + 1}",
+            f"The family marks {src} here as safe to widen to {dst}: fewer, wider memory instructions move "
+            "the same bytes, which matters for a bandwidth-bound loop.",
+            _replace(lines, target, [new]),
+        )
 
 
 def unroll(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
@@ -157,16 +169,23 @@ def unroll(lines: list[str], resolved: set[str]) -> Iterator[Edit]:
             continue
         const = _constant_trip(m[1])
         pragma = "#pragma unroll" if const else "#pragma unroll 2"
-        what = "fully unrolled (its trip count is a compile-time constant)" if const else \
-            "unrolled by 2 (its trip count is known only at run time)"
-        yield Edit("unroll", f"{pragma} on the loop at line {i + 1}",
-                   f"The loop `for ({m[1].strip()})` has no unroll pragma; {what}, independent iterations can "
-                   "issue their loads back to back and constant indices keep arrays in registers. The operations on "
-                   "each value and their order do not change.", _replace(lines, i, [pragma, ln]))
+        what = (
+            "fully unrolled (its trip count is a compile-time constant)"
+            if const
+            else "unrolled by 2 (its trip count is known only at run time)"
+        )
+        yield Edit(
+            "unroll",
+            f"{pragma} on the loop at line {i + 1}",
+            f"The loop `for ({m[1].strip()})` has no unroll pragma; {what}, independent iterations can "
+            "issue their loads back to back and constant indices keep arrays in registers. The operations on "
+            "each value and their order do not change.",
+            _replace(lines, i, [pragma, ln]),
+        )
 
 
 def _replace(lines: list[str], i: int, new: list[str]) -> str:
-    return "\n".join(lines[:i] + new + lines[i + 1:]) + "\n"
+    return "\n".join(lines[:i] + new + lines[i + 1 :]) + "\n"
 
 
 RULES = (launch_bounds, interchange, widen, unroll)

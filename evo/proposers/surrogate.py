@@ -60,7 +60,7 @@ from evo.records import Attempt, Code
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
 MAX_OBS = 256  # measured genomes the model conditions on, at most (the best half and a seeded sample of the rest)
 INEXACT_PRIOR = 0.2  # chance a genome with an inexact knob can be measured, while the correctness mode is unknown
-BIAS = 0.5 ** 2  # prior variance of the constant
+BIAS = 0.5**2  # prior variance of the constant
 
 
 def _log_h(z: np.ndarray) -> np.ndarray:
@@ -180,8 +180,11 @@ class Surrogate(Proposer):
     # --- the model ------------------------------------------------------------
     def _embed(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One-hot knob values, and the ranks of numeric knobs, of the genomes (value-index rows) of a."""
-        onehot = np.concatenate([np.eye(self.levels[i])[a[:, i]] for i in self.active], axis=1) if self.active \
+        onehot = (
+            np.concatenate([np.eye(self.levels[i])[a[:, i]] for i in self.active], axis=1)
+            if self.active
             else np.zeros((len(a), 0))
+        )
         ranks = np.stack([r[a[:, i]] for i, r in self.rank.items()], axis=1) if self.rank else np.zeros((len(a), 0))
         return onehot, ranks
 
@@ -200,8 +203,9 @@ class Surrogate(Proposer):
             out += self.w_trend * r[a[:, i]] ** 2
         return out
 
-    def predict(self, codes: np.ndarray, y: np.ndarray, cand: np.ndarray,
-                chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    def predict(
+        self, codes: np.ndarray, y: np.ndarray, cand: np.ndarray, chunk: int = 4096
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of log speed (without the noise) at the candidate genomes."""
         Linv = np.linalg.inv(np.linalg.cholesky(self.kernel(codes, codes) + self.noise2 * np.eye(len(y))))
         alpha = Linv.T @ (Linv @ y)
@@ -211,7 +215,7 @@ class Surrogate(Proposer):
         scale = max(1.0, float(y @ alpha) / len(y)) if self.options.get("calibrate", True) else 1.0
         means, variances = [], []
         for lo in range(0, len(cand), chunk):
-            c = cand[lo:lo + chunk]
+            c = cand[lo : lo + chunk]
             kx = self.kernel(c, codes)
             w = kx @ Linv.T
             means.append(kx @ alpha)
@@ -302,16 +306,23 @@ class Surrogate(Proposer):
         y = np.array([float(np.mean(v)) for v in scores.values()])
         if len(y) > MAX_OBS:  # the model costs n^3: the best half and a seeded sample of the rest
             by_score = np.argsort(-y, kind="stable")
-            rest = self.np_rng.choice(by_score[MAX_OBS // 2:], MAX_OBS - MAX_OBS // 2, replace=False)
-            keep = np.concatenate([by_score[:MAX_OBS // 2], np.sort(rest)])
+            rest = self.np_rng.choice(by_score[MAX_OBS // 2 :], MAX_OBS - MAX_OBS // 2, replace=False)
+            keep = np.concatenate([by_score[: MAX_OBS // 2], np.sort(rest)])
             codes, y = codes[keep], y[keep]
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
         acq = np.log(sd) + _log_h((mean - float(y.max())) / sd) + bonus
         order = np.argsort(-acq, kind="stable")
-        return self._first_new(order, cand, known, attempts, lambda j: (
-            f"surrogate: expected improvement, predicted {math.exp(mean[j]):.3f}x "
-            f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"))
+        return self._first_new(
+            order,
+            cand,
+            known,
+            attempts,
+            lambda j: (
+                f"surrogate: expected improvement, predicted {math.exp(mean[j]):.3f}x "
+                f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
+            ),
+        )
 
     def _first_new(self, order: np.ndarray, cand: np.ndarray, known: set[str], attempts, what) -> Proposal:
         """The best-ranked candidate whose machine code (when known) was not measured yet (else the best-ranked)."""
@@ -336,7 +347,8 @@ class Surrogate(Proposer):
         size = int(self.options.get("pool", 4096))
         base = self.code(self.family.baseline())
         parents = [c for c, _ in sorted(scores.items(), key=lambda kv: -max(kv[1]))[:8]] or (
-            [base] if base is not None else [])
+            [base] if base is not None else []
+        )
         out: dict[str, tuple[int, ...]] = {}
         for _ in range(size * 4):
             if len(out) >= size:

@@ -48,7 +48,8 @@ Correctness runs in tolerance mode (``block`` and ``vec`` change the order of th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
 
@@ -86,15 +87,19 @@ class FusedAddRmsnorm(Family):
             # From the ptxas reports of the whole space (NVRTC 13): block 1024, vec 8, cache 8 (32 cache registers
             # of 64, and pass 1 loads x beside them) spills; every genome whose cache takes at most a quarter of
             # its registers spills none (tests/test_example_rmsnorm.py compiles them all).
-            return (f"cache={C} x vec={V} keeps {cache_words(genome)} registers a thread, over a quarter of the "
-                    f"{regs} that block={B} leaves (__launch_bounds__): ptxas spills")
+            return (
+                f"cache={C} x vec={V} keeps {cache_words(genome)} registers a thread, over a quarter of the "
+                f"{regs} that block={B} leaves (__launch_bounds__): ptxas spills"
+            )
         for g in geometries:
             H = g["H"]
             if H % V:
                 return f"H={H} at {g.name} is not a multiple of vec={V} (whole {2 * V}-byte accesses only)"
             if C and H > B * V * C:
-                return (f"cache={C} keeps block x vec x cache = {B * V * C} values of a row in registers; "
-                        f"H={H} at {g.name} needs more (cache 0 re-reads residual_out instead)")
+                return (
+                    f"cache={C} keeps block x vec x cache = {B * V * C} values of a row in registers; "
+                    f"H={H} at {g.name} needs more (cache 0 re-reads residual_out instead)"
+                )
         return None
 
     # --- inputs and the float64 reference --------------------------------
@@ -134,8 +139,16 @@ class FusedAddRmsnorm(Family):
         return "pppppfii"
 
     def kernel_args(self, inputs, outputs, geometry: Geometry) -> list[Any]:
-        return [outputs["out"], outputs["residual_out"], inputs["x"], inputs["residual"], inputs["weight"],
-                EPS, geometry["T"], geometry["H"]]
+        return [
+            outputs["out"],
+            outputs["residual_out"],
+            inputs["x"],
+            inputs["residual"],
+            inputs["weight"],
+            EPS,
+            geometry["T"],
+            geometry["H"],
+        ]
 
     def bytes_moved(self, geometry: Geometry) -> int:
         T, H = geometry["T"], geometry["H"]
@@ -151,53 +164,84 @@ FAMILY = FusedAddRmsnorm(
     description="residual add + RMSNorm (bf16, out of place), one token row per block",
     entry="fused_add_rmsnorm<{block}, {vec}, {cache}, Reduce::{reduce}>",
     knobs=(
-        Knob("block", (64, 128, 256, 512, 1024), 256, exact=False,
-             doc="threads per block (which elements each thread sums: another square-sum order)"),
-        Knob("vec", (1, 2, 4, 8), 1, exact=False,
-             doc="bf16 values per load/store: 2-, 4-, 8- or 16-byte accesses (another square-sum partition)"),
-        Knob("cache", (0, 1, 2, 4, 8), 0,
-             doc="0: pass 2 re-reads residual_out; n: r stays in registers, n vectors a thread "
-                 "(needs H <= block * vec * n); the same per-thread order, the same bits"),
-        Knob("reduce", ("warp0", "all_warps"), "warp0",
-             doc="warp 0 sums the warp partials and broadcasts (two barriers), or every warp sums them itself "
-                 "in the same order (one barrier, the same bits)"),
+        Knob(
+            "block",
+            (64, 128, 256, 512, 1024),
+            256,
+            exact=False,
+            doc="threads per block (which elements each thread sums: another square-sum order)",
+        ),
+        Knob(
+            "vec",
+            (1, 2, 4, 8),
+            1,
+            exact=False,
+            doc="bf16 values per load/store: 2-, 4-, 8- or 16-byte accesses (another square-sum partition)",
+        ),
+        Knob(
+            "cache",
+            (0, 1, 2, 4, 8),
+            0,
+            doc="0: pass 2 re-reads residual_out; n: r stays in registers, n vectors a thread "
+            "(needs H <= block * vec * n); the same per-thread order, the same bits",
+        ),
+        Knob(
+            "reduce",
+            ("warp0", "all_warps"),
+            "warp0",
+            doc="warp 0 sums the warp partials and broadcasts (two barriers), or every warp sums them itself "
+            "in the same order (one barrier, the same bits)",
+        ),
     ),
     faults={
-        "wrong index: weight read one element off":
-            ("ov[j] = normalize(rov[j], wv[j], inv);", "ov[j] = normalize(rov[j], wv[j ^ 1], inv);"),
-        "missing barrier: warp 0 sums the partials before the other warps wrote theirs":
-            ("  __syncthreads();  // every warp's partial is in shared memory\n", "\n"),
-        "compile error: a missing semicolon":
-            ("  const int n = H / VEC;  // vectors per row", "  const int n = H / VEC  // vectors per row",
-             "error: compile"),
-        "heavy spills: a 1 KiB local array indexed at run time":
-            ("  const int n = H / VEC;  // vectors per row",
-             "  float junk[256];\n  for (int i = 0; i < 256; ++i) junk[i] = (float)(i * T);\n"
-             "  if (T < 0) out[0] = __float2bfloat16_rn(junk[threadIdx.x & 255]);\n"
-             "  const int n = H / VEC;  // vectors per row",
-             "rejected: static"),
-        "out of bounds: one element written past the end of out":
-            ("      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n",
-             "      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n"
-             "    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) out[row + H] = __float2bfloat16_rn(1.0f);\n"),
-        "illegal address: out written 1 TiB away":
-            ("P* __restrict__ ov = reinterpret_cast<P*>(out + row);",
-             "P* __restrict__ ov = reinterpret_cast<P*>(out + row + (1ull << 39));", "error: crash"),
-        "NaN output: a negative number under the square root":
-            ("/ (float)H + eps)", "/ (float)H - 1.0e30f)"),
-        "partial write: the last vector of every row is skipped":
-            ("for (int j = threadIdx.x; j < n; j += BLOCK) {\n      ov[j]",
-             "for (int j = threadIdx.x; j < n - 1; j += BLOCK) {\n      ov[j]"),
-        "missing output: residual_out is never stored":
-            ("      rov[j] = r;\n", "\n"),
-        "infinite loop: the block never finishes":
-            ("  const int n = H / VEC;  // vectors per row",
-             "  while (T > 0) { asm volatile(\"\"); }\n  const int n = H / VEC;  // vectors per row", "error: timeout"),
+        "wrong index: weight read one element off": (
+            "ov[j] = normalize(rov[j], wv[j], inv);",
+            "ov[j] = normalize(rov[j], wv[j ^ 1], inv);",
+        ),
+        "missing barrier: warp 0 sums the partials before the other warps wrote theirs": (
+            "  __syncthreads();  // every warp's partial is in shared memory\n",
+            "\n",
+        ),
+        "compile error: a missing semicolon": (
+            "  const int n = H / VEC;  // vectors per row",
+            "  const int n = H / VEC  // vectors per row",
+            "error: compile",
+        ),
+        "heavy spills: a 1 KiB local array indexed at run time": (
+            "  const int n = H / VEC;  // vectors per row",
+            "  float junk[256];\n  for (int i = 0; i < 256; ++i) junk[i] = (float)(i * T);\n"
+            "  if (T < 0) out[0] = __float2bfloat16_rn(junk[threadIdx.x & 255]);\n"
+            "  const int n = H / VEC;  // vectors per row",
+            "rejected: static",
+        ),
+        "out of bounds: one element written past the end of out": (
+            "      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n",
+            "      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n"
+            "    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) out[row + H] = __float2bfloat16_rn(1.0f);\n",
+        ),
+        "illegal address: out written 1 TiB away": (
+            "P* __restrict__ ov = reinterpret_cast<P*>(out + row);",
+            "P* __restrict__ ov = reinterpret_cast<P*>(out + row + (1ull << 39));",
+            "error: crash",
+        ),
+        "NaN output: a negative number under the square root": ("/ (float)H + eps)", "/ (float)H - 1.0e30f)"),
+        "partial write: the last vector of every row is skipped": (
+            "for (int j = threadIdx.x; j < n; j += BLOCK) {\n      ov[j]",
+            "for (int j = threadIdx.x; j < n - 1; j += BLOCK) {\n      ov[j]",
+        ),
+        "missing output: residual_out is never stored": ("      rov[j] = r;\n", "\n"),
+        "infinite loop: the block never finishes": (
+            "  const int n = H / VEC;  // vectors per row",
+            '  while (T > 0) { asm volatile(""); }\n  const int n = H / VEC;  // vectors per row',
+            "error: timeout",
+        ),
         # Timing inputs are random (never zeros), so a shortcut for zeros never fires and buys no false speed.
-        "zero shortcut: the block skips its row when x and residual start with zeros":
-            ("  const int n = H / VEC;  // vectors per row",
-             "  if (__bfloat162float(x[row]) == 0.0f && __bfloat162float(residual[row]) == 0.0f) return;\n"
-             "  const int n = H / VEC;  // vectors per row", "rejected: perf"),
+        "zero shortcut: the block skips its row when x and residual start with zeros": (
+            "  const int n = H / VEC;  // vectors per row",
+            "  if (__bfloat162float(x[row]) == 0.0f && __bfloat162float(residual[row]) == 0.0f) return;\n"
+            "  const int n = H / VEC;  // vectors per row",
+            "rejected: perf",
+        ),
     },
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 20, doc="tokens (rows)"),

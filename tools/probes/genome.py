@@ -90,12 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001
             print(f"{tag}: crashed: {str(e).splitlines()[0][:200]}", flush=True)
             return 1  # the context is gone
-        verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors,
-                                   cg.tolerance_factor)
-        ratio = {c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
-                 for c in ev.checks if c.rel_err is not None}
-        print(f"{tag}: regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} ({verdict.reason}); "
-              f"error / baseline's {ratio}", flush=True)
+        verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors, cg.tolerance_factor)
+        ratio = {
+            c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
+            for c in ev.checks
+            if c.rel_err is not None
+        }
+        print(
+            f"{tag}: regs/spills {res}; correctness {'ok' if verdict.ok else 'REJECTED'} ({verdict.reason}); "
+            f"error / baseline's {ratio}",
+            flush=True,
+        )
         if not verdict.ok and not timing_only:
             continue
         for geo in geos:
@@ -103,10 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             tv, tr = statistics.median(s.times_us["v"]), statistics.median(s.times_us["ref"])
             ratios = sorted(r / x for r, x in zip(s.times_us["ref"], s.times_us["v"]))
             pct = fam.bytes_moved(geo) / (tv * 1e-6) / (ceiling["ceiling_tbps"] * 1e12) * 100
-            print(f"  {geo.name:22s} ref {tr:8.2f} us  genome {tv:8.2f} us  ref/genome {tr / tv:.3f}x "
-                  f"(quartiles {ratios[len(ratios) // 4]:.3f}..{ratios[3 * len(ratios) // 4]:.3f})  "
-                  f"{pct:.1f}% of ceiling  discarded {s.discarded}" + ("  (timing variant)" if timing_only else ""),
-                  flush=True)
+            print(
+                f"  {geo.name:22s} ref {tr:8.2f} us  genome {tv:8.2f} us  ref/genome {tr / tv:.3f}x "
+                f"(quartiles {ratios[len(ratios) // 4]:.3f}..{ratios[3 * len(ratios) // 4]:.3f})  "
+                f"{pct:.1f}% of ceiling  discarded {s.discarded}" + ("  (timing variant)" if timing_only else ""),
+                flush=True,
+            )
     return 0
 
 
