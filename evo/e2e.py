@@ -276,7 +276,8 @@ def compare_e2e(
     a, b = _with_genome(argv, base_genome_file), _with_genome(argv, cand_genome_file)
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
         raise E2EError(f"e2e runs: expected an integer >= 2, got {runs!r}")
-    sa, sb = [], []
+    sa: list[tuple[float, str, float]] = []
+    sb: list[tuple[float, str, float]] = []
     for i in range(runs):
         order = ((a, sa), (b, sb)) if i % 2 == 0 else ((b, sb), (a, sa))
         for cmd, acc in order:

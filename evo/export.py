@@ -31,11 +31,15 @@ class _Unknown(Exception):
 
 
 def knob_macros(family: Family, genome: Mapping[str, Any]) -> dict[str, int]:
-    """Knob macros of ``genome`` as numbers (string values through the family's value constants)."""
+    """Knob macros of ``genome`` as numbers (string values through the family's value constants; a string that
+    names no constant is left out, so the #if that reads it stays undecided rather than guessed)."""
     values = family.value_macros()
     out: dict[str, int] = dict(values)
     for name, val in family.defines(genome, {}).items():
-        out[name] = values.get(val, val) if isinstance(val, str) else int(val)
+        if not isinstance(val, str):
+            out[name] = int(val)
+        elif val in values:
+            out[name] = values[val]
     return out
 
 

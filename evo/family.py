@@ -441,8 +441,9 @@ def load_source(src: FamilySource) -> Family:
             if isinstance(fam, Family) and fam.folder == Path():  # its folder: the module's own
                 modname = obj.__name__ if isinstance(obj, types.ModuleType) else type(fam).__module__
                 mod = sys.modules.get(modname)
-                if mod is not None and getattr(mod, "__file__", None):
-                    fam.folder = Path(mod.__file__).resolve().parent
+                mfile = getattr(mod, "__file__", None)
+                if mfile:
+                    fam.folder = Path(mfile).resolve().parent
         else:
             assert src.folder is not None
             path = src.folder / "family.py"

@@ -147,8 +147,8 @@ def _setup(
     if cc:
         how = ""
         if cc.get("method"):  # since session 11: the best of several trials, each trial's figures kept
-            per = [max(t.get("own_kernel_tbps") or 0, t.get("copyto_tbps") or 0) for t in cc.get("trials") or []]
-            how = f"; {cc['method']}" + (f", trials {min(per):.3f}-{max(per):.3f} TB/s" if per else "")
+            tbps = [max(t.get("own_kernel_tbps") or 0, t.get("copyto_tbps") or 0) for t in cc.get("trials") or []]
+            how = f"; {cc['method']}" + (f", trials {min(tbps):.3f}-{max(tbps):.3f} TB/s" if tbps else "")
         L.append(
             f"- Copy ceiling: {_num(cc.get('ceiling_tbps'))} TB/s "
             f"(own copy kernel {_num(cc.get('own_kernel_tbps'))} TB/s, "
@@ -367,6 +367,7 @@ def _decode_steps(chain: list[Attempt]) -> list[str]:
             ]
         )
     last = steps[-1].bound
+    assert last is not None  # only steps with a bound get here
     return (
         [
             "## Decode bound",
@@ -420,7 +421,9 @@ def rejected_ideas(attempts: Sequence[Attempt], meta: Mapping[str, Any] | None =
     for a in attempts:
         if a.verdict.status not in (REJECTED, ERROR) or a.verdict.kind == "interrupted":
             continue
-        parent = by_id.get(a.parent_id) or base  # an unknown parent: describe the change vs the baseline
+        parent = (
+            by_id.get(a.parent_id) if a.parent_id is not None else None
+        ) or base  # an unknown parent: describe the change vs the baseline
         key = _delta(a, parent.genome if parent else None)
         g = groups.setdefault(key, {"change": key, "count": 0, "gates": Counter(), "reasons": [], "ids": []})
         g["count"] += 1

@@ -39,6 +39,7 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,8 @@ class Model:
             "comb_mix": torch.zeros((1, HC, HC), dtype=f32, device=device),
             "layer_input": torch.zeros((1, H), dtype=bf16, device=device),
         }
-        self.fuse = None  # callable(layer index): fills self.outs from dot_mix/sqrsum/residual
+        # callable(layer index): fills self.outs from dot_mix/sqrsum/residual
+        self.fuse: Callable[[int], None] | None = None
         self.profiling = False
 
     def fuse_inputs(self, i: int) -> dict[str, Any]:
@@ -203,6 +205,7 @@ class Model:
                 self.dot_mix.copy_((x @ lay["fn"].t()).view(1, 1, MIX))
                 self.sqrsum.copy_(x.pow(2).sum(-1, keepdim=True))
             with self._op(FAMILY_NAME):
+                assert self.fuse is not None, "set model.fuse (torch_fuse or kernel_fuse) before step()"
                 self.fuse(i)
             with self._op("moe_block"):
                 xi = self.outs["layer_input"].float()
@@ -254,7 +257,7 @@ def gpu_fuse(model: Model, family, geometry, genome):
     def fuse(i: int) -> None:
         launches[i]()
 
-    fuse.backend = backend  # keep the CuPy streams and modules alive
+    fuse.backend = backend  # type: ignore[attr-defined]  # keeps the CuPy streams and modules alive
     return fuse
 
 
@@ -307,7 +310,7 @@ def graph_step(model: Model):
     with torch.cuda.graph(graph):
         model.step()
     torch.cuda.synchronize()
-    model._graph = graph
+    model._graph = graph  # type: ignore[attr-defined]  # kept alive as long as the model
     return graph.replay
 
 

@@ -49,7 +49,7 @@ class _Config(ctypes.Structure):
 # cuda.h: CUlaunchAttribute is 8 + 64 bytes, CUlaunchConfig 7 uints, a stream, a pointer and a uint (56 bytes)
 assert ctypes.sizeof(_Attr) == 72 and ctypes.sizeof(_Config) == 56
 
-_ARG_TYPES = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
+_ARG_TYPES: dict[str, Any] = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
 _lib = None
 
 
@@ -76,11 +76,11 @@ def pack_args(types: str, values: Sequence[Any]):
     Returns (array, holders); the holders must outlive every launch that uses the array."""
     if len(types) != len(values):
         raise ValueError(f"{len(values)} kernel arguments for types {types!r}")
-    holders = []
+    holders: list[Any] = []  # ctypes scalars of the types in _ARG_TYPES
     for t, v in zip(types, values):
         if t not in _ARG_TYPES:
             raise ValueError(f"unknown kernel argument type {t!r}")
-        holders.append(_ARG_TYPES[t](int(v) if t != "f" else float(v)))
+        holders.append(_ARG_TYPES[t](float(v) if t == "f" else int(v)))
     arr = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
     return arr, holders
 

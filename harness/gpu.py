@@ -195,7 +195,7 @@ class GpuBackend:
         torch = self.torch
         vals = self.family.kernel_args(inputs, outputs, g)
         types = self.family.arg_types()
-        out = []
+        out: list[np.generic] = []
         for t, v in zip(types, vals):
             if t == "p":
                 out.append(np.uint64(v.data_ptr()) if isinstance(v, torch.Tensor) else np.uint64(v))

@@ -101,8 +101,8 @@ class WorkerBackend:
     def __init__(self, factory: str, kwargs: Mapping[str, Any], timeout_s: float = 120.0):
         self.factory, self.kwargs, self.timeout_s = factory, dict(kwargs), timeout_s
         self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
-        self._proc = None
-        self._conn = None
+        self._proc: Any = None  # a spawn-context Process once started
+        self._conn: Any = None  # its Connection
         self._next = 0
         self._in_child: set[int] = set()
         self._handles: dict[int, RemoteLoaded] = {}

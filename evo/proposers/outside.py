@@ -336,9 +336,9 @@ class IdeaLayer:
         if o is not None and not self.disabled and champ is not None:
             self.asked += 1
             if (self.asked - 1) % o.every == 0:
-                p = self.ask_outside(attempts, seen, champ)
-                if p is not None:
-                    return p
+                asked = self.ask_outside(attempts, seen, champ)
+                if asked is not None:
+                    return asked
         toggle = getattr(self.settings, "toggle", 0.0) if self.settings is not None else 0.0
         if toggle > 0 and champ is not None and self.book and self.rng.random() < toggle:
             p = self.toggle(champ, seen)

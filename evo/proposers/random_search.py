@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from evo.proposers.base import Proposal, Proposer
 from evo.records import Attempt
 
 
 class RandomSearch(Proposer):
-    OPTIONS: dict[str, str] = {}
+    OPTIONS: ClassVar[dict[str, str]] = {}
 
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
         g = self.random_unseen(seen)

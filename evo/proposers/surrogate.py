@@ -373,12 +373,13 @@ class Surrogate(Proposer):
     @staticmethod
     def _named(g: Genome, attempts: Sequence[Attempt], what: str) -> Proposal:
         """The proposal, naming the nearest measured genome (the best of the nearest) as what it derives from."""
-        near, nd = None, None
+        near: Attempt | None = None
+        nd: int | None = None
         for a in attempts:
             if a.score is None:
                 continue
             d = len(g.diff(a.genome))
-            if nd is None or d < nd or (d == nd and a.score > (near.score or 0.0)):
+            if near is None or nd is None or d < nd or (d == nd and a.score > (near.score or 0.0)):
                 near, nd = a, d
         if near is None:
             return Proposal(g, what)
