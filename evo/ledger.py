@@ -295,6 +295,21 @@ def _create_sqlite(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def with_installed_driver(url: str) -> str:
+    """A plain ``postgresql://`` URL with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.1 reads the plain form as psycopg (3), while evo's ``pg`` extra installs psycopg2: the form users
+    type first would fail with everything installed. An explicit ``+driver`` is always kept as written."""
+    if not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://" + url[len("postgresql://") :]
+    return url  # no driver at all: opening it says so, with the hint
+
+
 def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -> optuna.storages.RDBStorage:
     """RDB storage with Optuna's heartbeat; for SQLite, checked to be a whole ledger first (or made whole).
 
@@ -321,6 +336,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
         kw["skip_table_creation"] = True
     elif readonly:
         kw = {"skip_table_creation": True}
+    url = with_installed_driver(url)
     for n in range(5):
         try:
             with warnings.catch_warnings():

@@ -216,6 +216,25 @@ def test_storage_errors_are_one_line(home, capsys, url, expect, cmd):
     one_line(capsys, expect, rc)
 
 
+def test_the_plain_postgresql_form_uses_the_installed_driver(monkeypatch):
+    """`postgresql://user@host/db` (the form the README's hint shows) works with the pg extra: SQLAlchemy 2.1 reads
+    it as psycopg 3, which the extra does not install; the error is then the server's, not "no database driver"."""
+    import importlib.util
+
+    from evo.ledger import LedgerError, with_installed_driver
+
+    assert with_installed_driver("postgresql+psycopg2://u@h/db") == "postgresql+psycopg2://u@h/db"
+    assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
+    if real("psycopg2") is None:
+        pytest.skip("psycopg2 is not installed (the pg extra)")
+    assert with_installed_driver("postgresql://u:pw@h:5/db") == "postgresql+psycopg2://u:pw@h:5/db"
+    with pytest.raises(LedgerError) as e:
+        Ledger("postgresql://u@127.0.0.1:1/db", CAMPAIGN, FAM.knobs)
+    assert "no database driver" not in str(e.value) and "127.0.0.1" in str(e.value)
+
+
 # --- one live evo run per campaign ------------------------------------------------------------------------------------
 
 
