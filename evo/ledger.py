@@ -542,8 +542,20 @@ def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s
         raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
 
 
+def _root_cause(e: BaseException) -> BaseException:
+    """The driver's own error under the wrappers: SQLAlchemy's ``orig``, Optuna's StorageInternalError (raised
+    from the SQLAlchemy error), so a full disk reads "database or disk is full", not Optuna's guess at the cause."""
+    seen = {id(e)}
+    while True:
+        nxt = getattr(e, "orig", None) or e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+        if not isinstance(nxt, BaseException) or id(nxt) in seen:
+            return e
+        seen.add(id(nxt))
+        e = nxt
+
+
 def _first_line(e: BaseException) -> str:
-    cause = getattr(e, "orig", None) or e  # SQLAlchemy's own text wraps the driver's
+    cause = _root_cause(e)
     text = " ".join(str(cause).split())
     return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
 

@@ -149,3 +149,63 @@ def test_a_ledger_replaced_by_a_folder_is_one_line(tmp_path, monkeypatch, capsys
     (tmp_path / "camp" / "ledger.db").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     _one_line(capsys, main([cmd, str(cfg)]), "is a folder, not a ledger file")
+
+
+def _tmpfs_runner() -> list[str] | None:
+    """A command prefix that gives its command a private mount namespace (root, or an unprivileged user
+    namespace), or None where this machine allows neither: then the fault-injected tests above stand alone."""
+    if not shutil.which("unshare"):
+        return None
+    probe = ["unshare", "-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d && umount $d"]
+    try:
+        if subprocess.run(probe, capture_output=True, timeout=30).returncode == 0:
+            return ["unshare", "-rm"]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return None
+
+
+def test_a_real_full_disk_under_the_ledger(tmp_path):
+    """The ledger on a 400 KiB tmpfs: it fills mid-campaign (a fresh ledger is ~250 KiB, 60 attempts ~620 KiB).
+    One line naming the full disk (not Optuna's "invalid data" guess), exit 2, no temporary file left; the ledger
+    copied off the full disk is whole, and resumes to the full budget with nothing measured twice."""
+    runner = _tmpfs_runner()
+    if runner is None:
+        pytest.skip("no private mount namespace here (unshare -rm with a tmpfs mount is not permitted)")
+    mnt, saved = tmp_path / "mnt", tmp_path / "saved"
+    mnt.mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {**BASE, "budget": {"attempts": 60}, "storage": f"sqlite:///{mnt / 'camp' / 'ledger.db'}"},
+            sort_keys=False,
+        )
+    )
+    script = (
+        f"mount -t tmpfs -o size=400k tmpfs {mnt} || exit 97; "
+        f"{sys.executable} -m evo run {cfg} --plain > {tmp_path / 'out.txt'} 2> {tmp_path / 'err.txt'}; rc=$?; "
+        f"ls -A {mnt / 'camp'} > {tmp_path / 'left.txt'}; cp -r {mnt / 'camp'} {saved}; exit $rc"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    rc = subprocess.run([*runner, "sh", "-c", script], env=env, timeout=600).returncode
+    err = (tmp_path / "err.txt").read_text()
+    assert rc == 2, (rc, err, (tmp_path / "out.txt").read_text()[-2000:])
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evo: ") and "database or disk is full" in lines[0], err
+    assert not [f for f in (tmp_path / "left.txt").read_text().split() if f.endswith(".tmp")]
+    db = saved / "ledger.db"
+    _check(db)
+    n_full = len(Ledger(f"sqlite:///{db}", "mhc_pre_big_fuse", FAM.knobs, readonly=True).attempts())
+    assert 0 < n_full < 60
+    cfg.write_text(yaml.safe_dump({**BASE, "budget": {"attempts": 60}, "storage": f"sqlite:///{db}"}))
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "evo", "run", str(cfg), "--plain"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=600,
+        ).returncode
+        == 0
+    )
+    _check(db, budget=60)
