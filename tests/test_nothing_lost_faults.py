@@ -209,3 +209,38 @@ def test_a_real_full_disk_under_the_ledger(tmp_path):
         == 0
     )
     _check(db, budget=60)
+
+
+def test_status_log_export_on_a_read_only_file_system(tmp_path):
+    """A ledger on a file system mounted read-only (where chmod would not stop root): status, log and export read it
+    and write only where told; a run on it is refused in one line."""
+    runner = _tmpfs_runner()
+    if runner is None:
+        pytest.skip("no private mount namespace here (unshare -rm with a tmpfs mount is not permitted)")
+    src = tmp_path / "src"
+    src.mkdir()
+    assert main(["run", str(_cfg(src)), "--plain"]) == 0
+    mnt, out = tmp_path / "mnt", tmp_path / "out"
+    mnt.mkdir()
+    out.mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({**BASE, "storage": f"sqlite:///{mnt / 'ledger.db'}"}, sort_keys=False))
+    evo = f"{sys.executable} -m evo"
+    script = (
+        f"mount -t tmpfs -o size=4m tmpfs {mnt} && cp {src / 'camp' / 'ledger.db'} {mnt}/ && "
+        f"mount -o remount,ro {mnt} || exit 97; "
+        f"{evo} status {cfg} > {out / 'status.txt'} 2>&1 || exit 11; "
+        f"{evo} log {cfg} -o {out / 'a.md'} > /dev/null 2>&1 || exit 12; "
+        f"{evo} export {cfg} -o {out / 'ex'} > /dev/null 2>&1 || exit 13; "
+        f"{evo} run {cfg} --plain > /dev/null 2> {out / 'run.txt'}; echo $? > {out / 'run.rc'}; "
+        f"ls -A {mnt} > {out / 'left.txt'}"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    rc = subprocess.run([*runner, "sh", "-c", script], env=env, timeout=600).returncode
+    assert rc == 0, (rc, *(p.read_text() for p in out.glob("*.txt")))
+    assert "10 recorded" in (out / "status.txt").read_text()
+    assert "#3" in (out / "a.md").read_text() and list((out / "ex").glob("*.patch"))
+    assert (out / "run.rc").read_text().strip() == "2"
+    (line,) = (out / "run.txt").read_text().splitlines()
+    assert line.startswith("evo: ") and "read" in line, line
+    assert (out / "left.txt").read_text().split() == ["ledger.db"]
