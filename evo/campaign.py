@@ -707,7 +707,14 @@ class Campaign:
                 early_at = g.name
                 break
         res = perf_gate(
-            samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"), p.watched_slack
+            samples,
+            self.floor,
+            p.min_gain,
+            p.confidence,
+            p.rule,
+            self.ceiling.get("ceiling_tbps"),
+            p.watched_slack,
+            p.watched,  # issue 31: watched geometries against the baseline by default
         )
         if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
             iv = res.vs_parent[early_at]
