@@ -573,10 +573,22 @@ class Campaign:
             if why:
                 a.verdict = Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK)
             else:
+                a.verdict = self._sanitizer(a, source is not None)  # gates/sanitizer.py, before it is the champion
+            if a.verdict.status == ACCEPTED:
                 a.bound = self._bound(a)
                 if a.bound is not None and self.cfg.e2e is not None:
                     self._e2e(a)
         return a
+
+    def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
+        """The sanitizer gate (issue 31): compute-sanitizer over a step that passed perf, judged against the family's
+        suppressions (gates/sanitizer.py); the accepted verdict carries the result in ``detail["sanitizer"]``."""
+        from evo.sanitize import gate_step
+
+        res = gate_step(self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out)
+        if not res.verdict.ok:
+            return res.verdict
+        return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})
 
     def _genome_file(self, a: Attempt) -> Any:
         from evo.e2e import write_genome_file
