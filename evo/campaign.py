@@ -224,6 +224,7 @@ class Campaign:
         stop.check()
         self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
         led.set_meta("copy_ceiling", self.ceiling)
+        self._latency_floor()  # issue 31: beside the copy ceiling, an empty kernel launched as the candidates are
         stop.check()
         self._baseline()
         stop.check()
@@ -241,6 +242,22 @@ class Campaign:
             weighted = [g for g in self.cfg.geometries if g.weight > 0]
             self.out(f"peer: timing torch.compile ({self.cfg.peer.torch_compile}) of the float32 reference ...")
             led.set_meta("peer_torch_compile", self.backend.peer_torch_compile(self.cfg.peer.torch_compile, weighted))
+
+    def _latency_floor(self) -> None:
+        """Measured once per campaign on the GPU (evo/ceiling.py); the recorded backend has none, and says so in the
+        log. A failure is recorded with its reason: the floor is context, never a reason to stop."""
+        if self.simulated or self.ledger.meta(ceiling_mod.FLOOR_META) is not None:
+            return
+        p = self.cfg.gates.perf
+        try:
+            rec = ceiling_mod.measure_floor(self.backend, self.family, self.cfg.geometries, p.launch, p.rounds)
+        except Exception as e:
+            rec = {
+                "backend": self.backend.name,
+                "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            }
+        self.ledger.set_meta(ceiling_mod.FLOOR_META, rec)
+        self.out(ceiling_mod.describe_floor(rec, self.backend.name))
 
     def _baseline(self) -> None:
         led = self.ledger
