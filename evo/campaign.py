@@ -224,6 +224,7 @@ class Campaign:
         stop.check()
         self.ceiling = led.meta("copy_ceiling") or self.backend.copy_ceiling()
         led.set_meta("copy_ceiling", self.ceiling)
+        self._latency_floor()  # issue 31: beside the copy ceiling, an empty kernel launched as the candidates are
         stop.check()
         self._baseline()
         stop.check()
@@ -241,6 +242,22 @@ class Campaign:
             weighted = [g for g in self.cfg.geometries if g.weight > 0]
             self.out(f"peer: timing torch.compile ({self.cfg.peer.torch_compile}) of the float32 reference ...")
             led.set_meta("peer_torch_compile", self.backend.peer_torch_compile(self.cfg.peer.torch_compile, weighted))
+
+    def _latency_floor(self) -> None:
+        """Measured once per campaign on the GPU (evo/ceiling.py); the recorded backend has none, and says so in the
+        log. A failure is recorded with its reason: the floor is context, never a reason to stop."""
+        if self.simulated or self.ledger.meta(ceiling_mod.FLOOR_META) is not None:
+            return
+        p = self.cfg.gates.perf
+        try:
+            rec = ceiling_mod.measure_floor(self.backend, self.family, self.cfg.geometries, p.launch, p.rounds)
+        except Exception as e:
+            rec = {
+                "backend": self.backend.name,
+                "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            }
+        self.ledger.set_meta(ceiling_mod.FLOOR_META, rec)
+        self.out(ceiling_mod.describe_floor(rec, self.backend.name))
 
     def _baseline(self) -> None:
         led = self.ledger
@@ -573,10 +590,22 @@ class Campaign:
             if why:
                 a.verdict = Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK)
             else:
+                a.verdict = self._sanitizer(a, source is not None)  # gates/sanitizer.py, before it is the champion
+            if a.verdict.status == ACCEPTED:
                 a.bound = self._bound(a)
                 if a.bound is not None and self.cfg.e2e is not None:
                     self._e2e(a)
         return a
+
+    def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
+        """The sanitizer gate (issue 31): compute-sanitizer over a step that passed perf, judged against the family's
+        suppressions (gates/sanitizer.py); the accepted verdict carries the result in ``detail["sanitizer"]``."""
+        from evo.sanitize import gate_step
+
+        res = gate_step(self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out)
+        if not res.verdict.ok:
+            return res.verdict
+        return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})
 
     def _genome_file(self, a: Attempt) -> Any:
         from evo.e2e import write_genome_file
@@ -707,7 +736,14 @@ class Campaign:
                 early_at = g.name
                 break
         res = perf_gate(
-            samples, self.floor, p.min_gain, p.confidence, p.rule, self.ceiling.get("ceiling_tbps"), p.watched_slack
+            samples,
+            self.floor,
+            p.min_gain,
+            p.confidence,
+            p.rule,
+            self.ceiling.get("ceiling_tbps"),
+            p.watched_slack,
+            p.watched,  # issue 31: watched geometries against the baseline by default
         )
         if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
             iv = res.vs_parent[early_at]

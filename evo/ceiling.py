@@ -105,3 +105,69 @@ def run_check(
             row["ceiling_tbps"] = backend.copy_ceiling(trials=1)["ceiling_tbps"]
         trials.append(row)
     return trials
+
+
+# --- the latency floor ------------------------------------------------------------------------------------------
+# Beside the copy ceiling (what bandwidth allows), the latency floor: the time of an empty kernel launched as the
+# candidates are (the baseline's grid and block at each geometry, in CUDA graphs of about batch_ms, plain or PDL as
+# gates.perf.launch says; harness/gpu.py ``latency_floor``). At a decode shape that moves a few KiB, "% of the copy
+# ceiling" says little; the time as a multiple of this floor says how far from an empty launch a kernel is.
+FLOOR_META = "latency_floor"
+LATENCY_BOUND = 0.5  # a geometry whose floor is more than this fraction of its baseline time is latency-bound
+
+
+def measure_floor(backend: Any, family: Any, geometries: Sequence[Any], launch: str, rounds: int) -> dict[str, Any]:
+    """The latency floor at each geometry, as kept in the ledger meta; a backend that cannot measure it (the
+    recorded one) gives a record saying so, never a figure."""
+    fn = getattr(backend, "latency_floor", None)
+    if fn is None or getattr(backend, "simulated", False):
+        return {"backend": getattr(backend, "name", "?"), "unmeasured": f"not measured ({backend.name} backend)"}
+    grids = {}
+    for g in geometries:
+        lc = family.launch(family.baseline(), g)
+        grids[g.name] = {"grid": list(lc.grid), "block": list(lc.block)}
+    pdl = launch == "pdl"
+    per = fn(grids, rounds, pdl)
+    return {
+        "backend": backend.name,
+        "launch": "pdl" if pdl else "plain",
+        "geometries": per,
+        "method": (
+            f"an empty kernel ({'PDL: launch_dependents then griddepcontrol.wait' if pdl else 'plain launches'}) with "
+            f"the baseline's grid and block at each geometry, graphs of about batch_ms of its own launches, median "
+            f"of {rounds} replays"
+        ),
+    }
+
+
+def floor_us(meta: Mapping[str, Any] | None, geometry: str) -> float | None:
+    g = ((meta or {}).get("geometries") or {}).get(geometry) or {}
+    us = g.get("us")
+    return float(us) if isinstance(us, (int, float)) and us > 0 else None
+
+
+def floor_multiple(us: float | None, floor: float | None) -> str:
+    """'17.3x launch floor' (empty when either is unknown)."""
+    if not us or not floor:
+        return ""
+    return f"{us / floor:.1f}x latency floor"
+
+
+def latency_bound(floor: float | None, baseline_us: float | None) -> bool:
+    return bool(floor and baseline_us and floor > LATENCY_BOUND * baseline_us)
+
+
+def describe_floor(meta: Mapping[str, Any] | None, backend: str | None = None) -> str:
+    """One line: each geometry's floor and how it was taken, or why there is none."""
+    if not meta:
+        if backend == "recorded":
+            return "latency floor: not measured (recorded backend)"
+        return "latency floor: not measured (not recorded by this campaign)"
+    if meta.get("unmeasured"):
+        return f"latency floor: {meta['unmeasured']}"
+    if meta.get("error"):
+        return f"latency floor: not measured ({meta['error']})"
+    per = ", ".join(
+        f"{g} {v['us']:.2f} µs" for g, v in (meta.get("geometries") or {}).items() if isinstance(v.get("us"), float)
+    )
+    return f"latency floor: {per or 'none'} ({meta.get('method', '')})"

@@ -67,8 +67,12 @@ class PerfGateConfig:
     # (evo/ceiling.py): "% of the copy ceiling" from figures taken side by side. 0: off.
     ceiling_check: int = 6
     # A watched geometry (weight 0) may be this fraction slower than the champion in a step that wins where the
-    # weights are, never slower than the baseline. 0: no slower beyond noise (gates/perf.py).
+    # weights are, never slower than the baseline. 0: no slower beyond noise (gates/perf.py). Needs watched: champion.
     watched_slack: float = 0.0
+    # What a watched geometry is guarded against: baseline (never slower than the baseline beyond noise) or champion
+    # (never slower than the champion beyond noise, or watched_slack). Not given: champion where watched_slack is
+    # given above 0 (its meaning since it exists), else baseline.
+    watched: str = "baseline"
 
 
 @dataclass(frozen=True)
@@ -565,8 +569,10 @@ def _gates(raw: Any) -> GateConfig:
             "launch": 0,
             "ceiling_check": 0,
             "watched_slack": 0,
+            "watched": 0,
         },
     )
+    slack = _num(pf, "watched_slack", "gates.perf", float, 0.0, lo=0.0, hi=0.5)
     perf = PerfGateConfig(
         rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
         aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
@@ -578,8 +584,14 @@ def _gates(raw: Any) -> GateConfig:
         early_rounds=_num(pf, "early_rounds", "gates.perf", int, 6, lo=0, hi=999),
         launch=_choice(pf, "launch", "gates.perf", ("plain", "pdl"), "plain"),
         ceiling_check=_num(pf, "ceiling_check", "gates.perf", int, 6, lo=0, hi=100),
-        watched_slack=_num(pf, "watched_slack", "gates.perf", float, 0.0, lo=0.0, hi=0.5),
+        watched_slack=slack,
+        watched=_choice(pf, "watched", "gates.perf", ("baseline", "champion"), "champion" if slack else "baseline"),
     )
+    if perf.watched == "baseline" and perf.watched_slack:
+        raise ConfigError(
+            f"gates.perf.watched_slack: {perf.watched_slack:g} is a slack against the champion, and "
+            "gates.perf.watched is baseline (set watched: champion, or drop watched_slack)"
+        )
     if perf.early_rounds and not 4 <= perf.early_rounds < perf.rounds:
         raise ConfigError(
             f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 ({perf.rounds - 1})"

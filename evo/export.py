@@ -261,6 +261,13 @@ def commit_message(
         figs = ", ".join(f"{k} {v:.3e}" for k, v in sorted(errs.items()) if k.endswith("rel_err"))
         if figs:
             lines.append(f"- {g}: error vs float64: {figs}")
+    # issue 31: the sanitizer gate's result, and every finding the family declares known with its argument
+    from gates.sanitizer import describe as sanitizer_describe
+
+    san = (a.verdict.detail or {}).get("sanitizer")
+    lines += [""] + _wrap(f"Sanitizer: {sanitizer_describe(san)}.", 72)
+    for s in (san or {}).get("suppressed") or []:
+        lines += ["  " + ln for ln in _wrap(f"Known finding {s.get('name')}: {s.get('argument')}", 70)]
     lines += ["", f"Verdict: {a.verdict.reason}"]
     lines.append(
         f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"

@@ -86,6 +86,55 @@ class OutputSpec:
     shape: tuple[int, ...]
 
 
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+@dataclass(frozen=True)
+class SanitizerSuppression:
+    """A compute-sanitizer finding the family declares known, and the argument a reviewer must read to accept it.
+
+    A finding line (one top-level report of ``tool``, e.g. "Error: Race reported between Write access at
+    fp4_matvec+0x7500") is suppressed when it names ``kernel`` and ``pattern`` (a regular expression) is found in
+    it, for genomes whose knobs have the values in ``when`` (empty: every genome). The sanitizer gate
+    (gates/sanitizer.py) lets such a step through; the log's step table and the exported commit message print the
+    suppression's name, the finding and ``argument``, so the reviewer sees where to push back.
+    """
+
+    name: str
+    tool: str  # memcheck | racecheck | synccheck | initcheck
+    kernel: str  # the kernel's name as the report writes it ("fp4_matvec" in "at fp4_matvec+0x7500")
+    pattern: str  # a regular expression searched in the finding line
+    argument: str  # why the finding is not a bug in the kernel (for the reviewer; printed beside the step)
+    when: Mapping[str, Any] = field(default_factory=dict, hash=False)  # knob -> value it applies to
+
+    def applies(self, genome: Mapping[str, Any]) -> bool:
+        return all(genome.get(k) == v for k, v in self.when.items())
+
+    def matches(self, tool: str, line: str) -> bool:
+        return tool == self.tool and self.kernel in line and re.search(self.pattern, line) is not None
+
+    def problem(self, knobs: Sequence[str]) -> str | None:
+        """What is wrong with the declaration (checked as the family is loaded), or None."""
+        if not self.name.strip():
+            return "a sanitizer suppression has no name"
+        if self.tool not in SANITIZER_TOOLS:
+            return f"sanitizer suppression {self.name}: tool {self.tool!r} (allowed: {', '.join(SANITIZER_TOOLS)})"
+        if not self.kernel.strip():
+            return f"sanitizer suppression {self.name}: kernel is empty"
+        try:
+            re.compile(self.pattern)
+        except re.error as e:
+            return f"sanitizer suppression {self.name}: pattern {self.pattern!r} is not a regular expression ({e})"
+        if not self.pattern:
+            return f"sanitizer suppression {self.name}: pattern is empty (it would hide every finding)"
+        if not self.argument.strip():
+            return f"sanitizer suppression {self.name}: no argument (the reviewer must read why it is not a bug)"
+        unknown = [k for k in self.when if k not in knobs]
+        if unknown:
+            return f"sanitizer suppression {self.name}: when names {unknown[0]!r}, not a knob"
+        return None
+
+
 @dataclass
 class Launch:
     grid: tuple[int, int, int]
@@ -125,6 +174,8 @@ class Family(abc.ABC):
     # are part of the compile-cache key.
     include_dirs: tuple[str, ...] = ()
     nvrtc_options: tuple[str, ...] = ()
+    # compute-sanitizer findings known not to be bugs of the kernel, each with its argument (gates/sanitizer.py)
+    sanitizer_suppressions: tuple[SanitizerSuppression, ...] = ()
 
     # --- knobs and genomes ---------------------------------------------
     def knob(self, name: str) -> Knob:
@@ -484,6 +535,13 @@ def family_problem(fam: Family) -> str | None:
         return "entry (the kernel's name) is empty"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
+    sup = [s.name for s in fam.sanitizer_suppressions]
+    for s in fam.sanitizer_suppressions:
+        why = s.problem(names) if isinstance(s, SanitizerSuppression) else f"{s!r} is not a SanitizerSuppression"
+        if why:
+            return why
+        if sup.count(s.name) > 1:
+            return f"sanitizer suppression {s.name} is declared twice"
     return None
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evo.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.ceiling import describe as ceiling_describe
 from evo.ideas import book_from_meta, delta, describe_change, idea_events
 from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
@@ -256,26 +257,40 @@ def _peer(
     ]
 
 
-def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
+def _steps(chain: list[Attempt], geoms: list[tuple[str, float]], meta: Mapping[str, Any] | None = None) -> list[str]:
+    meta = meta or {}
+    floor = meta.get(FLOOR_META)
+    base = chain[0] if chain and chain[0].verdict.status == BASELINE else None
     rows = []
+    known: list[str] = []  # suppressed sanitizer findings, with the argument the reviewer must read
     prev: Attempt | None = None
     for step, a in enumerate(chain):
         change = "baseline" if a.verdict.status == BASELINE else _change(a, prev.genome if prev else None)
-        for g, w in geoms:
+        san = _step_sanitizer(a)
+        for s in ((a.verdict.detail or {}).get("sanitizer") or {}).get("suppressed") or []:
+            known.append(
+                f"- step {step} (#{a.id}), {s.get('name')} ({s.get('tool')}): `{s.get('finding')}`. {s.get('argument')}"
+            )
+        for i, (g, w) in enumerate(geoms):
             t = a.timings.get(g)
             sp, sb = a.speedup_vs_parent.get(g), a.speedup_vs_baseline.get(g)
             roof = a.roofline_pct.get(g)
+            fl = floor_us(floor, g)
+            bt = base.timings.get(g) if base else None
+            gname = _gname(g, w) + (" (latency-bound)" if latency_bound(fl, bt.median_us if bt else None) else "")
+            mult = floor_multiple(t.median_us if t else None, fl)
             rows.append(
                 [
                     step,
                     f"#{a.id}",
-                    _gname(g, w),
+                    gname,
                     change,
-                    _us(t.median_us if t else None),
+                    _us(t.median_us if t else None) + (f" ({mult})" if mult else ""),
                     sp.fmt() if sp else DASH,
                     sb.fmt() if sb else DASH,
                     # the time as a multiple of the HBM floor for the bytes moved (copy ceiling = 1x)
                     f"{roof:.1f}% ({100.0 / roof:.2f}x floor)" if isinstance(roof, (int, float)) and roof > 0 else DASH,
+                    san if i == 0 else "″",
                     _output(a, chain[0], g),
                 ]
             )
@@ -285,24 +300,62 @@ def _steps(chain: list[Attempt], geoms: list[tuple[str, float]]) -> list[str]:
         return L + ["No baseline or accepted attempt yet.", ""]
     if len(chain) == 1 and chain[0].verdict.status == BASELINE:
         L += ["No step accepted yet; the baseline is the champion.", ""]
-    return (
-        L
-        + _table(
-            [
-                "Step",
-                "Attempt",
-                "Geometry",
-                "Change",
-                "Time µs",
-                "Step speedup",
-                "vs baseline",
-                "% copy ceiling",
-                "Output vs baseline",
-            ],
-            rows,
+    perf = ((meta.get("config") or {}).get("gates") or {}).get("perf") or {}
+    if any(w == 0 for _, w in geoms):
+        guard = perf.get("watched") or ("champion" if perf.get("watched_slack") else "baseline")
+        L += [
+            f"Watched geometries are guarded against the {guard} (gates.perf.watched); each watched row gives the "
+            "step speedup (against the champion before it) and the speedup against the baseline.",
+            "",
+        ]
+    fl_text = describe_floor(floor, meta.get("backend"))
+    L += [
+        f"{fl_text[:1].upper()}{fl_text[1:]}; a geometry whose floor is more than half its baseline time is marked "
+        "latency-bound.",
+        "",
+    ]
+    L += _table(
+        [
+            "Step",
+            "Attempt",
+            "Geometry",
+            "Change",
+            "Time µs",
+            "Step speedup",
+            "vs baseline",
+            "% copy ceiling",
+            "Sanitizer",
+            "Output vs baseline",
+        ],
+        rows,
+    ) + [""]
+    if known:
+        L += ["Sanitizer findings the family declares known (evo.family.SanitizerSuppression), with its argument:", ""]
+        L += known + [""]
+    return L
+
+
+def _step_sanitizer(a: Attempt) -> str:
+    """The step's sanitizer cell (gates/sanitizer.py): clean, known findings by name, or not sanitizer-checked."""
+    if a.verdict.status == BASELINE:
+        return "(the reference)"
+    rec = (a.verdict.detail or {}).get("sanitizer")
+    if not rec:
+        return "not sanitizer-checked"
+    sup = rec.get("suppressed") or []
+    tools = [t for t, st in (rec.get("tools") or {}).items() if st in ("clean", "errors")]
+    parts = []
+    if tools:
+        parts.append(
+            f"{', '.join(tools)}: clean"
+            if not sup
+            else f"{', '.join(tools)}: clean but for known "
+            + ", ".join(f"{x.get('name')} ({x.get('tool')})" for x in sup)
         )
-        + [""]
-    )
+    if rec.get("unchecked"):
+        why = "; ".join(f"{t}: {w}" if t else w for t, w in rec["unchecked"].items())
+        parts.append(f"not sanitizer-checked ({_short(why, 100)})")
+    return "; ".join(parts) or "not sanitizer-checked"
 
 
 def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
@@ -594,7 +647,7 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
             else "(convergence plot skipped: matplotlib is not installed)",
             "",
         ]
-    L += _steps(chain, geoms)
+    L += _steps(chain, geoms, meta)
     L += _ceiling_checks(meta)
     L += _decode_steps(chain)
     L += ["## Verdicts", ""]

@@ -59,6 +59,8 @@ class Code(StrEnum):
     PERF_ACCEPTED = "perf.accepted"  # a win: the new champion
     # end-to-end gate (evo/e2e.py through evo/campaign.py)
     E2E_TOKENS = "e2e.tokens"  # the decode command's token stream changed
+    # sanitizer gate (gates/sanitizer.py; compute-sanitizer run by evo/sanitize.py)
+    SANITIZER_FINDING = "sanitizer.finding"  # a finding no family suppression declares known; detail: tool, findings
     # could not be judged (Verdict.kind is the part after the dot)
     ERROR_COMPILE = "error.compile"  # NVRTC/ptxas failed
     ERROR_CRASH = "error.crash"  # the kernel or the worker process crashed
@@ -73,7 +75,8 @@ class Code(StrEnum):
 
     @property
     def gate(self) -> str | None:
-        """The gate part (``static``, ``correctness``, ``perf``, ``e2e``, ``error``), None for a code without one."""
+        """The gate part (``static``, ``correctness``, ``perf``, ``e2e``, ``sanitizer``, ``error``), None for a code
+        without one."""
         return self.value.split(".", 1)[0] if "." in self.value else None
 
 
@@ -107,7 +110,7 @@ class Verdict:
     """
 
     status: str  # accepted | rejected | error | baseline
-    gate: str | None = None  # static | correctness | perf | e2e | idea | proposer
+    gate: str | None = None  # static | correctness | perf | e2e | sanitizer | idea | proposer
     reason: str = ""
     kind: str | None = None  # for errors: compile, crash, timeout, interrupted, not_recorded, harness, idea, proposer
     code: Code = Code.UNSPECIFIED  # not given: derived from status and kind (a rejection stays UNSPECIFIED)

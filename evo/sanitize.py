@@ -42,6 +42,7 @@ DEFAULT_TOOLS = ("memcheck", "racecheck")
 DEFAULT_PATH = "/usr/local/cuda/bin/compute-sanitizer"
 META_KEY = "sanitizer"
 MAX_ERROR_LINES = 5
+MAX_FINDINGS = 200  # top-level report lines kept for the gate (each must match a suppression)
 ROOT = Path(__file__).resolve().parent.parent
 
 # evo/sanitize_target.py's exit codes and its line prefix
@@ -75,6 +76,7 @@ class ToolResult:
     count: int | None = None  # errors in the summary (racecheck: hazards reported as errors)
     warnings: int | None = None  # racecheck's warnings (potential hazards); not counted as errors
     errors: list[str] = field(default_factory=list)  # the first few error lines
+    findings: list[str] = field(default_factory=list)  # every top-level report line (up to MAX_FINDINGS)
     argv: list[str] = field(default_factory=list)
     version: str | None = None
     duration_s: float = 0.0
@@ -125,6 +127,7 @@ class Parsed:
     count: int | None  # None: no summary line
     warnings: int | None
     errors: list[str]
+    findings: list[str] = field(default_factory=list, compare=False)
 
 
 def parse_output(tool: str, text: str) -> Parsed:
@@ -139,10 +142,11 @@ def parse_output(tool: str, text: str) -> Parsed:
         summ = _ERROR_SUMMARY.findall(text)
         if summ:
             count = int(summ[-1])
-    return Parsed(count, warnings, _problem_lines(text))
+    findings = _problem_lines(text, MAX_FINDINGS)
+    return Parsed(count, warnings, findings[:MAX_ERROR_LINES], findings)
 
 
-def _problem_lines(text: str) -> list[str]:
+def _problem_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[str]:
     """Top-level reports ("Invalid __global__ write ...", "Error: Race reported ...") with their "at" line."""
     out: list[str] = []
     lines = text.splitlines()
@@ -162,7 +166,7 @@ def _problem_lines(text: str) -> list[str]:
             if nxt.startswith("at "):
                 where = f" ({nxt[:200]})"
         out.append(body.strip()[:300] + where)
-        if len(out) >= MAX_ERROR_LINES:
+        if len(out) >= limit:
             break
     return out
 
@@ -245,7 +249,9 @@ def run_tool(
         raise
     dur = round(time.monotonic() - t0, 2)
     status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
-    return ToolResult(tool, status, p.count, p.warnings, p.errors, argv, version, dur, reason, proc.returncode)
+    return ToolResult(
+        tool, status, p.count, p.warnings, p.errors, p.findings, argv, version, dur, reason, proc.returncode
+    )
 
 
 def _kill_group(pid: int) -> None:
@@ -376,6 +382,50 @@ def skip_reason(cfg: Any, backend_name: str, simulated: bool) -> str | None:
     return None
 
 
+def gate_step(
+    cfg: Any,
+    attempt: Any,
+    ideas: Mapping[str, Any],
+    backend_name: str,
+    simulated: bool,
+    source_variant: bool = False,
+    out: Callable[[str], None] = print,
+) -> Any:
+    """The sanitizer gate on a step about to become the champion: the configured tools over its genome (as
+    built, with its ideas), judged by gates.sanitizer against the family's suppressions. Where no tool can run
+    (recorded backend, no binary under enabled: auto, enabled: off) the step passes, "not sanitizer-checked"."""
+    from evo.records import PASS
+    from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate, unchecked
+
+    why = skip_reason(cfg, backend_name, simulated)
+    if why is None and source_variant:
+        why = "a source variant (a fault or a replayed patch): the sanitizer target builds genomes and ideas only"
+    if why is None and getattr(cfg, "path", None) is None:
+        why = "the config has no file the sanitizer target could load"
+    if why is not None:
+        return SanitizerResult(PASS, unchecked(why))
+    fam = cfg.family
+    genome = dict(attempt.genome)
+    from evo.ideas import idea_slugs
+
+    slugs = idea_slugs(genome)
+    gfile = write_genome_file(
+        cfg.log_dir / "sanitize" / f"step-{attempt.id}.json",
+        fam.name,
+        genome,
+        {s: ideas[s].to_record() for s in slugs if s in ideas},
+    )
+    out(f"sanitizer: {', '.join(cfg.sanitizer.tools)} on #{attempt.id} before it may become the champion ...")
+    results = run_pass(Path(cfg.path).resolve(), gfile.resolve(), cfg.sanitizer.tools, cfg.sanitizer.timeout_s)
+    res = sanitizer_gate(
+        [ToolReport.from_mapping(r.to_dict()) for r in results.values()], fam.sanitizer_suppressions, genome
+    )
+    res.record["version"] = next((r.version for r in results.values() if r.version), None)
+    res.record["durations_s"] = {t: r.duration_s for t, r in results.items()}
+    out(f"sanitizer on #{attempt.id}: " + "; ".join(_one_line(r) for r in results.values()))
+    return res
+
+
 def _already_checked(record: Mapping[str, Any] | None, attempt: Any, tools: Sequence[str]) -> bool:
     if not record or record.get("attempt_id") != attempt.id or record.get("genome") != dict(attempt.genome):
         return False
@@ -409,6 +459,17 @@ def after_run(
     why = skip_reason(cfg, backend_name, simulated)
     if why:
         _skip(ledger, why, champ.id, out)
+        return None
+    gated = (champ.verdict.detail or {}).get("sanitizer") or {}
+    if gated.get("checked"):  # the sanitizer gate checked it before it became the champion
+        from gates.sanitizer import describe
+
+        _skip(
+            ledger,
+            f"champion #{champ.id} was checked by the sanitizer gate as it was accepted: {describe(gated)}",
+            champ.id,
+            out,
+        )
         return None
     old = ledger.meta(META_KEY)
     if _already_checked(old, champ, cfg.sanitizer.tools):

@@ -3,11 +3,12 @@ the campaign and the proposers read, with the data they need in its detail) and 
 people).
 
 Cheapest first: static (compiler report), correctness (hashes / float64
-tolerance), perf (paired timings), and, later, the share-derived decode bound.
+tolerance), perf (paired timings), the sanitizer's findings, and the share-derived decode bound.
 """
 
 from gates.correctness import CorrectnessEvidence, OutputCheck, baseline_problem, correctness_gate
 from gates.perf import EarlyStop, PairSamples, PerfResult, noise_floor, perf_gate, threshold
+from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate
 from gates.static import identical_sass, static_gate
 
 __all__ = [
@@ -21,6 +22,9 @@ __all__ = [
     "noise_floor",
     "perf_gate",
     "threshold",
+    "SanitizerResult",
+    "ToolReport",
+    "sanitizer_gate",
     "identical_sass",
     "static_gate",
 ]

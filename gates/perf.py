@@ -4,9 +4,13 @@ A win needs the lower confidence bound of the per-pair speedup over the
 champion to clear ``1 + max(min_gain, 3 x noise floor)`` on every weighted
 geometry (rule "every"), or on their weighted geometric mean with no weighted
 geometry regressing (rule "weighted"). Watched geometries (weight 0) only
-must not regress beyond noise, or, with ``watched_slack``, by more than that
-fraction against the champion and never below the baseline. A time that implies more bandwidth than the
-measured copy ceiling is a measurement error or skipped work, never a win.
+must not be slower than the baseline beyond noise (``watched="baseline"``, the
+default: what the user ships is the reference, so a step that once sped up a
+watched shape does not lock that gain in against the weighted ones); with
+``watched="champion"`` they must not be slower than the champion beyond noise,
+or, with ``watched_slack``, by more than that fraction, and never below the
+baseline. A time that implies more bandwidth than the measured copy ceiling is
+a measurement error or skipped work, never a win.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def perf_gate(
     rule: str = "every",
     ceiling_tbps: float | None = None,
     watched_slack: float = 0.0,
+    watched: str = "baseline",
 ) -> PerfResult:
     res = PerfResult(Verdict.rejected("perf", "no samples", Code.PERF_NO_SAMPLES))
     need = threshold(min_gain, floor)
@@ -128,7 +133,8 @@ def perf_gate(
             return res
     for s in samples:
         iv = res.vs_parent[s.geometry]
-        if s.weight > 0 or not watched_slack:
+        champion_guard = watched == "champion"
+        if s.weight > 0 or (champion_guard and not watched_slack):
             if iv.hi < regress:
                 res.verdict = Verdict.rejected(
                     "perf",
@@ -140,7 +146,7 @@ def perf_gate(
             continue
         # a watched geometry may give a little back for a win where the weights are, never more than the slack
         # a step and never below the baseline (so steps cannot add up to a loss against the user's kernel)
-        if iv.hi < 1.0 - max(watched_slack, 3.0 * floor):
+        if champion_guard and iv.hi < 1.0 - max(watched_slack, 3.0 * floor):
             res.verdict = Verdict.rejected(
                 "perf",
                 f"slower at {s.geometry}: {iv.fmt()} vs champion (beyond the watched slack of "
@@ -151,10 +157,14 @@ def perf_gate(
             return res
         ivb = res.vs_baseline[s.geometry]
         if ivb.hi < regress:
+            why = (
+                "a watched geometry's slack is against the champion only"
+                if champion_guard
+                else "watched geometries are guarded against the baseline, gates.perf.watched"
+            )
             res.verdict = Verdict.rejected(
                 "perf",
-                f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise "
-                "band; a watched geometry's slack is against the champion only)",
+                f"slower than the baseline at {s.geometry}: {ivb.fmt()} (beyond the {3 * floor:.2%} noise band; {why})",
                 Code.PERF_WATCHED_BASELINE,
                 {"geometry": s.geometry},
             )

@@ -28,6 +28,21 @@ from harness.build import Builder, Built
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
 GUARD, GUARD_BYTES = 0xCD, 4096  # bands around every output buffer catch writes past its ends
+# The latency floor's kernel (evo/ceiling.py): nothing but what a launch costs. Under PDL it lets the next launch
+# in at once and then waits for the launch before, as the fastest PDL-safe candidate could (kernel.cu's pdl_wait).
+EMPTY_KERNEL = r"""
+extern "C" __global__ void evo_empty() {
+#if EVO_PDL
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+"""
+EMPTY_KERNEL_NAME = "evo_empty"
+
+
+def empty_kernel_options(pdl: bool) -> tuple[str, ...]:
+    return ("-std=c++17", f"-DEVO_PDL={1 if pdl else 0}")
 
 
 class KernelCrash(Exception):
@@ -512,6 +527,63 @@ class GpuBackend:
         return Samples(times, discarded, dict(counts) if isinstance(launches, Mapping) else n, clocks, early)
 
     # --- ceilings and peers -------------------------------------------------
+    def _empty_launcher(self, fn: Any, grid: tuple[int, ...], block: tuple[int, ...], pdl: bool) -> Any:
+        """A zero-argument launch of the empty kernel on the current torch stream (as ``_launcher`` launches)."""
+        torch = self.torch
+        if pdl:
+            from harness.driver_launch import launcher
+
+            ex = launcher(fn.kernel.ptr, grid, block, 0, "", (), pdl=True)
+            return lambda: ex(torch.cuda.current_stream().cuda_stream)
+
+        def launch() -> None:
+            with self._cupy_stream(torch.cuda.current_stream().cuda_stream):
+                fn(grid, block, ())
+
+        return launch
+
+    def latency_floor(
+        self, grids: Mapping[str, Mapping[str, Sequence[int]]], rounds: int = 12, pdl: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Per geometry, µs per launch of an empty kernel with that geometry's grid and block (``grids``: name ->
+        {"grid": [x, y, z], "block": [x, y, z]}), timed as candidates are: CUDA graphs of about batch_ms of its own
+        launches, warmed up, the median of ``rounds`` replays; PDL launches (programmatic stream serialization)
+        when ``pdl``. Throttled replays (NVML) are dropped and counted, as in ``measure``."""
+        cupy = self.cupy
+        fn = cupy.RawModule(code=EMPTY_KERNEL, options=empty_kernel_options(pdl)).get_function(EMPTY_KERNEL_NAME)
+        out: dict[str, dict[str, Any]] = {}
+        for name, shape in grids.items():
+            grid = tuple(int(v) for v in shape["grid"])
+            block = tuple(int(v) for v in shape["block"])
+            launch = self._empty_launcher(fn, grid, block, pdl)
+            probe = self._graph(launch, 5)
+            self._time_graph(probe)
+            us = min(self._time_graph(probe) for _ in range(3)) / 5
+            n = int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
+            graph = self._graph(launch, n)
+            self._warm_up([graph])
+            times, dropped = [], 0
+            for _ in range(rounds):
+                before = self.clock()
+                t = self._time_graph(graph) / n
+                after = self.clock()
+                if any(c is not None and c.throttled for c in (before, after)):
+                    dropped += 1
+                    continue
+                times.append(t)
+            times.sort()
+            out[name] = {
+                "us": times[len(times) // 2] if times else None,
+                "launches": n,
+                "replays": len(times),
+                "discarded": dropped,
+                "grid": list(grid),
+                "block": list(block),
+                "launch": "pdl" if pdl else "plain",
+            }
+            del graph, probe
+        return out
+
     def copy_ceiling(self, gib: float = 4.0, reps: int = 10, trials: int = 3) -> dict[str, Any]:
         """Device-to-device copy bandwidth (bytes read + written): the roofline every "% of ceiling" divides by.
 

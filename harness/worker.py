@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Calls that may legitimately run long (they are not candidates' kernels).
-SLOW_CALLS = {"peer_torch_compile": 3600.0, "copy_ceiling": 600.0, "facts": 120.0}
+SLOW_CALLS = {"peer_torch_compile": 3600.0, "copy_ceiling": 600.0, "facts": 120.0, "latency_floor": 600.0}
 
 
 class WorkerCrash(Exception):
@@ -236,3 +236,6 @@ class WorkerBackend:
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:
         return self._call("peer_torch_compile", (mode, list(geometries)))
+
+    def latency_floor(self, grids: Mapping[str, Any], rounds: int = 12, pdl: bool = False) -> dict[str, Any]:
+        return self._call("latency_floor", (dict(grids), rounds, pdl))

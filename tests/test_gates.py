@@ -191,7 +191,10 @@ def test_watched_geometry_regression_rejects():
     # W (weight 0) 5% slower: far beyond 3 x floor.
     res = perf_gate([_pair("A", 1.2, seed=1), _pair("W", 0.95, 0.0, seed=2)], floor=floor)
     assert res.verdict.status == "rejected"
-    assert "slower at W" in res.verdict.reason
+    # (here the champion is the baseline: the default guard, against the baseline, and the champion guard agree)
+    assert "slower than the baseline at W" in res.verdict.reason
+    res = perf_gate([_pair("A", 1.2, seed=1), _pair("W", 0.95, 0.0, seed=2)], floor=floor, watched="champion")
+    assert res.verdict.status == "rejected" and "slower at W" in res.verdict.reason
     # W within the noise band (0.1% slower, band 0.3%): the win at A stands.
     res = perf_gate([_pair("A", 1.2, seed=1), _pair("W", 0.999, 0.0, seed=2, noise=0.0002)], floor=floor)
     assert res.verdict.status == "accepted", res.verdict.reason
@@ -201,24 +204,28 @@ def test_watched_slack_trades_a_little_of_a_watched_geometry_never_below_the_bas
     floor = 0.0001  # the noise band (0.03%) alone rejects a watched geometry 1.2% slower
     win, w = _pair("A", 1.2, seed=1), _pair("W", 0.988, 0.0, seed=2, noise=0.0002)
     w.base_us = [c * 1.1 for c in w.cand_us]  # the champion is not the baseline; W still 1.1x the baseline
-    res = perf_gate([win, w], floor=floor)
+    res = perf_gate([win, w], floor=floor, watched="champion")
     assert res.verdict.status == "rejected" and "noise band" in res.verdict.reason
-    res = perf_gate([win, w], floor=floor, watched_slack=0.02)
+    res = perf_gate([win, w], floor=floor, watched_slack=0.02, watched="champion")
     assert res.verdict.status == "accepted", res.verdict.reason
     # beyond the slack: rejected, and the reason names it
     far = _pair("W", 0.97, 0.0, seed=2, noise=0.0002)
     far.base_us = [c * 1.1 for c in far.cand_us]
-    res = perf_gate([win, far], floor=floor, watched_slack=0.02)
+    res = perf_gate([win, far], floor=floor, watched_slack=0.02, watched="champion")
     assert res.verdict.status == "rejected" and "beyond the watched slack of 2.00%" in res.verdict.reason
     # within the slack against the champion but slower than the baseline (here the champion is the baseline): rejected
-    res = perf_gate([win, _pair("W", 0.988, 0.0, seed=2, noise=0.0002)], floor=floor, watched_slack=0.02)
+    res = perf_gate(
+        [win, _pair("W", 0.988, 0.0, seed=2, noise=0.0002)], floor=floor, watched_slack=0.02, watched="champion"
+    )
     assert res.verdict.status == "rejected" and "slower than the baseline at W" in res.verdict.reason
     w_base = _pair("W", 0.988, 0.0, seed=2, noise=0.0002)
     w_base.base_us = [c * 0.995 for c in w_base.cand_us]  # the baseline 0.5% faster than the candidate there
-    res = perf_gate([win, w_base], floor=floor, watched_slack=0.02)
+    res = perf_gate([win, w_base], floor=floor, watched_slack=0.02, watched="champion")
     assert res.verdict.status == "rejected" and "slower than the baseline at W" in res.verdict.reason
     # a weighted geometry gets no slack
-    res = perf_gate([win, _pair("B", 0.988, 1.0, seed=3, noise=0.0002)], floor=floor, watched_slack=0.02)
+    res = perf_gate(
+        [win, _pair("B", 0.988, 1.0, seed=3, noise=0.0002)], floor=floor, watched_slack=0.02, watched="champion"
+    )
     assert res.verdict.status == "rejected" and "noise band" in res.verdict.reason
 
 
