@@ -144,3 +144,13 @@ def test_decode_probe_summaries():
     }
     table = probe.summary_table(result)
     assert "| T1 | 2.00 / 1.00 | 8.00 (4.0F) | 4.00 (2.00x, 4.0F) |" in table and "| h |" not in table
+
+
+def test_decode_reference_traces_under_torch_compile():
+    """The peer (torch.compile of the reference) imports the family's module by name: the H200 campaign at 3c7ccb1
+    got "No module named 'evo_family_mhc_pre_big_fuse_for_decode'" at every geometry."""
+    torch = pytest.importorskip("torch")
+    g = next(g for g in CFG.geometries if g.name == "T1_H4096")
+    inp = DEC.make_inputs(g, 0, "cpu")
+    out = torch.compile(lambda: DEC.reference(inp, g, torch.float32), backend="eager")()
+    assert set(out) == {"post_mix", "comb_mix", "layer_input"}
