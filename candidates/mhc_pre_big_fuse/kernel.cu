@@ -342,9 +342,10 @@ __device__ __forceinline__ void stream_pre(const u16* __restrict__ res, u16* __r
   const int tid = (int)threadIdx.x - STREAM_FIRST;
   if (tid < 0) return;
   const int stride = STREAM_THREADS * VEC_ELEMS;
-  for (int hb = h0 + tid * VEC_ELEMS; hb < h1; hb += stride * EVO_UNROLL) {
+  const int hb0 = h0 + tid * VEC_ELEMS;
+  for (int hb = hb0; hb < h1; hb += stride * EVO_UNROLL) {
 #if EVO_EARLY_LOADS
-    if (hb != h0 + tid * VEC_ELEMS) load_trip(res, H, hb, h1, stride, v);
+    if (hb != hb0) load_trip(res, H, hb, h1, stride, v);
 #else
     load_trip(res, H, hb, h1, stride, v);
 #endif
