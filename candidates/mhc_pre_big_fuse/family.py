@@ -4,11 +4,18 @@ Inputs per call: dot_mix [S, T, 24] fp32 (split partials of the GEMM), sqrsum
 [S, T] fp32, residual [T, 4, H] bf16, scale [3], base [24]. Outputs: post_mix
 [T, 4] fp32, comb_mix [T, 4, 4] fp32, layer_input [T, H] bf16. In prenorm mode
 (S = 1) the kernel computes the square sum from the residual itself.
+
+``DECODE_FAMILY`` (loaded through decode/family.py as ``mhc_pre_decode``) is the same kernel with the decode knobs
+added (DECODE_KNOBS): they target the latency-bound metadata path at T = 1..128. They are a family of their own,
+not knobs of this one, because the recorded sweep (recorded/) covers this family's knob space; at their defaults the
+kernel builds the same machine code as without them (tests/test_decode_knobs.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec
@@ -50,6 +57,8 @@ class MhcPreBigFuse(Family):
         out = []
         if genome["split_reduce"] != "serial" and geometry["S"] > 1:
             out.append("split_reduce")
+        if genome.get("fast_math"):  # (a decode knob: absent from this family's genomes)
+            out.append("fast_math")
         if geometry["prenorm"]:
             # The in-kernel square sum is partitioned by block size and load width.
             out += [k for k in ("block", "vec") if genome[k] != self.knob(k).default]
@@ -106,6 +115,10 @@ class MhcPreBigFuse(Family):
 
     def error_bound(self, output: str) -> float:
         return 1e-2 if output == "layer_input" else 1e-4
+
+    def pdl_safe(self, genome: Mapping[str, Any]) -> bool:
+        # pdl_overlap: griddepcontrol.wait before the first access of any input or output (kernel.cu, EVO_PDL)
+        return bool(genome.get("pdl_overlap"))
 
     # --- launching --------------------------------------------------------
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
@@ -203,9 +216,9 @@ FAMILY = MhcPreBigFuse(
             "for (int hb = h0 + tid * VEC_ELEMS; hb < h1 - VEC_ELEMS; hb += stride * EVO_UNROLL)",
         ),
         "out of bounds: one element written past the end of layer_input": (
-            "        *reinterpret_cast<vec_t*>(out + h) = o;",
-            "        *reinterpret_cast<vec_t*>(out + h) = o;\n"
-            "        if (blockIdx.x == gridDim.x - 1 && h + VEC_ELEMS >= h1) out[h + VEC_ELEMS] = 0x3f80;",
+            "      *reinterpret_cast<vec_t*>(out + h) = o;",
+            "      *reinterpret_cast<vec_t*>(out + h) = o;\n"
+            "      if (blockIdx.x == gridDim.x - 1 && h + VEC_ELEMS >= h1) out[h + VEC_ELEMS] = 0x3f80;",
         ),
         "NaN output: post_mix of lane 0 is NaN": (
             "        __fmul_rn(POST_MULT, sigmoidf_(affine(y_post, rstd, scale[1], base[HC + lane])));",
@@ -238,4 +251,78 @@ FAMILY = MhcPreBigFuse(
         GeometryParam("S", int, 1, choices=(1, 2, 4, 8, 16, 32), doc="GEMM split partials"),
         GeometryParam("prenorm", bool, False, doc="compute the square sum from the residual"),
     ),
+)
+
+
+class MhcPreDecode(MhcPreBigFuse):
+    """mhc_pre_big_fuse with the decode knobs; its folder is decode/, its kernel this folder's kernel.cu."""
+
+    @property
+    def kernel_path(self) -> Path:
+        return self.folder.parent / "kernel.cu"
+
+
+# The latency-bound metadata path at T = 1..128 (docs/families.md §1, "Decode knobs"). Each keeps the output bits
+# except fast_math (checked in tolerance mode against float64).
+DECODE_KNOBS = (
+    Knob(
+        "split_lanes",
+        (False, True),
+        False,
+        doc="split partials summed in the serial order by one lane per mix (25 lanes), all loads in flight at once, "
+        "then handed to lanes 0..3 by shuffles (split_reduce=warp at S > 1 takes precedence)",
+    ),
+    Knob(
+        "sinkhorn",
+        ("row4", "lane16", "full"),
+        "row4",
+        doc="Sinkhorn on 4 lanes (one row each), 16 lanes (one entry each, sums by shuffles), or the whole "
+        "matrix in each thread's registers (no shuffles on the chain)",
+    ),
+    Knob(
+        "fast_math",
+        (False, True),
+        False,
+        exact=False,
+        doc="__expf and approximate reciprocals in the sigmoids and the Sinkhorn (tolerance mode)",
+    ),
+    Knob(
+        "early_loads",
+        (False, True),
+        False,
+        doc="each streaming thread issues its first trip's residual loads before the metadata and the barrier",
+    ),
+    Knob(
+        "pre_per_warp",
+        (False, True),
+        False,
+        doc="every streaming warp computes pre itself (the same operations as warp 0): no block barrier",
+    ),
+    Knob(
+        "pdl_overlap",
+        (False, True),
+        False,
+        doc="under gates.perf.launch: pdl, launched with PDL: the next launch may start at once, this one waits "
+        "for the one before before touching memory",
+    ),
+)
+
+
+def _decode_knob(k: Knob) -> Knob:
+    # T = 1 has one block per h-split: more, smaller blocks
+    if k.name == "block":
+        return dataclasses.replace(k, values=(64, *k.values))
+    if k.name == "h_split":
+        return dataclasses.replace(k, values=(*k.values, 16))
+    return k
+
+
+DECODE_FAMILY = MhcPreDecode(
+    name="mhc_pre_decode",
+    description="mhc_pre_big_fuse with the decode knobs (Sinkhorn layout, lane split sums, early loads, no barrier, "
+    "fast math, PDL) for T = 1..128",
+    entry=FAMILY.entry,
+    knobs=tuple(_decode_knob(k) for k in FAMILY.knobs) + DECODE_KNOBS,
+    faults=FAMILY.faults,
+    geometry_params=FAMILY.geometry_params,
 )
