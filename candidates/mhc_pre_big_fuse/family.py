@@ -5,10 +5,10 @@ Inputs per call: dot_mix [S, T, 24] fp32 (split partials of the GEMM), sqrsum
 [T, 4] fp32, comb_mix [T, 4, 4] fp32, layer_input [T, H] bf16. In prenorm mode
 (S = 1) the kernel computes the square sum from the residual itself.
 
-``DECODE_FAMILY`` (loaded through decode/family.py as ``mhc_pre_decode``) is the same kernel with the decode knobs
-added (DECODE_KNOBS): they target the latency-bound metadata path at T = 1..128. They are a family of their own,
-not knobs of this one, because the recorded sweep (recorded/) covers this family's knob space; at their defaults the
-kernel builds the same machine code as without them (tests/test_decode_knobs.py).
+``DECODE_FAMILY`` (loaded through ../mhc_pre_decode/family.py as ``mhc_pre_decode``) is the same kernel with
+the decode knobs added (DECODE_KNOBS): they target the latency-bound metadata path at T = 1..128. They are a family
+of their own, not knobs of this one, because the recorded sweep (recorded/) covers this family's knob space; at
+their defaults the kernel builds the same machine code as without them (tests/test_decode_knobs.py).
 """
 
 from __future__ import annotations
@@ -255,11 +255,11 @@ FAMILY = MhcPreBigFuse(
 
 
 class MhcPreDecode(MhcPreBigFuse):
-    """mhc_pre_big_fuse with the decode knobs; its folder is decode/, its kernel this folder's kernel.cu."""
+    """mhc_pre_big_fuse with the decode knobs; its folder is candidates/mhc_pre_decode/, its kernel this one's."""
 
     @property
     def kernel_path(self) -> Path:
-        return self.folder.parent / "kernel.cu"
+        return Path(__file__).resolve().parent / "kernel.cu"
 
 
 # The latency-bound metadata path at T = 1..128 (docs/families.md §1, "Decode knobs"). Each keeps the output bits
