@@ -1,4 +1,4 @@
-"""The `evo` command: run, status, log, families.
+"""The `evo` command: run, status, log, table, families.
 
 Every user error is one line on stderr and exit code 2; nothing recorded in a
 campaign is touched by a failing command.
@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--storage", help="override the config's storage URL")
         if name == "log":
             s.add_argument("-o", "--output", help="where to write (default logs/<campaign>/attempts.md)")
+    tb = sub.add_parser("table", help="every attempt at every geometry as a CSV or parquet table")
+    tb.add_argument("config", help="campaign YAML")
+    tb.add_argument("--storage", help="override the config's storage URL")
+    tb.add_argument(
+        "-o", "--output", help="a .csv or .parquet file (default logs/<campaign>/attempts.csv); parquet needs pyarrow"
+    )
     e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
     e.add_argument("config", help="campaign YAML")
     e.add_argument("--storage", help="override the config's storage URL")
@@ -199,6 +205,8 @@ def _main(argv: list[str] | None = None) -> int:
             return _status(cfg)
         if args.cmd == "log":
             return _log(cfg, args.output)
+        if args.cmd == "table":
+            return _table(cfg, args.output)
         if args.cmd == "export":
             return _export(cfg, args.output, args.check, args.force)
         if args.cmd == "replay":
@@ -591,6 +599,27 @@ def _status(cfg) -> int:
     attempts = led.attempts()
     _damaged(led)
     print(render_status(attempts, led.all_meta()))
+    return 0
+
+
+def _table(cfg, output: str | None) -> int:
+    """`evo table`: one row per attempt and geometry, read from the ledger opened read-only."""
+    from evo.table import TableError, attempt_rows, table_format, write_table
+
+    path = Path(output).expanduser() if output else cfg.log_dir / "attempts.csv"
+    try:
+        fmt = table_format(path)  # before the ledger is read: a wrong name or a missing pyarrow costs nothing
+    except TableError as e:
+        return _fail(str(e))
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    rows = attempt_rows(attempts, cfg.family, cfg.geometries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(rows, path, fmt)
+    print(f"evo: {len(rows)} row(s) ({len(attempts)} attempt(s) x {len(cfg.geometries)} geometries) written to {path}")
     return 0
 
 

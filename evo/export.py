@@ -1,4 +1,7 @@
-"""`evo export`: the accepted steps of a campaign as a `git am`-able patch series.
+"""`evo export`: the accepted steps of a campaign as a `git am`-able patch series of lasting changes.
+
+Steps that undo an earlier step's change (``barrier early->late``, later ``late->early``) are squashed with it into
+one commit (:func:`lasting_series`), whose message names the steps it holds and gives its measured cumulative figures.
 
 Each step's kernel is the family's ``kernel.cu`` with the genome's knob values
 written as ``#define`` lines at the top and every preprocessor conditional
@@ -22,6 +25,7 @@ from typing import Any
 
 from evo.family import Family
 from evo.records import ACCEPTED, BASELINE, Attempt
+from gates.sanitizer import describe as sanitizer_describe
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
 
@@ -212,12 +216,78 @@ def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str
     )
 
 
+def _value(genome: Mapping[str, Any], key: str) -> Any:
+    """A genome's value of ``key``; an idea gene it lacks is off."""
+    from evo.ideas import is_gene
+
+    return genome.get(key, False if is_gene(key) else None)
+
+
+def reverted(first: tuple[Attempt, Attempt], later: tuple[Attempt, Attempt]) -> list[str]:
+    """The genome keys (knobs, idea genes) that the change ``later`` = (start, end) sets back to the value they had
+    before the change ``first`` = (start, end) changed them: ``later`` undoes (part of) ``first``."""
+    (s1, e1), (s2, e2) = first, later
+    keys = sorted({*s1.genome, *e1.genome, *s2.genome, *e2.genome})
+    return [
+        k
+        for k in keys
+        if _value(s1.genome, k) != _value(e1.genome, k)
+        and _value(s2.genome, k) != _value(e2.genome, k)
+        and _value(e2.genome, k) == _value(s1.genome, k)
+    ]
+
+
+def lasting_series(base: Attempt, steps: Sequence[Attempt]) -> list[list[Attempt]]:
+    """The accepted ``steps`` (in order) grouped into the exported series' commits: a step that undoes (part of) an
+    earlier commit's change is squashed with it and every step between, until no commit undoes an earlier one.
+
+    A campaign wanders (``barrier early->late`` at one step, ``late->early`` two steps on); a reviewer reads the
+    changes that last. Each group applies onto the end of the one before (the baseline for the first), so the series
+    still applies with ``git am`` and ends at the champion."""
+    groups = [[a] for a in steps]
+
+    def span(i: int) -> tuple[Attempt, Attempt]:
+        return (groups[i - 1][-1] if i else base), groups[i][-1]
+
+    merged = True
+    while merged:
+        merged = False
+        for j in range(1, len(groups)):
+            i = next((i for i in range(j) if reverted(span(i), span(j))), None)
+            if i is not None:
+                groups[i : j + 1] = [[a for g in groups[i : j + 1] for a in g]]
+                merged = True
+                break
+    return groups
+
+
+def _undone(base: Attempt, group: Sequence[Attempt]) -> list[str]:
+    """Lines naming which step of a squashed group undid which earlier one's change, and in what."""
+    out = []
+    for j in range(1, len(group)):
+        for i in range(j):
+            keys = reverted((group[i - 1] if i else base, group[i]), (group[j - 1], group[j]))
+            if keys:
+                out.append(f"#{group[j].id} undid #{group[i].id}'s change of {', '.join(keys)}")
+    return out
+
+
 def commit_message(
-    family: Family, step: int, a: Attempt, prev: Attempt, meta: Mapping[str, Any], book: Mapping[str, Any] | None = None
+    family: Family,
+    step: int,
+    a: Attempt,
+    prev: Attempt,
+    meta: Mapping[str, Any],
+    book: Mapping[str, Any] | None = None,
+    group: Sequence[Attempt] | None = None,
 ) -> str:
+    """The message of the series' commit ``step`` from ``prev``'s kernel to ``a``'s. ``group``: the accepted steps it
+    squashes (``a`` last), when more than one (:func:`lasting_series`): then its figures are ``a``'s cumulative ones,
+    measured, and the ratio of the two ends' cumulative medians, which no round measured side by side."""
     from evo.ideas import describe_change, idea_slugs, knob_part
 
     book = idea_book(family, meta) if book is None else book
+    group = list(group) if group and len(group) > 1 else []
     on, was = idea_slugs(a.genome), idea_slugs(prev.genome)
     added = [s for s in on if s not in was]
     change = describe_change(a.genome, prev.genome)
@@ -225,7 +295,16 @@ def commit_message(
         change = book[added[0]].title  # a step that is one idea: its title says what it does
     dev = meta.get("device") or {}
     lines = [f"{family.name}: {change}", ""]
-    lines.append(f"Step {step} of campaign {a.campaign}, attempt #{a.id} ({a.origin}).")
+    if group:
+        lines.append(
+            f"Step {step} of campaign {a.campaign}: accepted steps {', '.join(f'#{x.id}' for x in group)} squashed "
+            f"into one lasting change ({'; '.join(_undone(prev, group))})."
+        )
+        lines += [
+            f"- #{x.id} ({x.origin}): {describe_change(x.genome, y.genome)}" for y, x in zip([prev, *group], group)
+        ]
+    else:
+        lines.append(f"Step {step} of campaign {a.campaign}, attempt #{a.id} ({a.origin}).")
     lines.append("")
     lines.append("What changed and why:")
     for k, (old, new) in sorted(knob_part(a.genome).diff(knob_part(prev.genome)).items()):
@@ -245,13 +324,26 @@ def commit_message(
         cum = a.speedup_vs_baseline.get(g)
         t = a.timings.get(g)
         pct = a.roofline_pct.get(g)
+        if group:  # no round timed the two ends side by side: the ratio of their cumulative medians, and each step
+            then = prev.speedup_vs_baseline.get(g)
+            start = then.value if then else 1.0 if prev.verdict.status == BASELINE else None
+            over = f"{cum.value / start:.3f}x (ratio of the cumulative medians)" if cum and start else "-"
+            each = ", ".join(f"#{x.id} {x.speedup_vs_parent[g].fmt()}" for x in group if g in x.speedup_vs_parent)
+            head = f"- {g}: this change {over}; its steps, each against the champion then: {each}; "
+        else:
+            head = f"- {g}: step {iv.fmt()}, "
         lines.append(
-            f"- {g}: step {iv.fmt()}, cumulative {cum.fmt() if cum else '-'}"
+            head
+            + f"cumulative {cum.fmt() if cum else '-'}"
             + (f", {t.median_us:.2f} us" if t else "")
             + (f", {pct:.1f}% of the copy ceiling" if pct else "")
         )
     bound = a.bound or {}
-    lines += ["", "Decode bound: " + (bound.get("summary") or "no decode profile configured; no end-to-end claim.")]
+    of = f" (of the last step, #{a.id})" if group and bound.get("summary") else ""
+    lines += [
+        "",
+        f"Decode bound{of}: " + (bound.get("summary") or "no decode profile configured; no end-to-end claim."),
+    ]
     lines += ["", "Correctness:"]
     frozen = meta.get("baseline_hashes") or {}
     for g, hs in a.output_hashes.items():
@@ -261,14 +353,13 @@ def commit_message(
         figs = ", ".join(f"{k} {v:.3e}" for k, v in sorted(errs.items()) if k.endswith("rel_err"))
         if figs:
             lines.append(f"- {g}: error vs float64: {figs}")
-    # issue 31: the sanitizer gate's result, and every finding the family declares known with its argument
-    from gates.sanitizer import describe as sanitizer_describe
-
+    # the sanitizer gate's result, and every finding the family declares known with its argument
     san = (a.verdict.detail or {}).get("sanitizer")
     lines += [""] + _wrap(f"Sanitizer: {sanitizer_describe(san)}.", 72)
     for s in (san or {}).get("suppressed") or []:
         lines += ["  " + ln for ln in _wrap(f"Known finding {s.get('name')}: {s.get('argument')}", 70)]
-    lines += ["", f"Verdict: {a.verdict.reason}"]
+    lines += [""]
+    lines += [f"Verdict of #{x.id}: {x.verdict.reason}" for x in group] if group else [f"Verdict: {a.verdict.reason}"]
     lines.append(
         f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
         + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
@@ -363,7 +454,10 @@ def export(
     force: bool = False,
     notes: list[str] | None = None,
 ) -> list[Path]:
-    """Write baseline + one patch per accepted step + the final kernel into ``out_dir``; return the patches.
+    """Write baseline + one patch per lasting change + the final kernel into ``out_dir``; return the patches.
+
+    The accepted steps go into the series as :func:`lasting_series` groups them: a step that undoes an earlier one's
+    change is squashed with it (and the steps between), so no patch reverts another.
 
     ``out_dir`` is made absolute first (the series is made in a temporary repository). Nothing is written when the
     folder holds files of anyone else's (:func:`check_target`); ``force`` replaces an earlier export's files.
@@ -399,15 +493,21 @@ def export(
             env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
         )
         prev, step, commits = base, 0, 0
-        for a in chain[1:]:
+        for group in lasting_series(base, chain[1:]):
+            a = group[-1]
             if texts[a.id] == texts[prev.id]:
                 if notes is not None:
                     notes.append(f"attempt #{a.id} gives the same kernel source as attempt #{prev.id}: no patch for it")
                 continue
+            if len(group) > 1 and notes is not None:
+                notes.append(
+                    f"accepted steps {', '.join(f'#{x.id}' for x in group)} are one patch: "
+                    + "; ".join(_undone(prev, group))
+                )
             step += 1
             (repo / fname).write_text(texts[a.id])
             _git(repo, "add", fname)
-            msg = commit_message(family, step, a, prev, meta, book)
+            msg = commit_message(family, step, a, prev, meta, book, group)
             when = a.finished_at or date
             _git(repo, "commit", "-q", "-F", "-", stdin=msg, env={"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
             prev, commits = a, commits + 1

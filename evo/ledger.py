@@ -14,7 +14,8 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   one per param, and a kill in between leaves a WAITING trial or a partial
   genome).
 * ``record()`` writes the attempt JSON, the ``verdict`` and ``genome_key``
-  attrs, the value, the final state and any study meta that belongs to the
+  attrs, the intermediate values, the value, the final state (see "States
+  and values" below) and any study meta that belongs to the
   attempt (e.g. ``baseline_id``; ``evo worker``'s ``elapsed_s``, only ever
   raised) in one transaction: that commit is the attempt. A trial is never
   COMPLETE/FAIL without its attempt, nor the other way round.
@@ -29,6 +30,29 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   and may be proposed again; the campaign does not count them against the
   attempt budget. Only trials whose owner is gone are touched (see below), so
   it is safe while other workers are running.
+
+States and values (:func:`trial_outcome`; ledgers recorded before keep what they were given: COMPLETE with
+the score for every attempt that had one). Optuna's ``best_trial`` is the champion:
+
+=============================================  =========  ====================================================
+attempt                                        state      value
+=============================================  =========  ====================================================
+baseline, accepted step                        COMPLETE   its score (weighted geometric-mean speedup against
+                                                          the baseline), above every earlier champion's
+rejected by perf for speed (not faster,        COMPLETE   its score, or just under the champion's where it
+slower), every geometry measured                          reaches it
+stopped by the early-out                       PRUNED     none
+any other rejection (watched geometry,         FAIL       none
+physics, correctness, static, e2e), any error
+=============================================  =========  ====================================================
+
+Every attempt timed anywhere carries its speedup against the baseline at each geometry it reached as an
+intermediate value; step i is the i-th geometry of the campaign's config (meta ``config.geometries``).
+
+Side studies (:meth:`Ledger.side`): ``evo replay`` and ``evo selfcheck`` record their attempts into a study of
+their own beside the campaign's (``<campaign>:replay``, ``<campaign>:selfcheck``), reading the campaign's
+attempts and meta through it, so the campaign's attempts, its log and its Optuna views stay as the campaign
+made them. A replayed attempt names its original in ``derived_from`` and its origin ("replay of #N").
 
 Liveness (several processes on one ledger, ``evo worker``): ``ask(fixed)``
 stamps the new trial, in its creating transaction, with the owner's identity
@@ -101,7 +125,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from evo.family import Knob
 from evo.genome import Genome
-from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -464,11 +488,72 @@ def _session_beat(
         del led
 
 
-def _final_state(attempt: Attempt) -> tuple[TrialState, float | None]:
-    """COMPLETE with the score when there is a finite one; FAIL otherwise (the sampler skips it)."""
-    if attempt.score is not None and math.isfinite(attempt.score):
-        return TrialState.COMPLETE, float(attempt.score)
-    return TrialState.FAIL, None
+# --- what Optuna's state and value say about an attempt ----------------------------
+CHAMPION = "champion"  # the baseline or an accepted step: COMPLETE, valued by its score
+MEASURED = "measured"  # turned down for speed after every geometry was measured: COMPLETE, below the champion
+STOPPED = "stopped"  # the early-out stopped it: PRUNED, no value
+FAILED = "failed"  # every other verdict (a gate failed for another reason, or it could not be judged): FAIL
+_SPEED = frozenset({Code.PERF_NOT_FASTER, Code.PERF_SLOWER})
+
+
+def trial_outcome(attempt: Attempt) -> str:
+    """How an attempt is stored as an Optuna trial: CHAMPION, MEASURED, STOPPED or FAILED (see ``TRIAL_STATES``).
+
+    Optuna's ``best_trial`` (and optuna-dashboard's) must be the campaign's champion, so a value is given only for
+    what was fully measured and compared as a win is: a step the perf gate turned down for speed alone (not faster,
+    slower). Its score may still read above the champion's (a 1.005x step that misses a 1% bar) and is then stored
+    just under the champion's value. Every other rejection carries no value, even when it was timed in full: a
+    watched geometry's regression, a correctness recheck after timing, a changed token stream or a physics
+    violation leave a weighted score that may beat the champion's, so it cannot be COMPLETE.
+    """
+    v = attempt.verdict
+    finite = attempt.score is not None and math.isfinite(attempt.score)
+    if v.status in (ACCEPTED, BASELINE) and finite:
+        return CHAMPION
+    if v.code in _SPEED and finite:
+        return MEASURED
+    if v.code is Code.PERF_EARLY_STOP:
+        return STOPPED
+    return FAILED
+
+
+TRIAL_STATES = {
+    CHAMPION: TrialState.COMPLETE,
+    MEASURED: TrialState.COMPLETE,
+    STOPPED: TrialState.PRUNED,
+    FAILED: TrialState.FAIL,
+}
+
+
+def trial_value(outcome: str, score: float | None, best: float | None) -> float | None:
+    """The Optuna value of an attempt of this outcome, given ``best``: the highest value of a champion so far.
+
+    A champion's is its score, above every earlier champion's: a step is accepted only where it beat the champion in
+    the same rounds, so its score is higher, save where drift between sessions made the baseline read differently;
+    then it is stored just above ``best`` (its true score stays in its attempt record). A measured attempt's is its
+    score, or just under ``best`` where its score reaches it. Ties are never stored: Optuna's best_trial is an
+    ORDER BY on the value, and the order of equal values is the database's to pick.
+    """
+    if outcome not in (CHAMPION, MEASURED) or score is None:
+        return None
+    if best is None:
+        return float(score)
+    if outcome == CHAMPION:
+        return float(score) if score > best else math.nextafter(best, math.inf)
+    return float(score) if score < best else math.nextafter(best, -math.inf)
+
+
+def intermediate_values(attempt: Attempt, geometries: Sequence[str]) -> dict[int, float]:
+    """Step -> the attempt's speedup against the baseline at the campaign's ``geometries[step]``, where measured
+    (the baseline: 1.0 where it was timed). What an early-stopped attempt reached, the others' per-geometry results."""
+    out = {}
+    for i, g in enumerate(geometries):
+        iv = attempt.speedup_vs_baseline.get(g)
+        if iv is not None and math.isfinite(iv.value):
+            out[i] = float(iv.value)
+        elif attempt.verdict.status == BASELINE and g in attempt.timings:
+            out[i] = 1.0
+    return out
 
 
 @dataclass
@@ -601,9 +686,15 @@ class Ledger:
         self._parsed: dict[int, Attempt] = {}
         self._checked: set[str] = set()  # knobs whose distribution ask() held against the study's stored one
         self.damaged: dict[int, str] = {}  # trial number -> why its attempt record could not be read (skipped)
+        self.knobs = list(knobs)
+        self._geometries: list[str] | None = None  # _geometry_order(), read once from the config meta
         self._session_key: str | None = None  # claim(): this process's session row
         self._session_stop: threading.Event | None = None
         _LIVE.add(self)
+
+    def side(self, kind: str) -> SideLedger:
+        """The side study ``<campaign>:<kind>`` of this campaign (made on first use), for replay and selfcheck."""
+        return SideLedger(self, kind)
 
     # --- campaign metadata (study user attrs) ---------------------------
     def meta(self, key: str, default: Any = None) -> Any:
@@ -734,7 +825,7 @@ class Ledger:
         *,
         meta_max: Mapping[str, float] | None = None,
     ) -> None:
-        """Store the attempt and finish its trial (COMPLETE with score, else FAIL) in one transaction.
+        """Store the attempt and finish its trial (state and value: :func:`trial_outcome`) in one transaction.
 
         ``meta``: study meta that belongs to this attempt, written in the same transaction. ``meta_max``:
         numeric study meta raised to at least these values (never lowered) in that transaction too: several
@@ -744,14 +835,15 @@ class Ledger:
             attempt.id = trial.number
         if self.shared:
             attempt.device.setdefault("worker", worker_name())
-        state, value = _final_state(attempt)
+        state = TRIAL_STATES[trial_outcome(attempt)]
+        score = [float(attempt.score)] if state == TrialState.COMPLETE and attempt.score is not None else None
         try:
             try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
                 # the trial as asked (Optuna's Trial keeps it current) rather than one more read of it
                 frozen = getattr(trial, "_cached_frozen_trial", None) or self.study._storage.get_trial(trial._trial_id)
-                self.study.sampler.after_trial(self.study, frozen, state, None if value is None else [value])
+                self.study.sampler.after_trial(self.study, frozen, state, score)
             finally:
-                self._commit(trial._trial_id, attempt, state, value, meta, meta_max)
+                self._commit(trial._trial_id, attempt, True, meta, meta_max)
         finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
             self._release(trial._trial_id)
 
@@ -951,12 +1043,12 @@ class Ledger:
         self,
         trial_id: int,
         attempt: Attempt,
-        state: TrialState | None,
-        value: float | None,
+        finish: bool,
         meta: Mapping[str, Any] | None = None,
         meta_max: Mapping[str, float] | None = None,
     ) -> None:
-        """One transaction: the attempt attrs, then (unless ``state`` is None) value and final state, then meta.
+        """One transaction: the attempt attrs, then (with ``finish``) intermediate values, value and final state
+        (:func:`trial_outcome`), then meta.
 
         The final state is set only where the trial is still unfinished in this transaction (the trial row is
         written first, so the transaction holds it, or on SQLite the database, from its start), else nothing is
@@ -964,10 +1056,16 @@ class Ledger:
         """
         rdb = self._rdb()
         t = models.TrialModel
+        outcome = trial_outcome(attempt) if finish else None
+        state = TRIAL_STATES[outcome] if outcome is not None else None
+        # read before the transaction: a meta read inside it would take the same scoped session and end it
+        steps = intermediate_values(attempt, self._geometry_order(attempt)) if finish else {}
         with self._session() as session:
-            if meta or meta_max:  # study meta: two workers' first writes of a key must not both insert it (on
-                # PostgreSQL a UniqueViolation of elapsed_s seen in CI). The study lock first, then the trial's row,
-                # the order ask() and append_meta() take them in.
+            if meta or meta_max or state == TrialState.COMPLETE:
+                # study meta: two workers' first writes of a key must not both insert it (on PostgreSQL a
+                # UniqueViolation of elapsed_s seen in CI); a value: read against the champions' under the lock, so
+                # that two workers' steps cannot both be valued above the same champion. The study lock first, then
+                # the trial's row, the order ask() and append_meta() take them in.
                 self._lock_study(session)
             # A no-op UPDATE first: on SQLite it takes the database write lock before anything is read (the FOR
             # UPDATE below is no lock there), so of two workers recovering one dead trial the second reads it
@@ -976,7 +1074,11 @@ class Ledger:
             row = t.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, row.state)
             self._put_attrs(session, trial_id, self._attr_items(attempt))
-            if state is not None:
+            if outcome is not None and state is not None:
+                for step, v in steps.items():
+                    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, v)
+                best = self._best_champion_value(session) if state == TrialState.COMPLETE else None
+                value = trial_value(outcome, attempt.score, best)
                 if value is not None:
                     rdb._set_trial_value_without_commit(session, row, 0, value)
                 n = (
@@ -999,7 +1101,36 @@ class Ledger:
 
     def _write_attrs(self, trial_id: int, attempt: Attempt) -> None:
         """The attempt attrs alone, in one transaction, leaving the trial's state as it is."""
-        self._commit(trial_id, attempt, None, None)
+        self._commit(trial_id, attempt, False)
+
+    def _best_champion_value(self, session: Any) -> float | None:
+        """The highest stored value of a COMPLETE baseline or accepted trial (None before the baseline)."""
+        t, v, u = models.TrialModel, models.TrialValueModel, models.TrialUserAttributeModel
+        best = (
+            session.query(sqlalchemy.func.max(v.value))
+            .join(t, t.trial_id == v.trial_id)
+            .join(u, u.trial_id == t.trial_id)
+            .filter(
+                t.study_id == self.study._study_id,
+                t.state == TrialState.COMPLETE,
+                v.objective == 0,
+                v.value_type == models.TrialValueModel.TrialValueType.FINITE,
+                u.key == "verdict",
+                u.value_json.in_([json.dumps(ACCEPTED), json.dumps(BASELINE)]),
+            )
+            .scalar()
+        )
+        return None if best is None else float(best)
+
+    def _geometry_order(self, attempt: Attempt) -> list[str]:
+        """The campaign's geometries in its config's order (an intermediate value's step indexes them); without a
+        config (tests), the attempt's own, sorted."""
+        if self._geometries is None:
+            cfg = self.meta("config") or {}
+            names = [g.get("name") for g in cfg.get("geometries") or [] if isinstance(g, Mapping)]
+            if names and all(isinstance(n, str) for n in names):
+                self._geometries = [str(n) for n in names]  # fixed for a campaign: resuming checks it
+        return self._geometries if self._geometries is not None else sorted(attempt.speedup_vs_baseline)
 
     # --- reading -----------------------------------------------------------
     def _trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
@@ -1103,14 +1234,14 @@ class Ledger:
             else:
                 attempt = self._interrupted(t)
             try:
-                self._commit(t._trial_id, attempt, *_final_state(attempt))
+                self._commit(t._trial_id, attempt, True)
             except UpdateFinishedTrialError:
                 continue  # recorded by its owner, or recovered by another worker, meanwhile
             handled.append(t.number)
         for t in self._trials([TrialState.WAITING]):
             attempt = self._interrupted(t)
             with contextlib.suppress(UpdateFinishedTrialError):
-                self._commit(t._trial_id, attempt, *_final_state(attempt))
+                self._commit(t._trial_id, attempt, True)
         return handled
 
     def _alive(self, t: FrozenTrial, stale: set[int]) -> bool:
@@ -1140,3 +1271,52 @@ class Ledger:
             verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
             started_at=t.datetime_start.isoformat() if t.datetime_start else "",
         )
+
+
+class SideLedger(Ledger):
+    """A study beside a campaign's (``<campaign>:<kind>``) that ``evo replay`` / ``evo selfcheck`` record into.
+
+    It reads the campaign's attempts, champion and seen genomes (what a re-judged attempt is held against), and
+    meta from its own study first, then the campaign's; it writes attempts and meta into its own study only, so
+    nothing of the campaign changes. Its own attempts: :meth:`own_attempts`.
+    """
+
+    def __init__(self, base: Ledger, kind: str):
+        super().__init__(
+            base.storage_url,
+            side_study_name(base.campaign, kind),
+            base.knobs,
+            heartbeat_s=base.heartbeat_s,
+            grace_s=base.grace_s,
+        )
+        self.base = base
+        self.kind = kind
+        self.create_meta({"side_of": base.campaign, "kind": kind})
+
+    def own_attempts(self) -> list[Attempt]:
+        """The attempts recorded into this side study (ids are its own trial numbers)."""
+        return super().attempts()
+
+    def attempts(self) -> list[Attempt]:
+        return self.base.attempts()
+
+    def seen_keys(self) -> set[str]:
+        return self.base.seen_keys()
+
+    def champion(self) -> Attempt | None:
+        return self.base.champion()
+
+    def view(self) -> View:
+        return self.base.view()
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        mine = self.study.user_attrs
+        return mine[key] if key in mine else self.base.meta(key, default)
+
+    def all_meta(self) -> dict[str, Any]:
+        return {**self.base.all_meta(), **self.study.user_attrs}
+
+
+def side_study_name(campaign: str, kind: str) -> str:
+    """``<campaign>:<kind>``: a campaign's name has no colon (evo/config.py), so no campaign can be named so."""
+    return f"{campaign}:{kind}"

@@ -15,7 +15,7 @@ from typing import Any
 from evo.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.ceiling import describe as ceiling_describe
 from evo.ideas import book_from_meta, delta, describe_change, idea_events
-from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
+from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code
 
 DASH = "–"
 SIMULATED_BANNER = (
@@ -439,28 +439,53 @@ def _decode_steps(chain: list[Attempt]) -> list[str]:
     )
 
 
-def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt]) -> list[str]:
+def _all(attempts: Sequence[Attempt], by_id: Mapping[int, Attempt], geoms: list[tuple[str, float]]) -> list[str]:
+    """Every attempt; its change is against the champion it was measured against (``parent_id``), which is what its
+    verdict compares it with; the proposer's own parents (a mutation's, a crossover's two) are in its origin."""
+    first = next((g for g, w in geoms if w > 0), geoms[0][0] if geoms else None)
     rows = []
     for a in attempts:
         parent = by_id.get(a.parent_id) if a.parent_id is not None else None
         change = "baseline" if a.verdict.status == BASELINE else _change(a, parent.genome if parent else None)
+        t = a.timings.get(first) if first else None
+        roof = a.roofline_pct.get(first) if first else None
         rows.append(
             [
                 f"#{a.id}",
                 a.origin,
+                f"#{a.parent_id}" if a.parent_id is not None and a.verdict.status != BASELINE else DASH,
                 change,
                 a.verdict.label(),
                 a.verdict.reason,
                 _num(a.score),
+                _us(t.median_us if t else None),
+                f"{roof:.1f}%" if isinstance(roof, (int, float)) else DASH,
                 _first_resources(a),
                 _num(a.compile_s, 2),
             ]
         )
+    at = f" at {first}" if first else ""
     return [
         "## All attempts",
         "",
+        f"Time and % of the copy ceiling{at} (the first weighted geometry); the change is against the champion each "
+        "attempt was measured against, the champion then.",
+        "",
         *_table(
-            ["Id", "Origin", "Change vs parent", "Verdict", "Reason", "Score", "Regs/stack/spills", "Compile s"], rows
+            [
+                "Id",
+                "Origin",
+                "Champion then",
+                "Change vs champion then",
+                "Verdict",
+                "Reason",
+                "Score",
+                "µs",
+                "% copy ceiling",
+                "Regs/stack/spills",
+                "Compile s",
+            ],
+            rows,
         ),
         "",
     ]
@@ -563,8 +588,9 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
         f"lower bound {_num(aa.get('max_lower_bound'), 4)} against a threshold of {_num(aa.get('threshold'), 4)}"
         f" (floor {_num((aa.get('floor') or 0) * 100, 3)}%)"
     )
+    study = sc.get("study")  # since faults are recorded beside the campaign: that study's attempt numbers
     for title, v in (sc.get("faults") or {}).items():
-        at = f" (attempt #{v['attempt']})" if "attempt" in v else ""
+        at = f" ({f'study {study}, ' if study else ''}attempt #{v['attempt']})" if "attempt" in v else ""
         ok = {True: "right verdict", False: f"WRONG: expected {v.get('expected')}", None: "needs a GPU"}.get(
             v.get("ok"), ""
         )
@@ -655,13 +681,33 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
     L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
     L += _selfcheck(meta)
     L += _sanitizer(meta, chain)
-    L += _all(attempts, by_id)
+    L += _all(attempts, by_id, geoms)
     L += _rejected(attempts, meta)
     return "\n".join(L).rstrip() + "\n"
 
 
+MEASURED_IN_FULL = "measured"  # rejected after timing at every geometry (or after timing: recheck, e2e)
+STOPPED_EARLY = "stopped"
+PLOT_LABELS = {
+    ACCEPTED: "accepted",
+    MEASURED_IN_FULL: "rejected, measured in full",
+    STOPPED_EARLY: "stopped early (geometries reached only)",
+}
+
+
+def plot_kind(a: Attempt) -> str | None:
+    """How the convergence plot marks an attempt: accepted (the baseline too), rejected after a full measurement,
+    stopped early by the early-out; None for one never timed (static, correctness, errors): not plotted."""
+    if a.verdict.status in (ACCEPTED, BASELINE):
+        return ACCEPTED
+    if a.verdict.code is Code.PERF_EARLY_STOP:
+        return STOPPED_EARLY
+    return MEASURED_IN_FULL if a.score is not None else None
+
+
 def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path: Path) -> Path | None:
-    """Best accepted score (weighted geometric-mean speedup vs baseline) against attempts, as a PNG.
+    """Best accepted score (weighted geometric-mean speedup vs baseline) against attempts, as a PNG; accepted,
+    rejected-after-a-full-measurement and early-stopped attempts are marked apart (:func:`plot_kind`).
 
     Returns None where matplotlib is missing: the log then says so instead of embedding the plot.
     """
@@ -679,10 +725,22 @@ def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path:
             cur = a.score
         xs.append(i)
         best.append(cur)
-    meas = [(i, a.score) for i, a in enumerate(attempts) if a.score is not None]
+    kinds: dict[str, list[tuple[int, float]]] = {ACCEPTED: [], MEASURED_IN_FULL: [], STOPPED_EARLY: []}
+    for i, a in enumerate(attempts):
+        kind = plot_kind(a)
+        if kind is not None and a.score is not None:
+            kinds[kind].append((i, a.score))
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
-    if meas:
-        ax.scatter([m[0] for m in meas], [m[1] for m in meas], s=6, c="0.7", label="measured attempts")
+    styles: dict[str, dict[str, Any]] = {  # early-stopped scores cover only the geometries reached: faint
+        STOPPED_EARLY: {"marker": "v", "s": 8, "facecolors": "none", "edgecolors": "0.75", "linewidths": 0.6},
+        MEASURED_IN_FULL: {"marker": "x", "s": 10, "c": "0.45", "linewidths": 0.8},
+        ACCEPTED: {"marker": "o", "s": 16, "c": "C0", "zorder": 3},
+    }
+    for kind, pts in kinds.items():
+        if pts:
+            ax.scatter(
+                [p[0] for p in pts], [p[1] for p in pts], label=f"{PLOT_LABELS[kind]} ({len(pts)})", **styles[kind]
+            )
     ax.step(xs, best, where="post", color="C0", label="champion")
     ax.set_xlabel("attempt")
     ax.set_ylabel("speedup vs baseline (weighted geomean)")

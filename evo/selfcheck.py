@@ -7,6 +7,7 @@ from typing import Any
 from evo.campaign import Campaign, now
 from evo.proposers import Proposal
 from evo.records import ACCEPTED
+from evo.replay import recording_aside
 from gates import PairSamples, perf_gate, threshold
 
 
@@ -15,10 +16,21 @@ def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> 
 
     A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
     second copy of itself; none may be accepted. Faults: each named source
-    edit of the family is evaluated like any attempt (and recorded in the
-    ledger) and must be rejected by the correctness gate.
+    edit of the family is evaluated like any attempt (recorded in the side
+    study ``<campaign>:selfcheck``, never among the campaign's attempts) and
+    must be rejected by the correctness gate. The summary goes into the
+    campaign's meta (``selfcheck``: what its log shows).
     """
+    with recording_aside(camp, "selfcheck") as side:
+        out = _selfcheck(camp, aa_evaluations, faults)
+        out["study"] = side.study.study_name
+        side.base.set_meta("selfcheck", out)
+    return out
+
+
+def _selfcheck(camp: Campaign, aa_evaluations: int, faults: bool) -> dict[str, Any]:
     camp.setup()
+    champion = camp.champion
     p = camp.cfg.gates.perf
     base = camp.family.baseline()
     a = camp._load(None if camp.simulated else camp.builder.build(base), base)
@@ -64,6 +76,7 @@ def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> 
             att = camp.evaluate(
                 Proposal(base, f"fault: {title}"), source=camp.family.faulty_source(title), remeasure=True
             )
+            camp.champion = champion  # (a fault accepted is a wrong verdict, never a step of the campaign)
             got = att.verdict.label()
             needs_gpu = camp.simulated and att.verdict.kind == "not_recorded"
             out["faults"][title] = {
@@ -75,5 +88,4 @@ def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> 
             }
             if camp.on_attempt:
                 camp.on_attempt(att, camp)
-    camp.ledger.set_meta("selfcheck", out)
     return out

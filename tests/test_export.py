@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from evo.export import export, resolve_conditionals, resolved_kernel
+from evo.export import export, lasting_series, resolve_conditionals, resolved_kernel
 from evo.family import load_family
 from evo.genome import Genome
 from harness.build import compile_source, resolve_source, sass_digest
@@ -87,7 +88,8 @@ def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
     assert accepted, "the recorded campaign should accept at least one step in 40 attempts"
     out = tmp_path / "export"
     patches = export(FAM, attempts, camp.ledger.all_meta(), out)
-    assert len(patches) == len(accepted)
+    series = lasting_series(attempts[0], accepted)  # steps that undo earlier ones are squashed into one patch
+    assert len(patches) == len(series)
     repo = tmp_path / "repo"
     repo.mkdir()
     env = {
@@ -111,7 +113,65 @@ def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
     log = run("log", "--format=%B").stdout
     assert "Kernel speedup" in log and "Correctness" in log and "simulated from recorded H200" in log
     subjects = run("log", "--format=%s").stdout.splitlines()
-    assert len(subjects) == len(accepted) + 1 and subjects[-1] == "baseline"
+    assert len(subjects) == len(series) + 1 and subjects[-1] == "baseline"
+
+
+def _knobs_at(text: str) -> dict[str, str]:
+    """The knob values an exported kernel states in its header (``#define EVO_X 1  // x = value``)."""
+    return dict(re.findall(r"^#define EVO_\w+ \S+  // (\w+) = (.+)$", text, re.M))
+
+
+def test_export_of_a_recorded_campaign_has_no_step_undoing_another(tmp_path, monkeypatch):
+    """The recorded campaign moves barrier late->early, then early->late, and unroll 1->2, then 2->1: each such pair
+    goes into one patch, the series still applies, and every commit's message gives its steps and true figures."""
+    from evo.campaign import Campaign
+    from evo.config import load_config
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    cfg = load_config(_campaign(tmp_path, 15))
+    camp = Campaign(cfg, out=lambda s: None)
+    camp.run()
+    attempts = camp.ledger.attempts()
+    accepted = [a for a in attempts if a.verdict.status == "accepted"]
+    chain = [attempts[0], *accepted]
+    flips = [  # (step, knob): a step setting a knob back to its value before an earlier step changed it
+        (j, k)
+        for j in range(2, len(chain))
+        for i in range(1, j)
+        for k in chain[j].genome
+        if chain[i - 1].genome[k] != chain[i].genome[k]
+        and chain[j - 1].genome[k] != chain[j].genome[k] == chain[i - 1].genome[k]
+    ]
+    assert flips, "the recorded campaign should have a step that undoes an earlier one in 15 attempts"
+    notes: list[str] = []
+    out = tmp_path / "export"
+    patches = export(FAM, attempts, camp.ledger.all_meta(), out, notes=notes)
+    assert 0 < len(patches) < len(accepted) and any("are one patch" in n and "undid" in n for n in notes)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env |= {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True, env=env)  # noqa: E731
+    run("init", "-q")
+    (repo / "mhc_pre_big_fuse.cu").write_text((out / "baseline-mhc_pre_big_fuse.cu").read_text())
+    run("add", ".")
+    run("commit", "-q", "-m", "baseline")
+    run("am", *[str(p) for p in patches])
+    assert (repo / "mhc_pre_big_fuse.cu").read_text() == (out / "mhc_pre_big_fuse.cu").read_text()
+    # the knob values at each commit, oldest first, read from the files git has: no change is ever undone
+    shas = run("rev-list", "--reverse", "HEAD").stdout.split()
+    states = [_knobs_at(run("show", f"{c}:mhc_pre_big_fuse.cu").stdout) for c in shas]
+    assert states[-1] == {k: str(v) for k, v in accepted[-1].genome.items()}
+    for j in range(1, len(states)):
+        for i in range(1, j):
+            for k in states[j]:
+                changed_i = states[i - 1][k] != states[i][k]
+                changed_j = states[j - 1][k] != states[j][k]
+                assert not (changed_i and changed_j and states[j][k] == states[i - 1][k]), (k, i, j)
+    squashed = next(p.read_text() for p in patches if "squashed into one lasting change" in p.read_text())
+    last = max(a.id for a in accepted if f"#{a.id} (" in squashed)
+    cum = next(a for a in accepted if a.id == last).speedup_vs_baseline["T4096_H4096"]
+    assert f"cumulative {cum.fmt()}" in squashed and "ratio of the cumulative medians" in squashed
 
 
 def test_export_check_builds_the_final_file(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 
 from evo.family import load_family
 from evo.genome import Genome
-from evo.ledger import ATTEMPT_ATTR, Ledger
+from evo.ledger import ATTEMPT_ATTR, CHAMPION, MEASURED, TRIAL_STATES, Ledger, trial_outcome
 from evo.records import BASELINE, Attempt, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,9 +255,11 @@ def _check_ledger_api(cfg: Path) -> None:
         assert a.genome_key == Genome(a.genome).key
         t = trials[a.id]
         assert t.user_attrs["genome_key"] == a.genome_key and t.user_attrs["verdict"] == a.verdict.label()
-        if a.score is not None:
-            assert t.value == a.score
+        assert t.state == TRIAL_STATES[trial_outcome(a)]
+        if t.state == TrialState.COMPLETE:  # a champion's score (or above), a measured one's (or under)
+            assert t.value >= a.score if trial_outcome(a) == CHAMPION else t.value <= a.score
         assert Genome(t.params) == Genome(a.genome)
+    assert led.study.best_trial.number == led.champion().id  # one truth: Optuna's best is the champion
     meta = led.all_meta()
     missing = [k for k in META_KEYS if k not in meta]
     assert not missing, f"meta keys missing: {missing}"
@@ -277,7 +279,7 @@ def _check_raw_sql(db: Path) -> None:
     assert [name for _, name in s["studies"]] == [CAMPAIGN]
     numbers = [n for _, n, _ in s["trials"]]
     assert numbers == list(range(len(numbers)))
-    assert {st for _, _, st in s["trials"]} <= {"COMPLETE", "FAIL"}
+    assert {st for _, _, st in s["trials"]} <= {"COMPLETE", "PRUNED", "FAIL"}
     knobs = {k.name for k in FAM.knobs}
     judged: list[str] = []
     baselines = 0
@@ -289,10 +291,14 @@ def _check_raw_sql(db: Path) -> None:
         assert d["id"] == a.id == number
         assert attrs["verdict"] == a.verdict.label() and attrs["genome_key"] == a.genome_key
         assert set(s["params"].get(tid, {})) == knobs, f"trial {number} has params {s['params'].get(tid)}"
-        if a.score is not None:
-            assert state == "COMPLETE" and s["values"][tid] == a.score
+        outcome = trial_outcome(a)  # the state (and value) the ledger's table gives this attempt
+        assert state == TRIAL_STATES[outcome].name
+        if outcome == CHAMPION:
+            assert s["values"][tid] >= a.score  # its score, or just above an earlier champion's value
+        elif outcome == MEASURED:
+            assert s["values"][tid] <= a.score  # its score, or just under the champion's value
         else:
-            assert state == "FAIL" and tid not in s["values"]
+            assert tid not in s["values"]
         baselines += a.verdict.status == BASELINE
         if a.verdict.kind != "interrupted":
             judged.append(a.genome_key)

@@ -149,8 +149,10 @@ def test_verdicts_all_attempts_and_rejected_ideas():
     assert "| rejected: correctness | 2 |" in verdicts and "| accepted | 2 |" in verdicts
     table = _section(md, "All attempts")
     assert "output bits differ \\| seed 1 T4096" in table
-    assert "| #4 | mutation of #1 | unroll 1->4 | rejected: perf |" in table
-    assert "| 0.970 |" in table and "45/96/1" in table and "| 1.25 |" in table
+    assert "Change vs champion then" in table and "Change vs parent" not in table
+    assert "| #4 | mutation of #1 | #1 | unroll 1->4 | rejected: perf |" in table
+    assert "| 0.970 | 10.00 | 50.0% | 44/96/0 | 1.25 |" in table and "45/96/1" in table  # µs, % at T4096_H4096
+    assert "| #5 | mutation of #1 | #1 | vec 16->8 | accepted | faster | 1.100 | 8.00 | 62.5% |" in table
 
     groups = rejected_ideas(atts, meta)
     assert [g["change"] for g in groups][0] == "meta=slice"

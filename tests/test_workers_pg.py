@@ -190,7 +190,7 @@ def _check(url: str, campaign: str, procs: list[subprocess.Popen], interrupted: 
     finally:
         eng.dispose()
     assert [n for _, n, _ in rows] == list(range(len(rows)))
-    assert {st for _, _, st in rows} <= {"COMPLETE", "FAIL"}
+    assert {st for _, _, st in rows} <= {"COMPLETE", "PRUNED", "FAIL"}  # PRUNED: stopped early (evo/ledger.py)
     verdicts = [attrs[tid]["verdict"] for tid, _, _ in rows]
     assert verdicts.count("baseline") == 1
     judged = [attrs[tid]["genome_key"] for tid, _, _ in rows if attrs[tid]["verdict"] != "error: interrupted"]
