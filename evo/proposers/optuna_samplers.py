@@ -1,10 +1,6 @@
 """Optuna samplers as proposers: TPE, NSGA-II, or any ``optuna.samplers`` class.
 
-| option | default | what it does |
-|---|---|---|
-| sampler | TPESampler | (``optuna`` only) the ``optuna.samplers`` class to wrap |
-| sampler_options | {} | keyword arguments for the sampler (its ``seed`` is set from the campaign seed) |
-| retries | 100 | asks per proposal before falling back to a random unseen genome |
+Options: ``OptunaSampler.OPTIONS`` (listed in docs/config.md; ``tpe`` and ``nsga2`` take all but ``sampler``).
 
 The sampler searches the family's knob space as categorical parameters, in an
 in-memory study of its own that is fed every recorded attempt through
@@ -51,7 +47,7 @@ from evo.family import Family, Geometry
 from evo.genome import Genome
 from evo.optuna_private import MemoTPESampler as _MemoTPESampler
 from evo.optuna_private import create_study as _create_study
-from evo.proposers.base import Proposal, Proposer, check_range
+from evo.proposers.base import Option, Proposal, Proposer
 from evo.records import Attempt
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -70,19 +66,21 @@ def _sampler_class(name: Any) -> type[optuna.samplers.BaseSampler]:
 class OptunaSampler(Proposer):
     """Any Optuna sampler over the categorical knob space (``proposer: {name: optuna}``)."""
 
-    SAMPLER: ClassVar[str] = "TPESampler"
-    RETRIES: ClassVar[int] = 100  # the default of the retries option
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "sampler": "optuna.samplers class name (TPESampler, NSGAIISampler, GPSampler, RandomSampler, ...)",
-        "sampler_options": "keyword arguments for the sampler, a mapping (seed is set from the campaign seed)",
-        "retries": "asks per proposal before a random unseen genome is used instead (1..10000, default 100)",
+    OPTIONS: ClassVar[dict[str, Option]] = {
+        "sampler": Option(
+            "TPESampler", "the optuna.samplers class to wrap (NSGAIISampler, GPSampler, RandomSampler...)"
+        ),
+        "sampler_options": Option({}, "keyword arguments for the sampler (its seed is set from the campaign seed)"),
+        "retries": Option(100, "asks per proposal before falling back to a random unseen genome", 1, 10000),
     }
+    SAMPLER: ClassVar[str] = OPTIONS["sampler"].default  # the sampler of this proposer (tpe, nsga2: theirs)
+    RETRIES: ClassVar[int] = OPTIONS["retries"].default  # read by tools/search_bench.py's tables
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> None:
-        check_range(options, "retries", 1, 10000, integer=True)
+        super().validate_options(options)
         sampler_cls = _sampler_class(options.get("sampler", cls.SAMPLER))
-        kw = options.get("sampler_options", {})
+        kw = options.get("sampler_options", cls.OPTIONS["sampler_options"].default)
         if not isinstance(kw, Mapping):
             raise ValueError(f"sampler_options: expected a mapping of keyword arguments, got {kw!r}")
         if "seed" in kw:
@@ -105,10 +103,10 @@ class OptunaSampler(Proposer):
         self.sampler_name = self.options.get("sampler", self.SAMPLER)
         cls = _sampler_class(self.sampler_name)
         cls = _MemoTPESampler if cls is optuna.samplers.TPESampler else cls  # the same sampler, faster
-        sampler = cls(**dict(self.options.get("sampler_options", {})), seed=self.rng.randrange(2**31))
+        sampler = cls(**dict(self.opt("sampler_options")), seed=self.rng.randrange(2**31))
         self.study = _create_study(sampler)
         self.distributions = {k.name: CategoricalDistribution(list(k.values)) for k in family.knobs}
-        self.retries = int(self.options.get("retries", self.RETRIES))
+        self.retries = int(self.opt("retries"))
         self._pending: dict[str, optuna.trial.Trial] = {}  # genome key -> asked trial awaiting its attempt
         self._fed: set[int] = set()  # attempt ids already told
         self._scores: dict[str, float | None] = {}  # genome key -> known score (None: failed)

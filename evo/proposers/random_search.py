@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evo.proposers.base import Proposal, Proposer
+from evo.proposers.base import Option, Proposal, Proposer
 from evo.records import Attempt
 
 
 class RandomSearch(Proposer):
-    OPTIONS: dict[str, str] = {}
+    OPTIONS: dict[str, Option] = {}
 
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
         g = self.random_unseen(seen)
