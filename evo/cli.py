@@ -27,7 +27,9 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evo", description="Evolutionary, gated search over CUDA kernel variants.")
     sub = p.add_subparsers(dest="cmd", metavar="command", parser_class=_Parser)
-    r = sub.add_parser("run", help="start or resume a campaign")
+    r = sub.add_parser(
+        "run", help="start or resume a campaign", epilog="every key of the config, with its default: evo config"
+    )
     r.add_argument("config", help="campaign YAML, e.g. configs/mhc_pre_big_fuse.yaml")
     r.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     r.add_argument("--storage", help="override the config's storage URL")
@@ -81,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
     sub.add_parser("families", help="list kernel families and their knobs")
+    cf = sub.add_parser("config", help="every config key: its type, what is allowed, its default (docs/config.md)")
+    cf.add_argument("section", nargs="?", help="only this section and those under it, e.g. gates.perf")
+    cf.add_argument("--markdown", action="store_true", help="as docs/config.md (the whole schema, markdown)")
     ck = sub.add_parser("check", help="is a family ready for a campaign? (compiles, CPU reference; GPU if present)")
     ck.add_argument("config", help="campaign YAML")
     ck.add_argument("--sample", type=int, default=8, help="random genomes to compile beside the baseline (default 8)")
@@ -181,6 +186,8 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "families":
             return _families()
+        if args.cmd == "config":
+            return _config_schema(args.section, args.markdown)
         if args.cmd == "check":
             return _check(args)
         if args.cmd == "new":
@@ -230,6 +237,20 @@ def _main(argv: list[str] | None = None) -> int:
         what = f"{e.filename}: " if e.filename else ""
         return _fail(f"{what}{e.strerror or type(e).__name__} ({type(e).__name__}); nothing recorded was lost")
     return EXIT_USAGE
+
+
+def _config_schema(section: str | None, markdown: bool) -> int:
+    """The config schema (evo/config.py's declarations and the proposers' options tables), for people."""
+    from evo.config import schema_markdown, schema_text, sections
+
+    if markdown:
+        print(schema_markdown(), end="")
+        return 0
+    paths = [path for path, _ in sections() if path] + ["proposer.options"]
+    if section and section not in paths:
+        return _fail(f"config: {section!r} is not a section (sections: {', '.join(paths)})")
+    print(schema_text(section), end="")
+    return 0
 
 
 def _families() -> int:

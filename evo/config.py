@@ -1,13 +1,18 @@
 """Campaign configuration: YAML -> validated dataclasses.
 
-Every problem is reported as one :class:`ConfigError` line that names the key,
-what was given and what is allowed; the CLI prints it and exits with code 2.
+Each key is declared once, in the dataclasses below (type, default, range or choices, doc); the loader, `evo config`
+and docs/config.md read those declarations. Every problem is reported as one :class:`ConfigError` line that names
+the key, what was given and what is allowed; the CLI prints it and exits with code 2.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass, field
+import sys
+import types
+import typing
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,126 +22,236 @@ from evo.backends import BACKENDS
 from evo.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.genome import Genome
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
+from evo.sanitize import DEFAULT_TOOLS, TOOLS
 
 
 class ConfigError(Exception):
     """A configuration problem, phrased as one line for the user."""
 
 
+# ---------------------------------------------------------------------------
+# The schema: each config key is declared once, as a dataclass field whose metadata holds its doc and the range or
+# choices it is held to. Validation (_fill, _get), `evo config` and docs/config.md all read these declarations.
+
+
+@dataclass(frozen=True)
+class Key:
+    """A config key's declaration beside its dataclass field (whose type and default are the key's).
+
+    ``custom``: the loader parses it with code of its own (a path, an argv list, a family's name...) and the
+    declaration is its documentation; ``shown``: the default as people read it where the loader computes it."""
+
+    doc: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    choices: tuple[str, ...] | None = None
+    kind: str | None = None  # the YAML type as people read it, where the field's type does not say it
+    allowed: str | None = None  # what is allowed, in words, where neither range nor choices say it
+    shown: str | None = None
+    required: bool = False
+    custom: bool = False
+
+
+def key(default: Any = MISSING, doc: str = "", *, factory: Any = MISSING, **kw: Any) -> Any:
+    """A dataclass field declared as a config key (see Key)."""
+    return field(default=default, default_factory=factory, metadata={"key": Key(doc, **kw)})
+
+
+MAX_ATTEMPTS = 10_000_000
+MAX_MINUTES = 1_000_000.0
+
+
 @dataclass(frozen=True)
 class Budget:
-    attempts: int | None = None
-    minutes: float | None = None
+    attempts: int | None = key(None, "attempts to make, counted across resumes", lo=1, hi=MAX_ATTEMPTS)
+    minutes: float | None = key(None, "minutes of search, counted across resumes", lo=0, hi=MAX_MINUTES, lo_open=True)
 
 
 @dataclass(frozen=True)
 class ProposerConfig:
-    name: str = "evolutionary"
-    options: dict[str, Any] = field(default_factory=dict)
+    name: str = key(
+        "surrogate",  # the default proposer (docs/search-efficiency.md: fewest evaluations on every recorded sweep)
+        "search strategy, one module each in evo/proposers/",
+        custom=True,
+        allowed="a proposer's name (below)",
+    )
+    options: dict[str, Any] = key(
+        factory=dict, doc="the strategy's options (its table below)", custom=True, kind="mapping"
+    )
 
 
 @dataclass(frozen=True)
 class StaticGateConfig:
-    max_registers: int = 255
-    allow_new_spills: bool = False
+    max_registers: int = key(255, "registers per thread a candidate may use (ptxas's report)", lo=16, hi=255)
+    allow_new_spills: bool = key(False, "accept a candidate that spills where the baseline does not")
 
 
 @dataclass(frozen=True)
 class CorrectnessGateConfig:
-    mode: str = "exact"  # exact | tolerance
-    seeds: int = 3
-    runs: int = 2
-    tolerance_factor: float = 2.0
+    mode: str = key(
+        "exact",
+        "exact: output bytes hash equal to the baseline's; tolerance: error against float64 within a factor of "
+        "the baseline's",
+        choices=("exact", "tolerance"),
+    )
+    seeds: int = key(3, "seeded random input sets", lo=3, hi=64)
+    runs: int = key(2, "runs per input set (each must give the same bytes)", lo=2, hi=16)
+    tolerance_factor: float = key(
+        2.0, "tolerance mode: how many times the baseline's error is allowed", lo=1.0, hi=100.0
+    )
 
 
 @dataclass(frozen=True)
 class PerfGateConfig:
-    rounds: int = 12
-    aa_rounds: int = 30
-    min_gain: float = 0.01
-    confidence: float = 0.95
-    batch_ms: float = 1.0
-    rule: str = "every"  # every | weighted
-    max_floor: float = 0.002
-    early_rounds: int = 6  # 0: always the full rounds (gates.perf.EarlyStop)
-    # plain | pdl: how every timed launch is made. pdl: programmatic dependent launch wherever the family says the
-    # kernel is safe for it (Family.pdl_safe; built with EVO_PDL=1), so each launch may overlap the one before,
-    # as in an engine that launches with PDL. Printed beside every timing.
-    launch: str = "plain"
-    # At the end of each run the champion's time and the copy ceiling are measured alternately this many times
-    # (evo/ceiling.py): "% of the copy ceiling" from figures taken side by side. 0: off.
-    ceiling_check: int = 6
-    # A watched geometry (weight 0) may be this fraction slower than the champion in a step that wins where the
-    # weights are, never slower than the baseline. 0: no slower beyond noise (gates/perf.py). Needs watched: champion.
-    watched_slack: float = 0.0
-    # What a watched geometry is guarded against: baseline (never slower than the baseline beyond noise) or champion
-    # (never slower than the champion beyond noise, or watched_slack). Not given: champion where watched_slack is
-    # given above 0 (its meaning since it exists), else baseline.
-    watched: str = "baseline"
+    rounds: int = key(12, "interleaved candidate / champion / baseline rounds per geometry", lo=6, hi=1000)
+    aa_rounds: int = key(30, "rounds of the A/A noise-floor measurement at the start", lo=6, hi=1000)
+    min_gain: float = key(0.01, "smallest speedup a win needs (beside 3 x the noise floor)", lo=0.0, hi=1.0)
+    confidence: float = key(0.95, "confidence of the lower bound of the speedup", lo=0.5, hi=0.999)
+    batch_ms: float = key(1.0, "milliseconds of launches in each part's timed CUDA graph", lo=0.01, hi=1000.0)
+    rule: str = key(
+        "every",
+        "every: a win on every weighted geometry; weighted: on the weighted geometric mean",
+        choices=("every", "weighted"),
+    )
+    max_floor: float = key(0.002, "largest A/A noise floor a campaign starts with", lo=0.0, hi=0.5)
+    early_rounds: int = key(
+        6,
+        "stop a candidate after this many rounds when it was slower in every pair (gates.perf.EarlyStop)",
+        lo=0,
+        hi=999,
+        allowed="0 (off), or 4 to rounds - 1",
+    )
+    # pdl: programmatic dependent launch wherever the family says the kernel is safe for it (Family.pdl_safe;
+    # built with EVO_PDL=1), so each launch may overlap the one before, as in an engine that launches with PDL.
+    launch: str = key(
+        "plain",
+        "how every timed launch is made: plain, or pdl (programmatic dependent launch where the kernel allows it)",
+        choices=("plain", "pdl"),
+    )
+    ceiling_check: int = key(
+        6, "as a run ends, the champion and the copy ceiling measured alternately this many times; 0: off", lo=0, hi=100
+    )
+    watched_slack: float = key(
+        0.0,
+        "how much slower than the champion a watched geometry (weight 0) may get, a fraction, with watched: "
+        "champion; never slower than the baseline",
+        lo=0.0,
+        hi=0.5,
+    )
+    watched: str = key(
+        "baseline",
+        "what a watched geometry (weight 0) is guarded against: baseline (never slower than the baseline beyond "
+        "noise) or champion (never slower than the champion beyond noise or watched_slack); not given: champion "
+        "where watched_slack is above 0 (its meaning before this key), else baseline",
+        choices=("baseline", "champion"),
+    )
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    static: StaticGateConfig = field(default_factory=StaticGateConfig)
-    correctness: CorrectnessGateConfig = field(default_factory=CorrectnessGateConfig)
-    perf: PerfGateConfig = field(default_factory=PerfGateConfig)
+    static: StaticGateConfig = key(factory=StaticGateConfig, doc="the static gate (ptxas's report)")
+    correctness: CorrectnessGateConfig = key(factory=CorrectnessGateConfig, doc="the correctness gate")
+    perf: PerfGateConfig = key(factory=PerfGateConfig, doc="the perf gate")
 
 
 @dataclass(frozen=True)
 class PeerConfig:
-    torch_compile: str = "default"  # default | max-autotune | off
+    torch_compile: str = key(
+        "default",
+        "torch.compile of the reference, timed beside the champion",
+        choices=("default", "max-autotune", "off"),
+    )
 
 
 @dataclass(frozen=True)
 class BoundConfig:
-    profile: Path
-    kernel: str
-    geometry: str
-    noise_floor: float | None = None  # None: the profile's decode_noise_floor
+    profile: Path = key(
+        doc="a YAML decode profile or a torch.profiler / nsys CSV export (relative to the config)",
+        custom=True,
+        required=True,
+        kind="path",
+    )
+    kernel: str = key(doc="the profile's name of this kernel", custom=True, shown="the family's name")
+    geometry: str = key(
+        doc="the campaign's geometry the bound is taken at", custom=True, shown="the first weighted one"
+    )
+    noise_floor: float | None = key(
+        None, "decode noise floor", lo=0.0, hi=0.5, shown="the profile's decode_noise_floor"
+    )
 
 
 @dataclass(frozen=True)
 class E2EConfig:
-    command: tuple[str, ...]  # an argv list, never a shell string
-    runs: int = 2
-    timeout_s: float = 600.0
-    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = key(
+        doc="the decode command, printing tokens/s and a sha256", custom=True, required=True, kind="argv list"
+    )
+    runs: int = key(2, "runs of the command per side", lo=2, hi=50)
+    timeout_s: float = key(600.0, "seconds a run may take", lo=1.0, hi=86400.0)
+    env: dict[str, str] = key(factory=dict, doc="environment variables for the command", custom=True)
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    isolation: str = "auto"  # auto (a worker on the GPU, in-process on recorded data) | worker | none
-    timeout_s: float = 120.0  # per backend call; a hang past it kills the worker
-    prefetch: int = -1  # compile processes ahead of the GPU (evo/prefetch.py); -1 auto: 1 on the GPU, 0 else
+    isolation: str = key(
+        "auto",
+        "where candidates run: auto (a worker process on the GPU, in-process on recorded data), worker, none",
+        choices=("auto", "worker", "none"),
+    )
+    timeout_s: float = key(
+        120.0, "seconds a backend call may take; a hang past it kills the worker", lo=1.0, hi=86400.0
+    )
+    prefetch: int = key(
+        -1,
+        "NVRTC processes compiling the next proposals while the GPU measures (evo/prefetch.py)",
+        lo=0,
+        hi=16,
+        custom=True,
+        shown="auto (1 on a GPU, 0 else)",
+        allowed="auto or an integer 0..16",
+    )
 
 
 @dataclass(frozen=True)
 class OutsideProposerConfig:
     """A command that answers the champion's source and the attempt history with a patch (evo.proposers.outside)."""
 
-    command: tuple[str, ...]  # an argv list, never a shell string
-    every: int = 1  # ask it for one attempt in every `every`
-    timeout_s: float = 120.0  # a hang past it is killed and recorded as error: proposer
-    max_failures: int = 3  # consecutive failed answers after which it is not asked again this session
-    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = key(
+        doc="the proposer command (e.g. [python, -m, evo.proposers.rules])",
+        custom=True,
+        required=True,
+        kind="argv list",
+    )
+    every: int = key(1, "ask it for one attempt in every `every`", lo=1, hi=1000)
+    timeout_s: float = key(
+        120.0, "seconds an answer may take; a hang is killed, recorded as error: proposer", lo=0.1, hi=86400.0
+    )
+    max_failures: int = key(
+        3, "consecutive failed answers after which it is not asked again this session", lo=1, hi=1000000
+    )
+    env: dict[str, str] = key(factory=dict, doc="environment variables for the command", custom=True)
 
 
 @dataclass(frozen=True)
 class IdeasConfig:
     """Source-level ideas (evo/ideas.py): genes switched on and off, and an optional outside proposer."""
 
-    toggle: float = 0.2  # chance per attempt of switching one idea on or off on the champion
-    folder: bool = True  # use the family's candidates/<family>/ideas/
-    proposer: OutsideProposerConfig | None = None
+    toggle: float = key(0.2, "chance per attempt of switching one idea on or off on the champion", lo=0.0, hi=1.0)
+    folder: bool = key(True, "use the family's ideas/ folder")
+    proposer: OutsideProposerConfig | None = key(
+        None, "an outside command that proposes patches", custom=True, kind="mapping", shown="none"
+    )
 
 
 @dataclass(frozen=True)
 class SanitizerConfig:
     """compute-sanitizer over the champion after a GPU run (evo/sanitize.py)."""
 
-    enabled: str = "auto"  # auto (where a GPU and compute-sanitizer exist) | on | off
-    tools: tuple[str, ...] = ("memcheck", "racecheck")
-    timeout_s: float = 300.0  # per tool
+    enabled: str = key("auto", "auto: where a GPU and compute-sanitizer exist", choices=("auto", "on", "off"))
+    tools: tuple[str, ...] = key(
+        DEFAULT_TOOLS, "compute-sanitizer tools, each once", custom=True, kind="list", choices=TOOLS
+    )
+    timeout_s: float = key(300.0, "seconds per tool", lo=1.0, hi=86400.0)
 
 
 @dataclass(frozen=True)
@@ -144,33 +259,85 @@ class BuildConfig:
     """What NVRTC gets beyond the family's own: header folders (absolute, resolved against the config's folder)
     searched after the family's, and extra options for every module."""
 
-    include_dirs: tuple[Path, ...] = ()
-    nvrtc_options: tuple[str, ...] = ()
+    include_dirs: tuple[Path, ...] = key(
+        (), "header folders searched after the family's (relative to the config)", custom=True, kind="list of paths"
+    )
+    nvrtc_options: tuple[str, ...] = key(
+        (), "extra NVRTC options for every module", custom=True, kind="list of strings"
+    )
+
+
+@dataclass(frozen=True)
+class GeometryEntry:
+    """The keys of a geometries[] entry beside the family's geometry parameters (`evo families` lists those)."""
+
+    weight: float = key(1.0, "weight in the score; 0: watched (must not regress, not optimized)", lo=0)
+    name: str | None = key(None, "the geometry's name", custom=True, shown="its values joined, e.g. T4096_H4096")
 
 
 @dataclass
 class CampaignConfig:
-    path: Path
-    campaign: str
-    family: Family
-    geometries: list[Geometry]
-    budget: Budget
-    proposer: ProposerConfig
-    gates: GateConfig
-    storage: str
-    seed: int = 0
-    backend: str = "auto"  # auto | gpu | recorded
-    clocks: str = "record"  # record | lock
-    lock_sm_mhz: int | None = None
-    arch: str = "auto"  # auto | sm_90 | ...
-    start: Genome | None = None
-    peer: PeerConfig = field(default_factory=PeerConfig)
-    bound: BoundConfig | None = None
-    worker: WorkerConfig = field(default_factory=WorkerConfig)
-    e2e: E2EConfig | None = None
-    ideas: IdeasConfig | None = None  # None: no idea genes are proposed (ideas in the ledger still build)
-    sanitizer: SanitizerConfig = field(default_factory=SanitizerConfig)
-    build: BuildConfig = field(default_factory=lambda: BuildConfig())
+    path: Path  # the config file (not a key)
+    campaign: str = key(
+        doc="name of the campaign (letters, digits, _ . -): names logs/<campaign>/ and the Optuna study",
+        custom=True,
+        required=True,
+    )
+    family: Family = key(
+        doc="a family's name, or a path to its folder (relative to this file)",
+        custom=True,
+        required=True,
+        kind="string",
+    )
+    geometries: list[Geometry] = key(
+        doc="list of shapes with weights", custom=True, required=True, kind="list of mappings (geometries[] below)"
+    )
+    budget: Budget = key(doc="attempts and/or minutes", required=True, custom=True)
+    proposer: ProposerConfig = key(doc="search strategy", custom=True)
+    gates: GateConfig = key(doc="gate settings", custom=True)
+    storage: str = key(
+        doc="Optuna storage URL (sqlite:///path/ledger.db, postgresql://user@host/db)",
+        custom=True,
+        shown="sqlite:///logs/<campaign>/ledger.db under the working directory",
+    )
+    seed: int = key(0, "random seed", lo=0, hi=2**31 - 1)
+    backend: str = key("auto", "gpu, recorded (the family's recorded H200 sweep), or auto", choices=BACKENDS)
+    clocks: str = key(
+        "record", "record: read the SM clock; lock: lock it (only on a GPU you own)", choices=("record", "lock")
+    )
+    lock_sm_mhz: int | None = key(None, "SM clock for clocks: lock", lo=100, hi=5000)
+    arch: str = key("auto", "compile target", custom=True, allowed="auto or sm_XX, e.g. sm_90")
+    start: Genome | None = key(
+        None,
+        "knob values of the starting genome (the rest: the baseline's)",
+        custom=True,
+        kind="mapping",
+        shown="the baseline",
+    )
+    knobs: dict[str, tuple[Any, ...]] = key(
+        factory=dict,
+        doc="restrict knobs to some of their values (knob: [values]); the baseline's value must stay",
+        custom=True,
+        kind="mapping",
+        shown="every value",
+    )
+    peer: PeerConfig = key(factory=PeerConfig, doc="peer timings")
+    bound: BoundConfig | None = key(None, "decode profile for the share-derived bound", custom=True, shown="none")
+    worker: WorkerConfig = key(factory=WorkerConfig, doc="isolation of candidates in a worker process")
+    e2e: E2EConfig | None = key(
+        None,
+        "end-to-end decode command (argv list) printing tokens/s and sha256; needs bound",
+        custom=True,
+        shown="none",
+    )
+    ideas: IdeasConfig | None = key(
+        None,
+        "source-level ideas: toggle chance, folder, outside proposer command",
+        custom=True,
+        shown="none: no idea genes are proposed (ideas in the ledger still build)",
+    )
+    sanitizer: SanitizerConfig = key(factory=SanitizerConfig, doc="compute-sanitizer on the champion after a GPU run")
+    build: BuildConfig = key(factory=BuildConfig, doc="include_dirs and nvrtc_options for NVRTC", custom=True)
 
     @property
     def build_defines(self) -> dict[str, int]:
@@ -186,7 +353,121 @@ class CampaignConfig:
 
 
 # ---------------------------------------------------------------------------
-# A small declarative schema: key -> (type, check, allowed text).
+# Reading the schema
+
+
+@dataclass(frozen=True)
+class SchemaKey:
+    """One key of the schema, resolved: where it is, its declaration, and what people read about it."""
+
+    name: str
+    key: Key
+    type: Any  # the field's type, None stripped
+    default: Any  # MISSING: required or computed
+    section: type | None  # the section's dataclass, for a key that is a section
+
+    @property
+    def type_text(self) -> str:
+        if self.key.kind:
+            return self.key.kind
+        if self.section is not None:
+            return "mapping"
+        return _type_name(self.type).removeprefix("an ").removeprefix("a ")
+
+    @property
+    def allowed_text(self) -> str:
+        k = self.key
+        if k.allowed:
+            return k.allowed
+        if k.choices:
+            return ", ".join(k.choices)
+        return _range_text(k.lo, k.hi, k.lo_open) if self.type in (int, float) else ""
+
+    @property
+    def default_text(self) -> str:
+        if self.key.shown:
+            return self.key.shown
+        if self.key.required:
+            return "required"
+        if self.section is not None:
+            return "(section)"
+        d = self.default
+        if d is MISSING:
+            return ""
+        if d is None:
+            return "none"
+        if isinstance(d, bool):
+            return "true" if d else "false"
+        if isinstance(d, (tuple, list)):
+            return "[" + ", ".join(map(str, d)) + "]"
+        if isinstance(d, dict):
+            return "{}"
+        return str(d)
+
+
+_SCHEMAS: dict[type, dict[str, SchemaKey]] = {}
+
+
+def schema(cls: type) -> dict[str, SchemaKey]:
+    """The keys of section ``cls`` (a dataclass above), in declaration order, by name."""
+    if cls in _SCHEMAS:
+        return _SCHEMAS[cls]
+    hints = typing.get_type_hints(cls)
+    out: dict[str, SchemaKey] = {}
+    for f in dataclasses.fields(cls):
+        k = f.metadata.get("key")
+        if k is None:
+            continue
+        t = _strip_none(hints[f.name])
+        default = f.default if f.default is not MISSING else MISSING
+        if f.default_factory is not MISSING:
+            default = f.default_factory()
+        section = t if isinstance(t, type) and _is_section(t) else None
+        out[f.name] = SchemaKey(f.name, k, t, default, section)
+    _SCHEMAS[cls] = out
+    return out
+
+
+def _is_section(t: type) -> bool:
+    return dataclasses.is_dataclass(t) and any("key" in f.metadata for f in dataclasses.fields(t))
+
+
+def _strip_none(t: Any) -> Any:
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    if type(t) is types.UnionType and len(args) == 1:
+        return _strip_none(args[0])
+    return typing.get_origin(t) or t
+
+
+def _keys(cls: type) -> dict[str, str]:
+    """Key -> doc of section ``cls``: what _section allows there."""
+    return {name: sk.key.doc for name, sk in schema(cls).items()}
+
+
+def _get(cls: type, name: str, raw: dict, prefix: str) -> Any:
+    """Key ``name`` of section ``cls`` from ``raw``, checked against its declaration; its default where absent."""
+    sk = schema(cls)[name]
+    k, t, default = sk.key, sk.type, sk.default
+    if k.choices and t is str:
+        return _choice(raw, name, prefix, k.choices, default)
+    if t in (int, float):
+        return _num(raw, name, prefix, t, default, lo=k.lo, hi=k.hi, lo_open=k.lo_open)
+    if t in (bool, str):
+        return _expect(raw.get(name, default), t, f"{prefix}.{name}" if prefix else name)
+    raise TypeError(f"{prefix}.{name}: a key of type {t} needs code of its own (custom=True)")
+
+
+def _fill(cls: type, raw: dict, prefix: str) -> dict[str, Any]:
+    """Every key of section ``cls`` that is not parsed by code of its own, from ``raw``."""
+    return {
+        name: _get(cls, name, raw, prefix)
+        for name, sk in schema(cls).items()
+        if not sk.key.custom and sk.section is None  # a section is read by its own _section call
+    }
+
+
+# ---------------------------------------------------------------------------
+# Checks behind the schema: key -> (type, check, allowed text).
 
 
 def _where(path: str) -> str:
@@ -203,7 +484,15 @@ def _type_name(t: Any) -> str:
         bool: "true/false",
         dict: "a mapping",
         list: "a list",
-    }.get(t, str(t))
+        tuple: "a list",
+    }.get(t, getattr(t, "__name__", str(t)))
+
+
+def _range_text(lo: float | None, hi: float | None, lo_open: bool = False) -> str:
+    rng = (f"> {lo}" if lo_open else f">= {lo}") if lo is not None else ""
+    if hi is not None:
+        rng += f" and <= {hi}" if rng else f"<= {hi}"
+    return rng
 
 
 def _expect(value: Any, types: Any, key: str, allowed: str = "allowed: finite numbers") -> Any:
@@ -248,9 +537,7 @@ def _num(
     full = f"{prefix}.{key}" if prefix else key
     if key not in raw or raw[key] is None:
         return default
-    rng = (f"> {lo}" if lo_open else f">= {lo}") if lo is not None else ""
-    if hi is not None:
-        rng += f" and <= {hi}" if rng else f"<= {hi}"
+    rng = _range_text(lo, hi, lo_open)
     v = _expect(raw[key], types, full, f"allowed: {rng or 'finite numbers'}")
     if lo is not None and (v < lo or (lo_open and v == lo)):
         raise ConfigError(f"{full}: {v!r} is out of range (allowed: {rng})")
@@ -269,29 +556,7 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
     return v
 
 
-TOP_KEYS = {
-    "build": "include_dirs and nvrtc_options for NVRTC",
-    "campaign": "name of the campaign (letters, digits, _ . -)",
-    "family": "a family's name, or a path to its folder (relative to this file)",
-    "geometries": "list of shapes with weights",
-    "budget": "attempts and/or minutes",
-    "proposer": "search strategy",
-    "gates": "gate settings",
-    "storage": "Optuna storage URL",
-    "seed": "random seed",
-    "backend": "auto, gpu or recorded",
-    "clocks": "record or lock",
-    "lock_sm_mhz": "SM clock for clocks: lock",
-    "arch": "compile target",
-    "start": "knob values of the starting genome",
-    "knobs": "restrict knobs to some of their values (knob: [values]); the baseline's value must stay",
-    "peer": "peer timings",
-    "bound": "decode profile for the share-derived bound",
-    "worker": "isolation of candidates in a worker process",
-    "e2e": "end-to-end decode command (argv list) printing tokens/s and sha256",
-    "ideas": "source-level ideas: toggle chance, folder, outside proposer command",
-    "sanitizer": "compute-sanitizer on the champion: enabled (auto, on, off), tools, timeout_s",
-}
+TOP_KEYS = _keys(CampaignConfig)
 
 STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
 
@@ -352,20 +617,18 @@ def load_config(
     except FamilyError as e:
         raise ConfigError(f"family: {e}") from None
 
+    knobs: dict[str, tuple[Any, ...]] = {}
     if raw.get("knobs") is not None:
         family = _restrict_knobs(raw["knobs"], family)
+        knobs = {k: family.knob(k).values for k in raw["knobs"]}
     geometries = _geometries(raw["geometries"], family)
 
-    b = _section(raw.get("budget"), "budget", {"attempts": 0, "minutes": 0})
-    budget = Budget(
-        attempts=_num(b, "attempts", "budget", int, None, lo=1, hi=MAX_ATTEMPTS),
-        minutes=_num(b, "minutes", "budget", float, None, lo=0, hi=MAX_MINUTES, lo_open=True),
-    )
+    budget = Budget(**_fill(Budget, _section(raw.get("budget"), "budget", _keys(Budget)), "budget"))
     if budget.attempts is None and budget.minutes is None:
         raise ConfigError("budget: give attempts and/or minutes (e.g. budget: {attempts: 150, minutes: 8})")
 
-    pr = _section(raw.get("proposer"), "proposer", {"name": 0, "options": 0})
-    pname = pr.get("name", "evolutionary")
+    pr = _section(raw.get("proposer"), "proposer", _keys(ProposerConfig))
+    pname = pr.get("name", ProposerConfig.name)
     if not isinstance(pname, str) or pname not in PROPOSERS:
         raise ConfigError(f"proposer.name: {pname!r} is not a proposer (allowed: {', '.join(sorted(PROPOSERS))})")
     popts = _section(pr.get("options"), "proposer.options", PROPOSERS[pname].OPTIONS)
@@ -395,12 +658,12 @@ def load_config(
                 "storage: the ledger's path has a name longer than a file system takes (255 bytes a name, 4000 in all)"
             )
 
-    backend = backend_override or _choice(raw, "backend", "", BACKENDS, "auto")
-    clocks = _choice(raw, "clocks", "", ("record", "lock"), "record")
-    lock_mhz = _num(raw, "lock_sm_mhz", "", int, None, lo=100, hi=5000)
-    arch = _expect(raw.get("arch", "auto"), str, "arch")
+    top = _fill(CampaignConfig, raw, "")  # the top level's plain keys: seed, backend, clocks, lock_sm_mhz
+    if backend_override:
+        top["backend"] = backend_override
+    arch = _expect(raw.get("arch", CampaignConfig.arch), str, "arch")
     if arch != "auto" and not re.fullmatch(r"sm_\d{2,3}a?", arch):
-        raise ConfigError(f"arch: {arch!r} is not a target (allowed: auto or sm_XX, e.g. sm_90)")
+        raise ConfigError(f"arch: {arch!r} is not a target (allowed: {schema(CampaignConfig)['arch'].allowed_text})")
 
     start = None
     if raw.get("start") is not None:
@@ -417,21 +680,18 @@ def load_config(
         if why:
             raise ConfigError(f"start: genome is invalid: {why}")
 
-    pe = _section(raw.get("peer"), "peer", {"torch_compile": 0})
+    pe = _section(raw.get("peer"), "peer", _keys(PeerConfig))
     if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
         pe = {**pe, "torch_compile": "off"}
-    peer = PeerConfig(_choice(pe, "torch_compile", "peer", ("default", "max-autotune", "off"), "default"))
+    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"))
 
     bound = _bound(raw.get("bound"), p, family, geometries)
-    w = _section(raw.get("worker"), "worker", {"isolation": 0, "timeout_s": 0, "prefetch": 0})
+    w = _section(raw.get("worker"), "worker", _keys(WorkerConfig))
     if isinstance(w.get("prefetch"), str) and w["prefetch"] != "auto":
-        raise ConfigError(f"worker.prefetch: {w['prefetch']!r} is not allowed (allowed: auto or an integer 0..16)")
-    prefetch = -1 if w.get("prefetch") == "auto" else _num(w, "prefetch", "worker", int, -1, lo=0, hi=16)
-    worker = WorkerConfig(
-        _choice(w, "isolation", "worker", ("auto", "worker", "none"), "auto"),
-        _num(w, "timeout_s", "worker", float, 120.0, lo=1.0, hi=86400.0),
-        prefetch,
-    )
+        takes = schema(WorkerConfig)["prefetch"].allowed_text
+        raise ConfigError(f"worker.prefetch: {w['prefetch']!r} is not allowed (allowed: {takes})")
+    prefetch = WorkerConfig.prefetch if w.get("prefetch") == "auto" else _get(WorkerConfig, "prefetch", w, "worker")
+    worker = WorkerConfig(**_fill(WorkerConfig, w, "worker"), prefetch=prefetch)
 
     return CampaignConfig(
         build=_build(raw.get("build"), p),
@@ -448,18 +708,16 @@ def load_config(
         proposer=proposer,
         gates=gates,
         storage=storage,
-        seed=_num(raw, "seed", "", int, 0, lo=0, hi=2**31 - 1),
-        backend=backend,
-        clocks=clocks,
-        lock_sm_mhz=lock_mhz,
         arch=arch,
         start=start,
         peer=peer,
+        knobs=knobs,
+        **top,
     )
 
 
 def _build(raw: Any, cfg_path: Path) -> BuildConfig:
-    b = _section(raw, "build", {"include_dirs": 0, "nvrtc_options": 0})
+    b = _section(raw, "build", _keys(BuildConfig))
     dirs, opts = b.get("include_dirs") or [], b.get("nvrtc_options") or []
     for key, v in (("include_dirs", dirs), ("nvrtc_options", opts)):
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
@@ -472,10 +730,6 @@ def _build(raw: Any, cfg_path: Path) -> BuildConfig:
             raise ConfigError(f"build.include_dirs: {d!r} is not a folder ({q})")
         resolved.append(q.resolve())
     return BuildConfig(tuple(resolved), tuple(opts))
-
-
-MAX_ATTEMPTS = 10_000_000
-MAX_MINUTES = 1_000_000.0
 
 
 def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: float | None) -> None:
@@ -507,7 +761,7 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
         key = f"geometries[{i}]"
         if not isinstance(g, dict):
             raise ConfigError(f"{key}: expected a mapping of {', '.join(params)} and weight, got {g!r}")
-        _section(g, key, {**params, "weight": 0, "name": 0})
+        _section(g, key, {**params, **_keys(GeometryEntry)})
         vals: dict[str, Any] = {}
         for gp in family.geometry_params:
             if gp.name not in g:
@@ -524,7 +778,7 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
         why = family.check_geometry(vals)
         if why:
             raise ConfigError(f"{key}: family {family.name} cannot take this geometry: {why}")
-        weight = _num(g, "weight", key, float, 1.0, lo=0)
+        weight = _get(GeometryEntry, "weight", g, key)
         gname = g.get("name") or "_".join(f"{k}{int(v) if isinstance(v, bool) else v}" for k, v in vals.items())
         gname = _expect(gname, str, f"{key}.name")
         if len(gname) > NAME_LIMIT or not gname.isprintable():
@@ -541,52 +795,15 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
 
 
 def _gates(raw: Any) -> GateConfig:
-    g = _section(raw, "gates", {"static": 0, "correctness": 0, "perf": 0})
-    s = _section(g.get("static"), "gates.static", {"max_registers": 0, "allow_new_spills": 0})
-    static = StaticGateConfig(
-        max_registers=_num(s, "max_registers", "gates.static", int, 255, lo=16, hi=255),
-        allow_new_spills=_expect(s.get("allow_new_spills", False), bool, "gates.static.allow_new_spills"),
-    )
-    c = _section(g.get("correctness"), "gates.correctness", {"mode": 0, "seeds": 0, "runs": 0, "tolerance_factor": 0})
-    corr = CorrectnessGateConfig(
-        mode=_choice(c, "mode", "gates.correctness", ("exact", "tolerance"), "exact"),
-        seeds=_num(c, "seeds", "gates.correctness", int, 3, lo=3, hi=64),
-        runs=_num(c, "runs", "gates.correctness", int, 2, lo=2, hi=16),
-        tolerance_factor=_num(c, "tolerance_factor", "gates.correctness", float, 2.0, lo=1.0, hi=100.0),
-    )
-    pf = _section(
-        g.get("perf"),
-        "gates.perf",
-        {
-            "rounds": 0,
-            "aa_rounds": 0,
-            "min_gain": 0,
-            "confidence": 0,
-            "batch_ms": 0,
-            "rule": 0,
-            "max_floor": 0,
-            "early_rounds": 0,
-            "launch": 0,
-            "ceiling_check": 0,
-            "watched_slack": 0,
-            "watched": 0,
-        },
-    )
-    slack = _num(pf, "watched_slack", "gates.perf", float, 0.0, lo=0.0, hi=0.5)
-    perf = PerfGateConfig(
-        rounds=_num(pf, "rounds", "gates.perf", int, 12, lo=6, hi=1000),
-        aa_rounds=_num(pf, "aa_rounds", "gates.perf", int, 30, lo=6, hi=1000),
-        min_gain=_num(pf, "min_gain", "gates.perf", float, 0.01, lo=0.0, hi=1.0),
-        confidence=_num(pf, "confidence", "gates.perf", float, 0.95, lo=0.5, hi=0.999),
-        batch_ms=_num(pf, "batch_ms", "gates.perf", float, 1.0, lo=0.01, hi=1000.0),
-        rule=_choice(pf, "rule", "gates.perf", ("every", "weighted"), "every"),
-        max_floor=_num(pf, "max_floor", "gates.perf", float, 0.002, lo=0.0, hi=0.5),
-        early_rounds=_num(pf, "early_rounds", "gates.perf", int, 6, lo=0, hi=999),
-        launch=_choice(pf, "launch", "gates.perf", ("plain", "pdl"), "plain"),
-        ceiling_check=_num(pf, "ceiling_check", "gates.perf", int, 6, lo=0, hi=100),
-        watched_slack=slack,
-        watched=_choice(pf, "watched", "gates.perf", ("baseline", "champion"), "champion" if slack else "baseline"),
-    )
+    g = _section(raw, "gates", _keys(GateConfig))
+    parts: dict[str, Any] = {}
+    for name, sk in schema(GateConfig).items():
+        assert sk.section is not None
+        where = f"gates.{name}"
+        parts[name] = sk.section(**_fill(sk.section, _section(g.get(name), where, _keys(sk.section)), where))
+    perf = parts["perf"]
+    if "watched" not in (g.get("perf") or {}) and perf.watched_slack:  # a slack alone keeps its old meaning
+        perf = parts["perf"] = dataclasses.replace(perf, watched="champion")
     if perf.watched == "baseline" and perf.watched_slack:
         raise ConfigError(
             f"gates.perf.watched_slack: {perf.watched_slack:g} is a slack against the champion, and "
@@ -596,7 +813,7 @@ def _gates(raw: Any) -> GateConfig:
         raise ConfigError(
             f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 ({perf.rounds - 1})"
         )
-    return GateConfig(static, corr, perf)
+    return GateConfig(**parts)
 
 
 def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> BoundConfig | None:
@@ -604,7 +821,7 @@ def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry])
 
     if raw is None:
         return None
-    b = _section(raw, "bound", {"profile": 0, "kernel": 0, "geometry": 0, "noise_floor": 0})
+    b = _section(raw, "bound", _keys(BoundConfig))
     if "profile" not in b:
         raise ConfigError("bound.profile: missing (a YAML profile or a torch.profiler / nsys CSV export)")
     path = Path(_expect(b["profile"], str, "bound.profile"))
@@ -622,8 +839,7 @@ def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry])
         prof.share(kernel)
     except ProfileError as e:
         raise ConfigError(f"bound.profile: {e}") from None
-    floor = _num(b, "noise_floor", "bound", float, None, lo=0.0, hi=0.5)
-    return BoundConfig(path, kernel, geometry, floor)
+    return BoundConfig(path, kernel, geometry, **_fill(BoundConfig, b, "bound"))
 
 
 def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
@@ -631,7 +847,7 @@ def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
 
     if raw is None:
         return None
-    e = _section(raw, "e2e", {"command": 0, "runs": 0, "timeout_s": 0, "env": 0})
+    e = _section(raw, "e2e", _keys(E2EConfig))
     if "command" not in e:
         raise ConfigError("e2e.command: missing (an argv list, e.g. [python, -m, evo.proxy, --tokens, 64])")
     try:
@@ -641,12 +857,7 @@ def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
     if bound is None:
         raise ConfigError("e2e: needs bound: {profile: ...} too (an observed decode gain is judged against its bound)")
     env = _env(e.get("env", {}) or {}, "e2e.env")
-    return E2EConfig(
-        tuple(argv),
-        _num(e, "runs", "e2e", int, 2, lo=2, hi=50),
-        _num(e, "timeout_s", "e2e", float, 600.0, lo=1.0, hi=86400.0),
-        {str(k): str(v) for k, v in env.items()},
-    )
+    return E2EConfig(tuple(argv), env={str(k): str(v) for k, v in env.items()}, **_fill(E2EConfig, e, "e2e"))
 
 
 def _env(raw: Any, key: str) -> dict[str, Any]:
@@ -667,12 +878,10 @@ def _env(raw: Any, key: str) -> dict[str, Any]:
 def _ideas(raw: Any) -> IdeasConfig:
     from evo.e2e import E2EError, normalize_command
 
-    i = _section(raw, "ideas", {"toggle": 0, "folder": 0, "proposer": 0})
+    i = _section(raw, "ideas", _keys(IdeasConfig))
     outside = None
     if i.get("proposer") is not None:
-        p = _section(
-            i["proposer"], "ideas.proposer", {"command": 0, "every": 0, "timeout_s": 0, "max_failures": 0, "env": 0}
-        )
+        p = _section(i["proposer"], "ideas.proposer", _keys(OutsideProposerConfig))
         if "command" not in p:
             raise ConfigError("ideas.proposer.command: missing (an argv list, e.g. [python, -m, evo.proposers.rules])")
         try:
@@ -682,16 +891,10 @@ def _ideas(raw: Any) -> IdeasConfig:
         env = _env(p.get("env", {}) or {}, "ideas.proposer.env")
         outside = OutsideProposerConfig(
             tuple(argv),
-            _num(p, "every", "ideas.proposer", int, 1, lo=1, hi=1000),
-            _num(p, "timeout_s", "ideas.proposer", float, 120.0, lo=0.1, hi=86400.0),
-            _num(p, "max_failures", "ideas.proposer", int, 3, lo=1, hi=1000000),
-            {str(k): str(v) for k, v in env.items()},
+            env={str(k): str(v) for k, v in env.items()},
+            **_fill(OutsideProposerConfig, p, "ideas.proposer"),
         )
-    return IdeasConfig(
-        _num(i, "toggle", "ideas", float, 0.2, lo=0.0, hi=1.0),
-        _expect(i.get("folder", True), bool, "ideas.folder"),
-        outside,
-    )
+    return IdeasConfig(proposer=outside, **_fill(IdeasConfig, i, "ideas"))
 
 
 def _restrict_knobs(raw: Any, family: Family) -> Family:
@@ -720,9 +923,7 @@ def _restrict_knobs(raw: Any, family: Family) -> Family:
 
 
 def _sanitizer(raw: Any) -> SanitizerConfig:
-    from evo.sanitize import TOOLS
-
-    sz = _section(raw, "sanitizer", {"enabled": 0, "tools": 0, "timeout_s": 0})
+    sz = _section(raw, "sanitizer", _keys(SanitizerConfig))
     if isinstance(sz.get("enabled"), bool):  # YAML 1.1 reads bare on/off as true/false
         sz = {**sz, "enabled": "on" if sz["enabled"] else "off"}
     tools = SanitizerConfig.tools
@@ -738,8 +939,121 @@ def _sanitizer(raw: Any) -> SanitizerConfig:
         if len(set(raw_tools)) != len(raw_tools):
             raise ConfigError(f"sanitizer.tools: a tool is listed twice in {raw_tools!r}")
         tools = tuple(raw_tools)
-    return SanitizerConfig(
-        _choice(sz, "enabled", "sanitizer", ("auto", "on", "off"), "auto"),
-        tools,
-        _num(sz, "timeout_s", "sanitizer", float, 300.0, lo=1.0, hi=86400.0),
-    )
+    return SanitizerConfig(tools=tools, **_fill(SanitizerConfig, sz, "sanitizer"))
+
+
+# ---------------------------------------------------------------------------
+# The schema for people: `evo config` and docs/config.md
+
+
+def sections() -> list[tuple[str, type]]:
+    """Every section of the schema, (path, dataclass), top level first, in declaration order."""
+    out: list[tuple[str, type]] = []
+
+    def walk(path: str, cls: type) -> None:
+        out.append((path, cls))
+        for name, sk in schema(cls).items():
+            if sk.section is not None:
+                walk(f"{path}.{name}" if path else name, sk.section)
+            if cls is CampaignConfig and name == "geometries":
+                walk("geometries[]", GeometryEntry)
+
+    walk("", CampaignConfig)
+    return out
+
+
+def _proposer_rows() -> list[tuple[str, str, list[tuple[str, str, str, str, str]]]]:
+    """(name, what it is, option rows) per proposer, the default first."""
+    from evo.proposers import PROPOSERS
+
+    names = sorted(PROPOSERS, key=lambda n: (n != ProposerConfig.name, n))
+    out = []
+    for n in names:
+        cls = PROPOSERS[n]
+        what = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip().splitlines()[0]
+        if (cls.__doc__ or "").strip() and cls.__module__ == "evo.proposers.optuna_samplers":
+            what = (cls.__doc__ or "").strip().splitlines()[0]  # one module, three proposers: each class says which
+        rows = [(o, opt.type_text, opt.allowed_text, opt.default_text, opt.doc) for o, opt in cls.OPTIONS.items()]
+        out.append((n, what, rows))
+    return out
+
+
+def schema_text(only: str | None = None) -> str:
+    """The schema as `evo config` prints it: one block per section (``only``: the sections under that path)."""
+    lines = []
+    for path, cls in sections():
+        if only and not (path == only or path.startswith(only + ".") or path.startswith(only + "[")):
+            continue
+        lines.append(f"{path or '(top level)'}:")
+        for name, sk in schema(cls).items():
+            if sk.section is not None:
+                lines.append(f"  {name:<18} a section: {sk.key.doc} (below)")
+                continue
+            facts = ", ".join(x for x in (sk.type_text, sk.allowed_text and f"allowed: {sk.allowed_text}") if x)
+            dflt = sk.default_text
+            lines.append(f"  {name:<18} {sk.key.doc} [{facts}{'; default: ' + dflt if dflt else ''}]")
+        lines.append("")
+    if not only or only.startswith("proposer"):
+        for n, what, rows in _proposer_rows():
+            tag = " (the default)" if n == ProposerConfig.name else ""
+            lines.append(f"proposer.options of {n}{tag}: {what}")
+            for o, t, allowed, dflt, doc in rows:
+                facts = ", ".join(x for x in (t, allowed and f"allowed: {allowed}") if x)
+                lines.append(f"  {o:<18} {doc} [{facts}; default: {dflt}]")
+            if not rows:
+                lines.append("  (no options)")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    """Table-cell text: a | would end the cell, a <word> would be read as an HTML tag."""
+    return text.replace("|", "\\|").replace("<", "\\<") if text else ""
+
+
+def schema_markdown() -> str:
+    """docs/config.md: every key with its type, what is allowed, its default and what it does."""
+    out = [
+        "# Campaign config reference",
+        "",
+        "<!-- generated by `evo config --markdown > docs/config.md` from the declarations in evo/config.py and the",
+        "     proposers' OPTIONS tables; tests/test_config_schema.py fails when this file is not current -->",
+        "",
+        'Every key of a campaign YAML (README.md, "The campaign config", shows one), section by section. A key left',
+        "out takes its default; a wrong value is refused with one line naming the key, the value and what is",
+        "allowed. `evo config` prints the same in the terminal (`evo config gates.perf`: one section).",
+        "",
+    ]
+    for path, cls in sections():
+        out += [f"## `{path}`" if path else "## Top level", ""]
+        if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
+            out += [" ".join(cls.__doc__.split()), ""]
+        out += ["| key | type | allowed | default | what it does |", "|---|---|---|---|---|"]
+        for name, sk in schema(cls).items():
+            if sk.section is not None:
+                sub = f"{path}.{name}" if path else name
+                out.append(f"| `{name}` | section | | | {_cell(sk.key.doc)}: `{sub}` below |")
+                continue
+            out.append(
+                f"| `{name}` | {_cell(sk.type_text)} | {_cell(sk.allowed_text)} | {_cell(sk.default_text)} "
+                f"| {_cell(sk.key.doc)} |"
+            )
+        out.append("")
+    out += [
+        "## Proposers and their options",
+        "",
+        f"`proposer.name` picks the search strategy (default `{ProposerConfig.name}`; docs/search-efficiency.md",
+        "compares them); `proposer.options` takes the keys of that strategy's table. Each table is the strategy",
+        "module's `OPTIONS`, the only place its defaults are stated.",
+        "",
+    ]
+    for n, what, rows in _proposer_rows():
+        tag = " (the default)" if n == ProposerConfig.name else ""
+        out += [f"### `{n}`{tag}", "", _cell(what), ""]
+        if not rows:
+            out += ["No options.", ""]
+            continue
+        out += ["| option | type | allowed | default | what it does |", "|---|---|---|---|---|"]
+        out += [f"| `{o}` | {t} | {_cell(a)} | {_cell(d)} | {_cell(doc)} |" for o, t, a, d, doc in rows]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -119,12 +119,12 @@ import sqlalchemy.exc
 import sqlalchemy.orm
 from optuna.distributions import CategoricalDistribution, check_distribution_compatibility, json_to_distribution
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
-from optuna.storages._rdb import models
-from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
+from evo import optuna_private as op
 from evo.family import Knob
 from evo.genome import Genome
+from evo.optuna_private import models
 from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -478,11 +478,11 @@ def _session_beat(
                 value = json.dumps({**mine, "beat": time.time()})
                 n = (
                     session.query(sa)
-                    .filter(sa.study_id == led.study._study_id, sa.key == key)
+                    .filter(sa.study_id == op.study_id(led.study), sa.key == key)
                     .update({sa.value_json: value}, synchronize_session=False)
                 )
                 if n == 0:
-                    session.add(sa(study_id=led.study._study_id, key=key, value_json=value))
+                    session.add(sa(study_id=op.study_id(led.study), key=key, value_json=value))
         except Exception:  # a lost connection: the next beat tries again
             pass
         del led
@@ -719,7 +719,7 @@ class Ledger:
         """
         with self._session() as session:
             self._lock_study(session)
-            study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
+            study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
             if any(models.StudyUserAttributeModel.find_by_study_and_key(study, k, session) is not None for k in items):
                 return False
             self._set_meta_in(session, items)
@@ -729,7 +729,7 @@ class Ledger:
         """Append ``item`` to the list meta ``key`` under the study lock (no append from another worker is lost)."""
         with self._session() as session:
             self._lock_study(session)
-            study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
+            study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
             attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
             items = json.loads(attr.value_json) if attr is not None else []
             self._set_meta_in(session, {key: [*(items or []), item]})
@@ -778,7 +778,7 @@ class Ledger:
         trial = optuna.trial.Trial(self.study, trial_id)
         for name, dist in self.distributions.items():  # knobs ``fixed`` left out: the sampler's
             if name not in params:
-                trial._suggest(name, dist)
+                op.suggest(trial, name, dist)
         return trial
 
     def _new_trial(self, session: Any, rdb: optuna.storages.RDBStorage, template: FrozenTrial) -> int:
@@ -789,7 +789,10 @@ class Ledger:
         the rows are flushed together rather than one INSERT before each param's read of the trial.
         """
         row = models.TrialModel(
-            study_id=self.study._study_id, number=None, state=TrialState.RUNNING, datetime_start=template.datetime_start
+            study_id=op.study_id(self.study),
+            number=None,
+            state=TrialState.RUNNING,
+            datetime_start=template.datetime_start,
         )
         session.add(row)
         session.flush()
@@ -802,15 +805,13 @@ class Ledger:
                     old = (
                         session.query(p.distribution_json)
                         .join(models.TrialModel)
-                        .filter(models.TrialModel.study_id == self.study._study_id, p.param_name == name)
+                        .filter(models.TrialModel.study_id == op.study_id(self.study), p.param_name == name)
                         .first()
                     )
                     if old is not None:
                         prev = json_to_distribution(old[0])
                         check_distribution_compatibility(prev, dist)
-                rdb._set_trial_param_without_commit(
-                    session, row.trial_id, name, dist.to_internal_repr(value), dist, prev
-                )
+                op.set_trial_param(rdb, session, row.trial_id, name, dist.to_internal_repr(value), dist, prev)
         for key, value in template.system_attrs.items():  # a new trial has none: no upsert needed
             session.add(models.TrialSystemAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value)))
         row.number = row.count_past_trials(session)
@@ -840,12 +841,12 @@ class Ledger:
         try:
             try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
                 # the trial as asked (Optuna's Trial keeps it current) rather than one more read of it
-                frozen = getattr(trial, "_cached_frozen_trial", None) or self.study._storage.get_trial(trial._trial_id)
+                frozen = op.asked_trial(self.study, trial)
                 self.study.sampler.after_trial(self.study, frozen, state, score)
             finally:
-                self._commit(trial._trial_id, attempt, True, meta, meta_max)
+                self._commit(op.trial_id(trial), attempt, True, meta, meta_max)
         finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
-            self._release(trial._trial_id)
+            self._release(op.trial_id(trial))
 
     # --- one live evo run per campaign ----------------------------------------
     def claim(self, mode: str = "run") -> None:
@@ -870,7 +871,7 @@ class Ledger:
         sa = models.StudySystemAttributeModel
         with self._session() as session:
             self._lock_study(session)  # of two runs starting at once, the second sees the first's row
-            rows = session.query(sa).filter(sa.study_id == self.study._study_id, sa.key.like(SESSION_ATTR + "%"))
+            rows = session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key.like(SESSION_ATTR + "%"))
             for row in rows.all():
                 try:
                     other = json.loads(row.value_json)
@@ -882,7 +883,7 @@ class Ledger:
                     session.delete(row)
                 elif mode != "worker" or other.get("mode") != "worker":
                     raise SessionTaken(other)
-            session.add(sa(study_id=self.study._study_id, key=key, value_json=json.dumps(mine)))
+            session.add(sa(study_id=op.study_id(self.study), key=key, value_json=json.dumps(mine)))
         self._session_key = key
         stop = threading.Event()
         self._session_stop = stop
@@ -904,7 +905,7 @@ class Ledger:
         sa = models.StudySystemAttributeModel
         with contextlib.suppress(Exception):  # a lost storage: the session goes stale by itself
             with self._session() as session:
-                session.query(sa).filter(sa.study_id == self.study._study_id, sa.key == key).delete(
+                session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key == key).delete(
                     synchronize_session=False
                 )
 
@@ -939,7 +940,7 @@ class Ledger:
     def _lock_study(self, session: Any) -> None:
         """A no-op UPDATE of the study row: a row lock on PostgreSQL, the database write lock on SQLite."""
         s = models.StudyModel
-        session.query(s).filter(s.study_id == self.study._study_id).update(
+        session.query(s).filter(s.study_id == op.study_id(self.study)).update(
             {s.study_name: s.study_name}, synchronize_session=False
         )
 
@@ -947,7 +948,7 @@ class Ledger:
         """The lowest-numbered trial holding genome ``key``: RUNNING, or recorded and not interrupted."""
         t, u, sa = models.TrialModel, models.TrialUserAttributeModel, models.TrialSystemAttributeModel
         v = sqlalchemy.orm.aliased(u)
-        sid, kj = self.study._study_id, json.dumps(key)
+        sid, kj = op.study_id(self.study), json.dumps(key)
         running = (
             session.query(t.number)
             .join(sa, sa.trial_id == t.trial_id)
@@ -971,7 +972,7 @@ class Ledger:
     def _taken(self, session: Any) -> int:
         """RUNNING trials plus finished trials with a non-interrupted attempt."""
         t, u = models.TrialModel, models.TrialUserAttributeModel
-        sid = self.study._study_id
+        sid = op.study_id(self.study)
         running = (
             session.query(sqlalchemy.func.count(t.trial_id))
             .filter(t.study_id == sid, t.state == TrialState.RUNNING)
@@ -991,15 +992,14 @@ class Ledger:
         return int(running or 0) + int(recorded or 0)
 
     def _rdb(self) -> optuna.storages.RDBStorage:
-        st = self.study._storage
-        return getattr(st, "_backend", st)
+        return op.rdb_storage(self.study)
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[Any]:
         """One transaction on the RDB storage (committed on exit, rolled back on an exception)."""
-        with _create_scoped_session(self._rdb().scoped_session) as session:
+        with op.scoped_session(self._rdb()) as session:
             yield session
-        self.study._thread_local.cached_all_trials = None
+        op.forget_cached_trials(self.study)
 
     def _set_meta_in(self, session: Any, items: Mapping[str, Any]) -> None:
         self._write_meta_in(session, items, lambda old, new: True)
@@ -1010,7 +1010,7 @@ class Ledger:
 
     def _write_meta_in(self, session: Any, items: Mapping[str, Any], replace: Callable[[Any, Any], bool]) -> None:
         """Each meta item inserted, or written over the stored value where ``replace(stored, new)``."""
-        study = models.StudyModel.find_or_raise_by_id(self.study._study_id, session)
+        study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
         for key, value in items.items():
             attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
             if attr is None:
@@ -1080,14 +1080,14 @@ class Ledger:
                 best = self._best_champion_value(session) if state == TrialState.COMPLETE else None
                 value = trial_value(outcome, attempt.score, best)
                 if value is not None:
-                    rdb._set_trial_value_without_commit(session, row, 0, value)
+                    op.set_trial_value(rdb, session, row, 0, value)
                 n = (
                     session.query(t)
                     .filter(t.trial_id == trial_id, t.state.in_([TrialState.RUNNING, TrialState.WAITING]))
                     .update(
                         {
                             t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
-                            t._datetime_complete_utc: dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                            op.TRIAL_COMPLETE_UTC: dt.datetime.now(dt.UTC).replace(tzinfo=None),
                         },
                         synchronize_session=False,
                     )
@@ -1111,7 +1111,7 @@ class Ledger:
             .join(t, t.trial_id == v.trial_id)
             .join(u, u.trial_id == t.trial_id)
             .filter(
-                t.study_id == self.study._study_id,
+                t.study_id == op.study_id(self.study),
                 t.state == TrialState.COMPLETE,
                 v.objective == 0,
                 v.value_type == models.TrialValueModel.TrialValueType.FINITE,
@@ -1142,7 +1142,7 @@ class Ledger:
     def _trials_one_by_one(self, states: Sequence[TrialState] | None) -> list[FrozenTrial]:
         t = models.TrialModel
         with self._session() as session:
-            q = session.query(t.trial_id, t.number).filter(t.study_id == self.study._study_id)
+            q = session.query(t.trial_id, t.number).filter(t.study_id == op.study_id(self.study))
             if states:
                 q = q.filter(t.state.in_(list(states)))
             rows = q.order_by(t.number).all()
@@ -1171,7 +1171,7 @@ class Ledger:
     def _attempts(self, trials: Sequence[FrozenTrial]) -> list[Attempt]:
         out = []
         for t in trials:
-            a = self._parsed.get(t._trial_id)
+            a = self._parsed.get(op.trial_id(t))
             if a is None:
                 if ATTEMPT_ATTR not in t.user_attrs:
                     continue
@@ -1183,7 +1183,7 @@ class Ledger:
                     self.damaged[t.number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
                     continue
                 if t.state.is_finished():
-                    self._parsed[t._trial_id] = a
+                    self._parsed[op.trial_id(t)] = a
             out.append(a)
         return sorted(out, key=lambda a: a.id)
 
@@ -1225,7 +1225,7 @@ class Ledger:
         """
         handled: list[int] = []
         running = self._trials([TrialState.RUNNING])
-        stale = set(self._rdb()._get_stale_trial_ids(self.study._study_id)) if running else set()
+        stale = set(op.stale_trial_ids(self._rdb(), op.study_id(self.study))) if running else set()
         for t in running:
             if self._alive(t, stale):
                 continue
@@ -1234,14 +1234,14 @@ class Ledger:
             else:
                 attempt = self._interrupted(t)
             try:
-                self._commit(t._trial_id, attempt, True)
+                self._commit(op.trial_id(t), attempt, True)
             except UpdateFinishedTrialError:
                 continue  # recorded by its owner, or recovered by another worker, meanwhile
             handled.append(t.number)
         for t in self._trials([TrialState.WAITING]):
             attempt = self._interrupted(t)
             with contextlib.suppress(UpdateFinishedTrialError):
-                self._commit(t._trial_id, attempt, True)
+                self._commit(op.trial_id(t), attempt, True)
         return handled
 
     def _alive(self, t: FrozenTrial, stale: set[int]) -> bool:
@@ -1252,10 +1252,10 @@ class Ledger:
         for led in list(_LIVE):
             if led._token == owner.get("ledger"):
                 with led._lock:
-                    return t._trial_id in led._held
+                    return op.trial_id(t) in led._held
         if _certainly_dead(owner):
             return False
-        return t._trial_id not in stale
+        return op.trial_id(t) not in stale
 
     def _interrupted(self, t: FrozenTrial) -> Attempt:
         config = self.meta("config") or {}

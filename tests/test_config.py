@@ -223,19 +223,19 @@ BAD = [
     ("proposer_name_list", _doc(proposer="{name: [evolutionary]}"), "proposer.name", "allowed: evolutionary, "),
     (
         "proposer_option_unknown",
-        _doc(proposer="{options: {temperature: 1}}"),
+        _doc(proposer="{name: evolutionary, options: {temperature: 1}}"),
         "proposer.options.temperature",
         "allowed here: champion_bias, crossover, elite",
     ),
     (
         "proposer_option_out_of_range",
-        _doc(proposer="{options: {crossover: 2.0}}"),
+        _doc(proposer="{name: evolutionary, options: {crossover: 2.0}}"),
         "proposer.options.crossover",
         "allowed: 0.0..1.0",
     ),
     (
         "proposer_option_wrong_type",
-        _doc(proposer="{options: {elite: many}}"),
+        _doc(proposer="{name: evolutionary, options: {elite: many}}"),
         "proposer.options.elite",
         "expected an integer",
     ),

@@ -16,6 +16,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 import evo.proposers.optuna_samplers as osamp
+from evo import optuna_private
 from tools import search_bench as sb
 
 
@@ -39,7 +40,9 @@ def test_same_proposals_as_a_plain_study(prenorm, monkeypatch, name, seed):
         monkeypatch.setattr(osamp, "_MemoTPESampler", tpe)
         studies.append(sb.run_proposer(prenorm, name, seed, opts, cap=150, until_target=False))
     (fast_study, fast, plain_study, plain) = studies
-    assert isinstance(fast_study, osamp._Study) and not isinstance(plain_study, osamp._Study)
+    assert isinstance(fast_study, optuna_private.IndexedStudy) and not isinstance(
+        plain_study, optuna_private.IndexedStudy
+    )
     assert type(plain_study.sampler) in (optuna.samplers.TPESampler, optuna.samplers.NSGAIISampler)
     assert (type(fast_study.sampler) is memo) == (name == "tpe")
     if name == "tpe":
@@ -57,7 +60,7 @@ def test_the_indexed_storage_answers_like_optuna():
         osamp._create_study(optuna.samplers.RandomSampler(seed=1)),
         _vanilla(optuna.samplers.RandomSampler(seed=1)),
     ]
-    assert isinstance(studies[0], osamp._Study)
+    assert isinstance(studies[0], optuna_private.IndexedStudy)
     for st in studies:
         held = [st.ask(dists) for _ in range(4)]  # RUNNING, told later and out of order
         for i in range(30):

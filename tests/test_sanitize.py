@@ -105,7 +105,8 @@ def write_config(tmp_path: Path, extra: str = "", name: str = "c") -> Path:
         "campaign: t\nfamily: mhc_pre_big_fuse\n"
         "geometries:\n  - {name: T4096_H4096, T: 4096, H: 4096, S: 1, weight: 1}\n"
         "  - {name: T1_H4096_S32, T: 1, H: 4096, S: 32, weight: 0}\n"
-        f"budget: {{attempts: 3}}\nstorage: sqlite:///{tmp_path / 'logs' / 'ledger.db'}\n" + extra
+        f"budget: {{attempts: 3}}\nstorage: sqlite:///{tmp_path / 'logs' / 'ledger.db'}\n"
+        "proposer: {name: evolutionary}\n" + extra  # the campaign these tests read: its champion is #1
     )
     return p
 

@@ -1,4 +1,9 @@
-"""The proposer interface: one module per search strategy, one entry point each."""
+"""The proposer interface: one module per search strategy, one entry point each, one options table each.
+
+A strategy's ``OPTIONS`` table (name -> :class:`Option`) is the only place its options' defaults are stated: the
+proposer reads them through ``opt``, config validation checks against the table, and docs/config.md is generated
+from it (`evo config --markdown`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,40 @@ from evo.genome import Genome
 from evo.records import Attempt
 
 
+@dataclass(frozen=True)
+class Option:
+    """One row of a strategy's options table. Its type is the default's (an int default: an integer option)."""
+
+    default: Any
+    doc: str
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def type_text(self) -> str:
+        return _TYPE_TEXT.get(type(self.default), type(self.default).__name__)
+
+    @property
+    def allowed_text(self) -> str:
+        return f"{self.lo}..{self.hi}" if self.lo is not None and self.hi is not None else ""
+
+    @property
+    def default_text(self) -> str:
+        d = self.default
+        return ("true" if d else "false") if isinstance(d, bool) else "{}" if d == {} else str(d)
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise ValueError("<name>: <problem>") for a value this row does not take."""
+        if isinstance(self.default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}: expected true or false, got {value!r}")
+        elif isinstance(self.default, (int, float)) and self.lo is not None and self.hi is not None:
+            check_range({name: value}, name, self.lo, self.hi, integer=isinstance(self.default, int))
+
+
+_TYPE_TEXT = {bool: "true/false", int: "integer", float: "number", str: "string", dict: "mapping"}
+
+
 @dataclass
 class Proposal:
     genome: Genome
@@ -27,10 +66,10 @@ class Proposer(abc.ABC):
     ``propose`` is called once per attempt, after the previous attempt was
     recorded; it must return a valid genome (``family.check`` passes) that
     is not in ``seen``, or None when the space holds no such genome.
-    ``OPTIONS`` is the strategy's option table: name -> what it does.
+    ``OPTIONS`` is the strategy's options table: name -> :class:`Option`.
     """
 
-    OPTIONS: ClassVar[dict[str, str]] = {}
+    OPTIONS: ClassVar[dict[str, Option]] = {}
 
     def __init__(
         self,
@@ -46,9 +85,17 @@ class Proposer(abc.ABC):
         self.rng = random.Random(seed)
         self.tabu = {k: set(v) for k, v in (tabu or {}).items()}  # knob -> values never to propose
 
-    @classmethod  # noqa: B027 (a hook: accepting every option is the default)
+    @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> None:
-        """Raise ValueError("<option>: <problem>") for a bad option value."""
+        """Raise ValueError("<option>: <problem>") for a bad option value (the table's checks; a strategy with
+        checks the table cannot state extends this). Names outside the table are the config loader's to refuse."""
+        for name, value in options.items():
+            if name in cls.OPTIONS:
+                cls.OPTIONS[name].check(name, value)
+
+    def opt(self, name: str) -> Any:
+        """Option ``name`` as given in the config, else its default from the table."""
+        return self.options.get(name, self.OPTIONS[name].default)
 
     @abc.abstractmethod
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None: ...

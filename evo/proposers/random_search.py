@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from evo.proposers.base import Proposal, Proposer
+from evo.proposers.base import Option, Proposal, Proposer
 from evo.records import Attempt
 
 
 class RandomSearch(Proposer):
-    OPTIONS: ClassVar[dict[str, str]] = {}
+    OPTIONS: ClassVar[dict[str, Option]] = {}
 
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
         g = self.random_unseen(seen)

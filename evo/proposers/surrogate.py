@@ -1,14 +1,6 @@
 """Surrogate-guided search: a model of log speed over the knobs screens the whole space before any GPU time.
 
-| option | default | what it does |
-|---|---|---|
-| effect | 0.15 | prior size of a one-knob effect on log speed (0.15: a knob value moves speed by ~15%) |
-| pairwise | 0.5 | prior size of a two-knob interaction, relative to `effect` |
-| ordinal | 0.5 | prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none) |
-| noise | 0.02 | measurement noise plus what the model cannot express, in log speed |
-| init | 0 | genomes of a space-filling start design (most knobs changed) before the model leads |
-| pool | 4096 | candidates scored per proposal when the space is too big to score whole |
-| calibrate | true | scale the posterior variance up when the scores vary more than the prior allows |
+Options: ``Surrogate.OPTIONS`` (listed in docs/config.md).
 
 The model is a Gaussian process on log(score) whose kernel is the sum of a
 constant, one term per knob (do two genomes share its value: a one-knob
@@ -54,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from evo.genome import Genome
-from evo.proposers.base import Proposal, Proposer, check_range
+from evo.proposers.base import Option, Proposal, Proposer
 from evo.records import Attempt, Code
 
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
@@ -91,25 +83,18 @@ def _h(v: Any) -> Any:
 
 class Surrogate(Proposer):
     OPTIONS = {
-        "effect": "prior size of a one-knob effect on log speed (0.01..2)",
-        "pairwise": "prior size of a two-knob interaction, relative to effect (0..4)",
-        "ordinal": "prior size of a trend along a numeric knob's ordered values, relative to effect; 0: none (0..4)",
-        "noise": "measurement noise plus what the model cannot express, in log speed (0.001..1)",
-        "init": "genomes of a space-filling start design before the model leads (0..64)",
-        "pool": "candidates scored per proposal when the space is too big to score whole (64..65536)",
-        "calibrate": "widen the posterior when the scores vary more than the prior allows (true/false)",
+        "effect": Option(
+            0.15, "prior size of a one-knob effect on log speed (0.15: a knob value moves speed by ~15%)", 0.01, 2.0
+        ),
+        "pairwise": Option(0.5, "prior size of a two-knob interaction, relative to `effect`", 0.0, 4.0),
+        "ordinal": Option(
+            0.5, "prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none)", 0.0, 4.0
+        ),
+        "noise": Option(0.02, "measurement noise plus what the model cannot express, in log speed", 0.001, 1.0),
+        "init": Option(0, "genomes of a space-filling start design (most knobs changed) before the model leads", 0, 64),
+        "pool": Option(4096, "candidates scored per proposal when the space is too big to score whole", 64, 65536),
+        "calibrate": Option(True, "scale the posterior variance up when the scores vary more than the prior allows"),
     }
-
-    @classmethod
-    def validate_options(cls, options: Mapping[str, Any]) -> None:
-        check_range(options, "effect", 0.01, 2.0)
-        check_range(options, "pairwise", 0.0, 4.0)
-        check_range(options, "ordinal", 0.0, 4.0)
-        check_range(options, "noise", 0.001, 1.0)
-        check_range(options, "init", 0, 64, integer=True)
-        check_range(options, "pool", 64, 65536, integer=True)
-        if not isinstance(options.get("calibrate", True), bool):
-            raise ValueError(f"calibrate: expected true or false, got {options['calibrate']!r}")
 
     def __init__(self, family, geometries, options, seed, tabu=None):
         super().__init__(family, geometries, options, seed, tabu)
@@ -126,11 +111,11 @@ class Surrogate(Proposer):
                 r = np.argsort(np.argsort(np.array(vals, dtype=float))).astype(float)
                 r -= r.mean()
                 self.rank[i] = r / np.abs(r).max()
-        e2 = float(self.options.get("effect", 0.15)) ** 2
+        e2 = float(self.opt("effect")) ** 2
         self.w_main = e2
-        self.w_pair = e2 * float(self.options.get("pairwise", 0.5)) ** 2
-        self.w_trend = e2 * float(self.options.get("ordinal", 0.5)) ** 2
-        self.noise2 = float(self.options.get("noise", 0.02)) ** 2
+        self.w_pair = e2 * float(self.opt("pairwise")) ** 2
+        self.w_trend = e2 * float(self.opt("ordinal")) ** 2
+        self.noise2 = float(self.opt("noise")) ** 2
         # static_key(genome) -> digest of the compiled machine code, or None; set by a caller that can compile
         self.static_key: Callable[[Genome], str | None] | None = None
         self._static: dict[str, str | None] = {}
@@ -212,7 +197,7 @@ class Surrogate(Proposer):
         # the prior's overall size, fitted (maximum likelihood of one scale of the whole covariance), never below
         # 1: scores that vary more than the prior allows widen every posterior variance instead of leaving the
         # model sure of predictions it has no grounds for
-        scale = max(1.0, float(y @ alpha) / len(y)) if self.options.get("calibrate", True) else 1.0
+        scale = max(1.0, float(y @ alpha) / len(y)) if self.opt("calibrate") else 1.0
         means, variances = [], []
         for lo in range(0, len(cand), chunk):
             c = cand[lo : lo + chunk]
@@ -299,7 +284,7 @@ class Surrogate(Proposer):
             known = {d for d in (self._static_of(self.genome_of(c)) for c in scores) if d is not None}
         bonus = self._log_p_valid(cand, fails, tried, mode, inexact)
         bonus += 1e-9 * self.np_rng.random(len(cand))  # ties go by the seed, not by the order of the space
-        if not scores or len(tried) <= int(self.options.get("init", 0)):
+        if not scores or len(tried) <= int(self.opt("init")):
             order = self._space_filling(cand, tried, bonus)
             return self._first_new(order, cand, known, attempts, lambda j: "surrogate: space-filling start")
         codes = np.array(list(scores), dtype=np.int64)
@@ -344,7 +329,7 @@ class Surrogate(Proposer):
 
     def _pool(self, scores, seen: set[str], mode: str | None) -> np.ndarray:
         """Spaces too big to score whole: mutations and crossovers of the best genomes, plus random ones."""
-        size = int(self.options.get("pool", 4096))
+        size = int(self.opt("pool"))
         base = self.code(self.family.baseline())
         parents = [c for c, _ in sorted(scores.items(), key=lambda kv: -max(kv[1]))[:8]] or (
             [base] if base is not None else []
