@@ -252,3 +252,52 @@ def test_calibration_finds_a_sharp_optimum():
     fixed = sb.run_proposer(space, "surrogate", 103, {"calibrate": False})
     assert calibrated.ok and calibrated.evals <= 80, calibrated.evals
     assert not fixed.ok or fixed.evals > 300, fixed.evals  # what the option is for
+
+
+def test_the_configs_correctness_mode_is_known_from_the_first_proposal():
+    """Told exact mode, no genome with an inexact knob is proposed, before any rejection shows the mode; told
+    tolerance mode, such genomes are not discounted (INEXACT_PRIOR) while none was measured yet. On a flat
+    landscape the discount alone decides: unknown mode proposes none of them in 12, tolerance mode does."""
+    geos = [Geometry("T4096_H4096", {"T": 4096, "H": 4096, "S": 1, "prenorm": True}, 1.0)]  # block, vec inexact
+
+    def inexact_proposed(mode):
+        prop = Surrogate(FAM, geos, {}, 0)
+        prop.correctness_mode = mode
+        base = _baseline_attempt(FAM)
+        attempts, seen, n = [base], {base.genome_key}, 0
+        for _ in range(12):
+            p = prop.propose(attempts, seen)
+            n += bool(FAM.inexact_knobs(p.genome, geos[0]))
+            attempts.append(Attempt(len(attempts), "t", FAM.name, dict(p.genome), p.genome.key, p.origin, score=1.0))
+            seen.add(p.genome.key)
+        return n
+
+    assert inexact_proposed(None) == 0
+    assert inexact_proposed("exact") == 0
+    assert inexact_proposed("tolerance") > 6
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_screen_measures_every_one_knob_change_of_the_baseline_first(pool):
+    """screen: the proposals after the baseline are its one-knob changes, each once, until none is left; then the
+    model leads (also where the space is too big to enumerate: the neighbours are made, not drawn from the pool)."""
+    if pool:
+        fam: Family = Big(name="big", knobs=tuple(Knob(f"k{i}", (0, 1, 2, 3), 0) for i in range(10)))
+        geos = TINY_GEO
+    else:
+        fam, geos = FAM, GEOS
+    base = fam.baseline()
+    near = set()
+    for k in fam.knobs:
+        for v in k.values:
+            g = base.replace(**{k.name: v})
+            if v != base[k.name] and fam.check(g, geos) is None:
+                near.add(g.key)
+    prop = Surrogate(fam, geos, {"screen": True}, 0)
+    attempts, proposals, _ = drive(prop, fam, len(near) + 5, 0)
+    first = [p.genome.key for p in proposals[: len(near)]]
+    assert set(first) == near and len(first) == len(near)
+    assert all(p.origin.startswith("surrogate screen") for p in proposals[: len(near)])
+    assert not any(p.origin.startswith("surrogate screen") for p in proposals[len(near) :])
+    plain = drive(Surrogate(fam, geos, {}, 0), fam, len(near), 0)[1]
+    assert {p.genome.key for p in plain} != near  # without it the model does not walk the neighbours alone

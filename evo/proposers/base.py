@@ -84,6 +84,9 @@ class Proposer(abc.ABC):
         self.options = dict(options)
         self.rng = random.Random(seed)
         self.tabu = {k: set(v) for k, v in (tabu or {}).items()}  # knob -> values never to propose
+        # The campaign's correctness mode (gates.correctness.mode: exact or tolerance), set by the campaign before the
+        # first propose; None where the caller does not say (a strategy that cares may infer it from the verdicts).
+        self.correctness_mode: str | None = None
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> None:

@@ -94,6 +94,11 @@ class Surrogate(Proposer):
         "init": Option(0, "genomes of a space-filling start design (most knobs changed) before the model leads", 0, 64),
         "pool": Option(4096, "candidates scored per proposal when the space is too big to score whole", 64, 65536),
         "calibrate": Option(True, "scale the posterior variance up when the scores vary more than the prior allows"),
+        "screen": Option(
+            False,
+            "first measure every one-knob change of the baseline (best expected improvement first), so that each "
+            "knob value's own effect is seen once before the model combines them",
+        ),
     }
 
     def __init__(self, family, geometries, options, seed, tabu=None):
@@ -260,6 +265,7 @@ class Surrogate(Proposer):
         self._enumerate()
         assert self._space is not None
         scores, fails, tried, mode = self._data(attempts)
+        mode = self.correctness_mode or mode  # what the config says beats what the verdicts have shown so far
         if len(self._space):
             mask = np.ones(len(self._space), dtype=bool)
             for k in seen:
@@ -279,6 +285,12 @@ class Surrogate(Proposer):
             inexact = np.array([self._is_inexact(self.genome_of(c)) for c in cand], dtype=bool)
         if len(cand) == 0:
             return None
+        screening = False
+        if self.opt("screen") and scores:
+            near = self._baseline_neighbours(cand, seen, mode)
+            if len(near):
+                cand, screening = near, True
+                inexact = np.array([self._is_inexact(self.genome_of(c)) for c in cand], dtype=bool)
         known: set[str] = set()  # machine code already measured: nothing to learn from it
         if self.static_key is not None:
             known = {d for d in (self._static_of(self.genome_of(c)) for c in scores) if d is not None}
@@ -304,10 +316,31 @@ class Surrogate(Proposer):
             known,
             attempts,
             lambda j: (
-                f"surrogate: expected improvement, predicted {math.exp(mean[j]):.3f}x "
+                ("surrogate screen (one knob off the baseline): " if screening else "surrogate: ")
+                + f"expected improvement, predicted {math.exp(mean[j]):.3f}x "
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
+
+    def _baseline_neighbours(self, cand: np.ndarray, seen: set[str], mode: str | None) -> np.ndarray:
+        """The untried one-knob changes of the baseline that may be proposed (the screen's candidates)."""
+        base = self.code(self.family.baseline())
+        if base is None:
+            return cand[:0]
+        if len(self._space):  # the space is enumerated: the candidates hold every valid untried genome
+            diff = (cand != np.array(base)).sum(axis=1)
+            return cand[diff == 1]
+        out = []
+        for i in self.active:
+            for v in range(self.levels[i]):
+                if v == base[i]:
+                    continue
+                c = list(base)
+                c[i] = v
+                g = self.genome_of(c)
+                if self.valid(g, seen) and not (mode == "exact" and self._is_inexact(g)):
+                    out.append(c)
+        return np.array(out, dtype=np.int64).reshape(len(out), len(self.knobs))
 
     def _first_new(self, order: np.ndarray, cand: np.ndarray, known: set[str], attempts, what) -> Proposal:
         """The best-ranked candidate whose machine code (when known) was not measured yet (else the best-ranked)."""
