@@ -19,7 +19,7 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH EVO_CACHE_DIR=/tmp/evocache
     date -u
     nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
         --format=csv
-    echo "commit: ${EVO_COMMIT:-unknown (set EVO_COMMIT: the device's copy of .git may be older than the tree sent)}"
+    echo "commit: ${EVO_COMMIT:-unknown (set EVO_COMMIT: the device copy of .git may be older than the tree sent)}"
     echo "evo imported from: $(cd /tmp && python3 -c 'import evo; print(evo.__file__)')"
     echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
 } > "$OUT/device.txt" 2>&1

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root: shipped campaigns run by the checkout's evo, each with its status,
+# log, per-attempt table and export (the series applied with `git am`), then optionally the GPU tests. Raw output
+# goes to $OUT (default benchmarks/scratch/campaigns, ignored); what a document cites is summarised under
+# benchmarks/results/<date>-<what>/.
+#
+#   EVO_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/campaigns.sh [--tests SECONDS] CONFIG:MINUTES ...
+#
+# Device wheels (../shared/tools/device-wheels.sh) in .whl/ are installed to /tmp/site first when present.
+set -u
+root=$(pwd)
+OUT=${OUT:-$root/benchmarks/scratch/campaigns}
+mkdir -p "$OUT"
+test_s=0
+if [ "${1:-}" = "--tests" ]; then test_s=$2; shift 2; fi
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        $(ls .whl/*.whl | grep -v '/evo-') || exit 1
+fi
+export PYTHONPATH=$root:/tmp/site EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
+{
+    date -u
+    nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
+        --format=csv
+    echo "commit: ${EVO_COMMIT:-unknown (set EVO_COMMIT: the device copy of .git may be older than the tree sent)}"
+    echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+} > "$OUT/device.txt" 2>&1
+for spec in "$@"; do
+    cfg=${spec%%:*}; minutes=${spec##*:}; name=$(basename "$cfg" .yaml)
+    work=/tmp/evo-campaigns/$name
+    rm -rf "$work" && mkdir -p "$work"
+    o="$OUT/$name.txt"
+    {
+        echo "\$ evo run configs/$name.yaml --minutes $minutes --plain  (storage sqlite:///$work/ledger.db)"
+        python3 -m evo run "configs/$name.yaml" --minutes "$minutes" --plain --storage "sqlite:///$work/ledger.db"
+        echo "rc=$?"
+        echo "\$ evo status"; python3 -m evo status "configs/$name.yaml" --storage "sqlite:///$work/ledger.db"
+    } > "$o" 2>&1
+    python3 -m evo log "configs/$name.yaml" --storage "sqlite:///$work/ledger.db" -o "$OUT/$name-attempts.md" >> "$o" 2>&1
+    {
+        echo "\$ evo export -o $work/export"
+        python3 -m evo export "configs/$name.yaml" --storage "sqlite:///$work/ledger.db" -o "$work/export"; echo "rc=$?"
+        base=$(ls "$work/export/"baseline-*.cu 2>/dev/null | head -n 1)
+        if [ -n "$base" ]; then
+            kernel=$(basename "$base"); kernel=${kernel#baseline-}
+            mkdir -p "$work/am" && cd "$work/am" && git init -q && cp "$base" "$kernel" \
+                && git add . && git -c user.name=check -c user.email=check@localhost commit -qm baseline \
+                && git -c user.name=check -c user.email=check@localhost am "$work/export/"*.patch; echo "git am rc=$?"
+            git log --format='%h %s'; cd "$root" || exit 1
+        fi
+    } >> "$o" 2>&1
+    cat "$work/export/"*.patch > "$OUT/$name-patches.txt" 2>/dev/null
+    tail -n 25 "$o"
+done
+if [ "$test_s" -gt 0 ]; then
+    timeout "$test_s" python3 -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests > "$OUT/pytest-gpu.txt" 2>&1
+    echo "rc=$?" >> "$OUT/pytest-gpu.txt"
+    tail -n 8 "$OUT/pytest-gpu.txt"
+fi
