@@ -85,7 +85,8 @@ class MemoryLedger:
         attempt.id = trial.number
         self._running.pop(trial.number, None)
         self._attempts.append(attempt)
-        self._attempts.sort(key=lambda a: a.id)  # (in order already but for a trial recorded after a later one)
+        if len(self._attempts) > 1 and self._attempts[-2].id > attempt.id:  # recorded after a later trial
+            self._attempts.sort(key=lambda a: a.id)
         self.set_meta_many(meta or {})
         for k, v in (meta_max or {}).items():
             old = self._meta.get(k)

@@ -422,9 +422,11 @@ def bench_campaign(
     )
     gates = [objective_gate(space) if g.name == "perf" else g for g in GATES]
 
+    goal = space.target  # (a property over the whole space: read once)
+
     def target(attempts: list[Attempt]) -> str | None:
         last = attempts[-1] if attempts else None
-        return "target reached" if last is not None and (last.score or 0.0) >= space.target else None
+        return "target reached" if last is not None and (last.score or 0.0) >= goal else None
 
     return Campaign(
         cfg,
@@ -467,7 +469,8 @@ def run_proposer(
     attempts = camp.ledger.attempts()
     run = Run(name, seed, None, [a.genome_key for a in attempts])
     assert len(set(run.keys)) == len(run.keys), f"{name} proposed a genome twice"
-    run.evals = next((i + 1 for i, a in enumerate(attempts) if (a.score or 0.0) >= space.target), None)
+    goal = space.target
+    run.evals = next((i + 1 for i, a in enumerate(attempts) if (a.score or 0.0) >= goal), None)
     same = sum(a.verdict.code is Code.STATIC_IDENTICAL_SASS for a in attempts)
     if same:
         run.notes["identical_sass"] = same
