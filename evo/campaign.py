@@ -954,6 +954,9 @@ class Campaign:
 
         def measure(prop: Proposal, trial: Any) -> None:
             nonlocal new
+            # against the ledger's champion as this step read it (on a shared storage another worker may have
+            # accepted a step since this one's last attempt)
+            self.champion = (self._view.champion() if self._view is not None else None) or self.baseline
             try:
                 a = self.evaluate(prop, trial=trial)
             except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)

@@ -175,3 +175,33 @@ def test_a_campaign_on_a_memory_ledger_is_a_whole_campaign(tmp_path):
     assert _trace(on_disk) == _trace(in_memory) and summary.attempts == 12
     assert mem.meta("baseline_id") == 0 and mem.meta("elapsed_s") > 0 and mem.running() == []
     assert [a.verdict.status for a in mem.attempts()].count(REJECTED) > 0
+
+
+def test_a_worker_measures_against_a_champion_another_worker_accepted_meanwhile(tmp_path):
+    import dataclasses
+    import itertools
+
+    from evo.genome import Genome
+
+    camp = WorkerCampaign(load_config(write_config(tmp_path, 8)), out=lambda s: None)
+    other = Ledger(camp.cfg.storage, camp.cfg.campaign, camp.family.knobs, shared=True)
+    theirs: list[int] = []
+
+    def on_attempt(a, c) -> None:
+        if a.id == 2 and not theirs:  # another worker records a win while this one runs
+            seen = c.ledger.seen_keys()
+            names = [k.name for k in c.family.knobs]
+            g = next(
+                Genome(dict(zip(names, v)))
+                for v in itertools.product(*(k.values for k in c.family.knobs))
+                if Genome(dict(zip(names, v))).key not in seen
+            )
+            trial = other.ask(g)
+            won = Verdict.accepted("another worker's win")
+            other.record(trial, dataclasses.replace(a, genome=dict(g), genome_key=g.key, verdict=won, score=9.0))
+            theirs.append(trial.number)
+
+    camp.on_attempt = on_attempt
+    camp.run()
+    later = [a for a in camp.ledger.attempts() if theirs and a.id > theirs[0]]
+    assert theirs and later and later[0].parent_id == theirs[0]
