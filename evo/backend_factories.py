@@ -1,25 +1,38 @@
-"""Factories an isolated worker process (harness/worker.py) runs to make its backend from a config path."""
+"""The registered backends' factories (evo/backends.py): in this process from a loaded config, or inside an isolated
+worker process (harness/worker.py) from a config path."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
+def gpu_for_config(cfg: Any, builder: Any) -> Any:
+    """The GPU backend of a campaign, in this process."""
+    from harness.gpu import GpuBackend
+
+    return GpuBackend.for_config(cfg, builder)
+
+
+def recorded_for_config(cfg: Any, builder: Any = None) -> Any:
+    """The recorded backend of a campaign (the family's sweep that covers its geometries); raises NotRecorded."""
+    from harness.recorded import RecordedBackend
+
+    c = cfg.gates.correctness
+    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
+
+
 def gpu_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
     """Factory run inside the worker: the GPU backend of a campaign config."""
     from evo.config import load_config
     from harness.build import Builder
-    from harness.gpu import GpuBackend
 
     cfg = load_config(config, backend_override=backend, storage_override=storage)
-    return GpuBackend.for_config(cfg, Builder.for_config(cfg))
+    return gpu_for_config(cfg, Builder.for_config(cfg))
 
 
 def recorded_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:
     """Factory run inside the worker: the recorded backend (used to test the worker path without a GPU)."""
     from evo.config import load_config
-    from harness.recorded import RecordedBackend
 
     cfg = load_config(config, backend_override=backend, storage_override=storage)
-    c = cfg.gates.correctness
-    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
+    return recorded_for_config(cfg)

@@ -3,25 +3,36 @@
 ``Campaign.run`` starts a new campaign or resumes the one in its storage:
 attempts already recorded are never repeated, and one left half-done by a
 killed process is recorded as interrupted and may be proposed again.
+
+This is the one campaign loop: ``evo run`` runs it, ``evo worker`` runs it on a
+shared storage (``WorkerCampaign``, evo/workers.py: each proposal reserved in
+the ledger as it is made), and the search benchmark (tools/search_bench.py)
+runs it on the recorded backend with a ledger in memory. Its seams
+(evo/protocols.py): the backend (evo/backends.py's registry), the storage, and
+the gates, judged in ``GATES`` order; a ``harness.HarnessError`` is recorded as
+the error it names.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import sys
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from optuna.exceptions import UpdateFinishedTrialError
 
 from evo import ceiling as ceiling_mod
 from evo import stop
 from evo.config import CampaignConfig
 from evo.genome import Genome
-from evo.ideas import IdeaError, campaign_book, idea_hook, idea_slugs, inexact_ideas
-from evo.ledger import Ledger, SessionTaken, safe_url
+from evo.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
+from evo.ledger import BudgetTaken, GenomeTaken, Ledger, SessionTaken, View, safe_url, worker_name
 from evo.proposers import PROPOSERS, Proposal
+from evo.protocols import Backend, Gate, Storage
 from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 from gates import (
     CorrectnessEvidence,
@@ -35,9 +46,14 @@ from gates import (
     static_gate,
     threshold,
 )
-from harness.build import Builder, BuildError, Built
+from harness.build import Builder, Built
+from harness.errors import HarnessError
 
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
+POLL_S = 0.2  # how often a worker waiting on others looks at the ledger again
+# proposals in a row another worker reserved first before the step reads the ledger again (its running trials
+# then tell the proposer what the others hold)
+RESERVE_TRIES = 8
 
 
 class CampaignError(Exception):
@@ -57,45 +73,40 @@ class RunSummary:
     log_path: str | None = None
 
 
-def make_backend(cfg: CampaignConfig, builder: Builder):
-    """auto: the GPU when one is present, else the recorded H200 measurements."""
+def make_backend(cfg: CampaignConfig, builder: Builder) -> Backend:
+    """The config's backend from its registry entry (evo/backends.py); auto: the GPU when one is present, else the
+    recorded H200 measurements. Isolated in a worker process where ``worker.isolation`` asks for it."""
+    from evo.backends import REGISTRY
     from harness.gpu import gpu_available
 
     kind = cfg.backend
     if kind == "auto":
         kind = "gpu" if gpu_available() else "recorded"
-    c = cfg.gates.correctness
-    isolate = cfg.worker.isolation == "worker" or (cfg.worker.isolation == "auto" and kind == "gpu")
-    if isolate:
-        from harness.worker import WorkerBackend, WorkerCrash
-
-        if kind == "gpu" and not gpu_available():
-            raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
-        from evo.backends import WORKER_FACTORIES
-
-        factory = WORKER_FACTORIES[kind]
-        try:
-            return WorkerBackend(
-                factory, {"config": str(cfg.path), "backend": kind, "storage": cfg.storage}, cfg.worker.timeout_s
-            )
-        except WorkerCrash as e:
-            raise CampaignError(f"the {kind} worker could not start: {e}") from None
-    if kind == "gpu":
-        if not gpu_available():
-            raise CampaignError("backend: gpu was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
-        from harness.gpu import GpuBackend
-
-        return GpuBackend.for_config(cfg, builder)
-    from harness.recorded import NotRecorded, RecordedBackend
-
-    if cfg.gates.perf.launch != "plain":
+    entry = REGISTRY.get(kind)
+    if entry is None:
+        raise CampaignError(f"backend: {kind} is not registered (registered: {', '.join(REGISTRY)})")
+    if entry.needs_gpu and not gpu_available():
+        raise CampaignError(f"backend: {kind} was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
+    if cfg.gates.perf.launch != "plain" and not entry.pdl:
         raise CampaignError(
             f"gates.perf.launch: {cfg.gates.perf.launch} needs a GPU (the recorded sweeps time plain launches)"
         )
+    isolate = cfg.worker.isolation == "worker" or (cfg.worker.isolation == "auto" and entry.isolate_by_default)
     try:
-        return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
-    except NotRecorded as e:
-        raise CampaignError(f"no GPU here and {e}") from None
+        if isolate:
+            from harness.worker import WorkerBackend, WorkerCrash
+
+            try:
+                return WorkerBackend(
+                    entry.worker,
+                    {"config": str(cfg.path), "backend": kind, "storage": cfg.storage},
+                    cfg.worker.timeout_s,
+                )
+            except WorkerCrash as e:
+                raise CampaignError(f"the {kind} worker could not start: {e}") from None
+        return entry.factory()(cfg, builder)
+    except HarnessError as e:
+        raise CampaignError(f"{entry.unavailable}{e}") from None
 
 
 def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
@@ -110,6 +121,18 @@ def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
 
 
 class Campaign:
+    """One campaign: set-up, then the loop (``run``) of propose, reserve, judge with the gates, record.
+
+    Its seams (evo/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
+    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``GATES``), ``proposer`` (the config's, seeded per
+    session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the search benchmark's
+    target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's ablation).
+    A worker (evo/workers.py) is this loop on a shared storage.
+    """
+
+    SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
+    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger.py, "Shared mode")
+
     def __init__(
         self,
         cfg: CampaignConfig,
@@ -118,7 +141,13 @@ class Campaign:
         out: Callable[[str], None] = print,
         command: str = "",
         replaying: bool = False,
-        backend: Any = None,
+        backend: Backend | None = None,
+        builder: Any = None,
+        storage: Storage | None = None,
+        gates: Sequence[Gate] | None = None,
+        proposer: Any = None,
+        stop_when: Callable[[list[Attempt]], str | None] | None = None,
+        tabu: bool = True,
     ):
         self.cfg = cfg
         self.family = cfg.family
@@ -126,12 +155,24 @@ class Campaign:
         self.on_attempt = on_attempt
         self.command = command or " ".join(sys.argv)
         self.replaying = replaying  # replay may re-judge a ledger made on another backend
-        self.builder = Builder.for_config(cfg)
+        self.builder = builder if builder is not None else Builder.for_config(cfg)
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         if self.simulated:  # every line a user reads says where its numbers come from
             self.out = lambda msg, _out=out: _out(f"{msg} ({SIMULATED_LABEL})")
-        self.ledger = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+        self.gates: list[Gate] = list(GATES if gates is None else gates)
+        self.proposer = proposer
+        self.stop_when = stop_when
+        self.use_tabu = tabu
+        if storage is None:
+            storage = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, shared=self.SHARED)
+            if self.SHARED:
+                storage.limit = cfg.budget.attempts
+        self.ledger: Any = storage
+        self.name = worker_name()  # names this process in messages (and, shared, in each attempt's device)
+        self.taken = 0  # proposals another worker reserved first (shared storage)
+        self._view: View | None = None  # the ledger as the loop's current step read it
+        self._elapsed: Callable[[], float] | None = None  # the loop: the campaign's elapsed seconds now
         # ideas (evo/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
         used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}
         self.ideas, self._ideas_changed = campaign_book(
@@ -260,6 +301,8 @@ class Campaign:
         self.out(ceiling_mod.describe_floor(rec, self.backend.name))
 
     def _baseline(self) -> None:
+        if self.ledger.shared:  # another worker may have created the campaign since our first check
+            self._check_resume()
         led = self.ledger
         base_genome = self.family.baseline()
         built = self.builder.build(base_genome)
@@ -288,6 +331,43 @@ class Campaign:
         self._pending_baseline = (built, ev)
 
     def _record_baseline(self) -> None:
+        """Exactly once per campaign: of several workers starting at once one records the baseline, and the others
+        wait for it and check their own frozen output hashes against it."""
+        pending = self._pending_baseline
+        while pending is not None:
+            self._pending_baseline = pending
+            try:
+                self._record_baseline_attempt()
+                return
+            except GenomeTaken as e:  # (shared storage only)
+                self.out(f"worker {self.name}: the baseline is being measured by attempt #{e.holder}; waiting")
+                base = self._wait_for_baseline(e.holder)
+            if base is not None:
+                self._pending_baseline = None
+                frozen = self.ledger.meta("baseline_hashes") or {}
+                moved = [k for k, v in frozen.items() if self.backend.baseline_hashes.get(k) != v]
+                if moved:
+                    raise CampaignError(
+                        f"this worker's baseline output hash differs from the campaign's ({moved[0]}):"
+                        " different GPU, driver or inputs; it cannot join this campaign"
+                    )
+                self.baseline = base
+                return
+            # its holder died before recording it: try again
+
+    def _wait_for_baseline(self, holder: int) -> Attempt | None:
+        led = self.ledger
+        while True:
+            base = next((a for a in led.attempts() if a.verdict.status == BASELINE), None)
+            if base is not None:
+                return base
+            if not any(t.number == holder for t in led.running()):
+                return None
+            led.recover()
+            stop.check()
+            time.sleep(POLL_S)
+
+    def _record_baseline_attempt(self) -> None:
         """A new campaign's attempt #0: the baseline, with its A/A timings as its own."""
         if self._pending_baseline is None:
             return
@@ -440,10 +520,11 @@ class Campaign:
     def evaluate(
         self, prop: Proposal, source: str | None = None, remeasure: bool = False, trial: Any = None
     ) -> Attempt:
-        """Build and gate one proposal (the ledger records what comes back, whatever the verdict).
+        """Judge one proposal with the gates, in ``self.gates`` order; the storage records what comes back, whatever
+        the verdict.
 
-        ``trial``: one already asked for ``prop.genome`` (``evo worker`` reserves a genome when it proposes
-        it); else it is asked here.
+        ``trial``: one already asked for ``prop.genome`` (the loop reserves a genome when it proposes it on a
+        shared storage); else it is asked here.
         """
         if trial is None:
             trial = self.ledger.ask(fixed=prop.genome)
@@ -456,48 +537,47 @@ class Campaign:
         meta = self._ideas_meta(prop.genome)
         if getattr(prop, "failure", None) is not None:
             a.verdict = prop.failure
-            a.finished_at = now()
-            self._stamp(a)
-            self._record(trial, a, meta)
+            self._finish(trial, a, meta)
             return a
-        from harness.worker import WorkerCrash, WorkerTimeout
-
+        step = Step(self, prop, a, source, remeasure, self._recorded())
         try:
-            a = self._gate(a, prop, source, remeasure)
-        except (WorkerCrash, WorkerTimeout) as e:  # only the worker died: record it and go on
-            a.verdict = Verdict.error("crash" if isinstance(e, WorkerCrash) else "timeout", str(e))
-            a.finished_at = now()
-            self._stamp(a)
-            self._record(trial, a, meta)
-            if source is None:  # a source variant (fault, replayed patch) never took the genome's cached module
+            for gate in self.gates:
+                v = gate(step)
+                if v is not None:
+                    a.verdict = v
+                    if not v.ok:
+                        break
+        except HarnessError as e:  # the harness's one error base: recorded as its kind, and the run goes on
+            a.verdict = Verdict.error(e.kind, e.reason(), gate=e.gate)
+            self._finish(trial, a, meta)
+            if e.fatal:  # the device state is lost with it: nothing more can be measured in this process
+                raise
+            if source is None:  # (a source variant never took the genome's cached module) a dead worker's is gone
                 self._loaded.pop(prop.genome.key, None)
             return a
-        except Exception as e:  # a bug or a crash must not lose the attempt record
-            from harness.gpu import KernelCrash
-
-            a.verdict = Verdict.error(
-                "crash" if isinstance(e, KernelCrash) else "harness",
-                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-            )
-            a.finished_at = now()
-            self._stamp(a)
-            self._record(trial, a, meta)
+        except Exception as e:  # a bug must not lose the attempt record
+            a.verdict = Verdict.error("harness", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            self._finish(trial, a, meta)
             raise
-        a.finished_at = now()
-        self._stamp(a)
-        self._record(trial, a, meta)
+        self._finish(trial, a, meta)
         if a.verdict.status == ACCEPTED:
             self.champion = a
         self._write_ideas(fresh)
         return a
 
-    def _record(self, trial: Any, a: Attempt, meta: Mapping[str, Any] | None) -> None:
-        """Every attempt evaluate() makes is recorded here (WorkerCampaign adds its elapsed_s to the transaction)."""
-        self.ledger.record(trial, a, meta=meta)
+    def _finish(self, trial: Any, a: Attempt, meta: Mapping[str, Any] | None) -> None:
+        """Every attempt evaluate() makes is recorded here; in the loop the campaign's elapsed_s rides with it (one
+        write, and with several workers the largest of their values stays)."""
+        a.finished_at = now()
+        self._stamp(a)
+        if self._elapsed is None:
+            self.ledger.record(trial, a, meta=meta)
+        else:
+            self.ledger.record(trial, a, meta=meta, meta_max={"elapsed_s": self._elapsed()})
 
     def _recorded(self) -> list[Attempt]:
-        """The attempts _gate holds a new one against (identical SASS): read now (WorkerCampaign: its step's read)."""
-        return self.ledger.attempts()
+        """The attempts a new one is held against (identical SASS): the loop's step read them; else read now."""
+        return self._view.attempts if self._view is not None else self.ledger.attempts()
 
     def _stamp(self, a: Attempt) -> None:
         if self._cycle_t0 is not None:
@@ -524,78 +604,6 @@ class Campaign:
                 (d / f"{idea.slug}.patch").write_text(idea.text())
             except OSError as e:
                 self.out(f"warning: could not write idea {idea.slug} beside the log: {e}")
-
-    def _gate(self, a: Attempt, prop: Proposal, source: str | None, remeasure: bool = False) -> Attempt:
-        from harness.recorded import NotRecorded
-
-        cfg = self.cfg
-        try:
-            built = self.builder.build(prop.genome, source)
-        except IdeaError as e:  # ideas: unknown, no longer applies, or does not apply together with another
-            a.verdict = Verdict.error("idea", str(e), gate="idea")
-            return a
-        except BuildError as e:
-            a.verdict = Verdict.error("compile", str(e), gate="static")
-            return a
-        a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
-        a.resources = {k: m.resources for k, m in built.modules.items()}
-        a.compile_s = round(built.compile_s, 3)
-        v = static_gate(
-            a.resources, self._base_resources, cfg.gates.static.max_registers, cfg.gates.static.allow_new_spills
-        )
-        if not v.ok:
-            a.verdict = v
-            return a
-        measured = {x.sass_sha256: x.id for x in self._recorded() if x.timings and x.sass_sha256 and x.id != a.id}
-        v = identical_sass(a.sass_sha256, {} if remeasure else measured)  # a replay re-measures on purpose
-        if not v.ok:
-            a.verdict = v
-            return a
-        inexact = {
-            g.name: self.family.inexact_knobs(prop.genome, g) + inexact_ideas(prop.genome, self.ideas)
-            for g in cfg.geometries
-        }
-        c = cfg.gates.correctness
-        if c.mode == "exact" and any(inexact.values()):
-            a.verdict = correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
-            return a
-        if (source is not None or idea_slugs(prop.genome)) and self.simulated:
-            a.verdict = Verdict.error(
-                "not_recorded",
-                "source-level variants (ideas, faults) need a GPU: the recorded sweep only holds knob genomes",
-                gate="correctness",
-            )
-            return a
-        t0 = time.perf_counter()
-        try:
-            # A source-level variant shares its genome with a plain one: never reuse a loaded module for it.
-            loaded = self._load(built, prop.genome) if source is None else self.backend.load(built, prop.genome)
-            ev = self.backend.correctness(loaded)
-        except NotRecorded as e:
-            a.verdict = Verdict.error("not_recorded", str(e), gate="correctness")
-            return a
-        a.output_hashes = _hashes_by_geometry(ev)
-        a.error_vs_ref = _errors_by_geometry(ev)
-        v = correctness_gate(
-            ev, self.backend.baseline_hashes, c.mode, inexact, self.backend.baseline_errors, c.tolerance_factor
-        )
-        if not v.ok:
-            a.verdict = v
-            a.measure_s = round(time.perf_counter() - t0, 3)
-            return a
-        a.verdict = self._perf(a, loaded)
-        a.measure_s = round(time.perf_counter() - t0, 3)
-        if a.verdict.status == ACCEPTED:
-            why = self.backend.recheck(loaded)
-            if why:
-                a.verdict = Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK)
-            else:
-                a.verdict = self._sanitizer(a, source is not None)  # gates/sanitizer.py, before it is the champion
-            if a.verdict.status == ACCEPTED:
-                a.bound = self._bound(a)
-                if a.bound is not None and self.cfg.e2e is not None:
-                    self._e2e(a)
-        return a
 
     def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
         """The sanitizer gate (issue 31): compute-sanitizer over a step that passed perf, judged against the family's
@@ -851,11 +859,9 @@ class Campaign:
             return counted, f"time budget reached ({elapsed / 60:.1f}/{budget.minutes:g} min)"
         return counted, None
 
-    SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
-
     def claim(self) -> None:
         """Register this process as the campaign's runner, or CampaignError naming the one that runs it."""
-        if self.ledger._session_key is None:
+        if getattr(self.ledger, "_session_key", None) is None:
             self._preflight()  # a refused resume leaves the ledger as it was, session row included
         try:
             self.ledger.claim(self.SESSION_MODE)
@@ -878,74 +884,306 @@ class Campaign:
         finally:
             self.ledger.release()
 
-    def _run(self) -> RunSummary:
-        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
-        self.setup()
-        cfg = self.cfg
-        led = self.ledger
-        start_elapsed = float(led.meta("elapsed_s") or 0.0)
-        new = 0
-        stopped = "budget"
-        proposer_cls = PROPOSERS[cfg.proposer.name]
-        n_before = len(led.attempts())
-        # Seed differs per session so a resumed campaign does not replay the same random stream.
-        proposer = proposer_cls(
-            self.family, cfg.geometries, cfg.proposer.options, cfg.seed * 7919 + n_before, tabu=self.tabu()
-        )
-        # ideas: idea toggles, the knob search in the champion's idea context, the outside proposer
+    def proposer_seed(self, n_before: int) -> int:
+        """The proposer's seed: it differs per session, so that a resumed campaign does not replay the same random
+        stream, and per worker on a shared storage, so that workers do not all propose the same genomes."""
+        seed = self.cfg.seed * 7919 + n_before
+        return seed + zlib.crc32(self.name.encode()) % 1_000_003 if self.ledger.shared else seed
+
+    def make_proposer(self, n_before: int) -> Any:
+        """The config's proposer, wrapped in the idea layer (idea toggles, the knob search in the champion's idea
+        context, the outside proposer; transparent where no idea is in play)."""
         from evo.proposers.outside import IdeaLayer
 
-        proposer = IdeaLayer(
-            proposer,
-            self.family,
-            cfg.geometries,
-            self.ideas,
-            cfg.ideas,
-            cfg.seed * 7919 + n_before,
-            self.builder.source_for,
-            self.out,
+        cfg = self.cfg
+        seed = self.proposer_seed(n_before)
+        inner = PROPOSERS[cfg.proposer.name](self.family, cfg.geometries, cfg.proposer.options, seed, tabu=self.tabu())
+        return IdeaLayer(
+            inner, self.family, cfg.geometries, self.ideas, cfg.ideas, seed, self.builder.source_for, self.out
         )
+
+    def _recover(self) -> None:
+        lost = self.ledger.recover()
+        if lost:
+            self.out(
+                f"worker {self.name}: {len(lost)} attempt(s) of a stopped worker recorded as interrupted "
+                f"({', '.join(f'#{n}' for n in lost)})"
+            )
+
+    def _reserve(self, proposer: Any, attempts: list[Attempt], seen: set[str]) -> tuple[Proposal, Any] | None:
+        """Propose a genome: (proposal, its trial), or None when nothing is left.
+
+        On a shared storage the genome is reserved at once (its trial RUNNING, so that other workers propose
+        something else); elsewhere the trial is None and evaluate() asks it. Called by the loop for the proposal to
+        measure now and for the one compiled ahead. A genome another worker reserved first is counted in
+        ``taken`` and left out of the next proposal, made at once; after RESERVE_TRIES of them GenomeTaken passes
+        on, as does BudgetTaken.
+        """
+        seen = set(seen)
+        for n in range(RESERVE_TRIES):
+            prop = proposer.propose(attempts, seen)
+            if prop is None or not self.ledger.shared:
+                return None if prop is None else (prop, None)
+            try:
+                return prop, self.ledger.ask(fixed=prop.genome)
+            except GenomeTaken as e:
+                self.taken += 1
+                seen.add(e.genome_key)
+                if n == RESERVE_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _run(self) -> RunSummary:
+        """The campaign loop (``evo run``, ``evo worker``, the search benchmark): set-up, then propose, judge and
+        record until the budget is spent, the space exhausted, ``stop_when`` says so, or a stop is asked for."""
+        t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
+        self.setup()
+        led, budget = self.ledger, self.cfg.budget
+        start_elapsed = float(led.meta("elapsed_s") or 0.0)
+        self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
+        proposer = self.proposer if self.proposer is not None else self.make_proposer(len(led.attempts()))
+        new = 0
+        stopped = "budget"
+        last_check = time.monotonic()
         if self.on_attempt and self.baseline is not None:
             self.on_attempt(self.baseline, self)
+
+        def wait() -> None:
+            stop.check()
+            time.sleep(POLL_S)
+
+        def measure(prop: Proposal, trial: Any) -> None:
+            nonlocal new
+            # against the ledger's champion as this step read it (on a shared storage another worker may have
+            # accepted a step since this one's last attempt)
+            self.champion = (self._view.champion() if self._view is not None else None) or self.baseline
+            try:
+                a = self.evaluate(prop, trial=trial)
+            except UpdateFinishedTrialError as e:  # we were taken for dead (no heartbeat for the grace period)
+                self.out(
+                    f"worker {self.name}: an attempt was recovered by another worker before it was "
+                    f"recorded ({e}); its result is dropped and its genome may be proposed again"
+                )
+                return
+            new += 1
+            if self.on_attempt:
+                self.on_attempt(a, self)
+
         prefetch = self._prefetcher()
-        pending: Proposal | None = None  # proposed one step ahead while the GPU measured (worker.prefetch)
+        # (proposal, its trial: None until evaluate asks it, except on a shared storage) proposed one step ahead
+        # and compiled while the GPU measured (worker.prefetch)
+        pending: tuple[Proposal, Any] | None = None
         try:
             while True:
                 stop.check()  # the safe point of the loop: between attempts
                 self._cycle_t0 = time.perf_counter()
-                attempts = led.attempts()
-                counted, spent = self.budget_spent(attempts, start_elapsed + time.monotonic() - t_start)
+                if led.shared and time.monotonic() - last_check >= led.heartbeat_s:  # the check for dead workers
+                    self._recover()
+                    last_check = time.monotonic()
+                view = self._view = led.view()
+                counted, spent = self.budget_spent(view.attempts, self._elapsed())
+                spent = spent or (self.stop_when(view.attempts) if self.stop_when is not None else None)
                 if spent:
                     stopped = spent
+                    if pending is not None and pending[1] is not None:  # reserved and compiled: measured, not left
+                        prop, trial = pending  # RUNNING (one attempt over a time budget; the attempt budget had
+                        pending = None  # room for it when it was asked)
+                        if prefetch is not None:
+                            prefetch.wait(prop.genome)
+                        measure(prop, trial)
                     break
-                proposer.tabu = {k: set(v) for k, v in self.tabu().items()}
-                seen = led.seen_keys()
-                prop = pending if pending is not None and pending.genome.key not in seen else None
-                prop = prop or proposer.propose(attempts, seen)
-                pending = None
-                if prop is None:
-                    stopped = "search space exhausted (every valid genome was tried)"
-                    break
+                full = budget.attempts is not None and len(counted) + len(view.running) >= budget.attempts
+                if full and pending is None and led.shared:  # (a pending trial of ours is within the budget)
+                    wait()  # the rest of the budget is being measured by others; one may still be interrupted
+                    continue
+                if self.use_tabu:
+                    proposer.tabu = {k: set(v) for k, v in self.tabu(view.attempts).items()}
+                got, pending = pending, None
+                if got is not None and got[1] is None and got[0].genome.key in view.seen:
+                    got = None  # (not reserved, and judged meanwhile)
+                if got is None:
+                    try:
+                        got = self._reserve(proposer, view.attempts, view.seen)
+                    except GenomeTaken:  # taken RESERVE_TRIES times in a row: read what the others hold
+                        continue
+                    except BudgetTaken:
+                        wait()
+                        continue
+                    if got is None:
+                        if view.running and led.shared:  # a running attempt may yet be interrupted and freed
+                            wait()
+                            continue
+                        stopped = "search space exhausted (every valid genome was tried)"
+                        break
+                prop, trial = got
                 if prefetch is not None:
-                    pending = self._compile_ahead(
-                        prefetch, prop, functools.partial(proposer.propose, attempts, seen | {prop.genome.key})
-                    )
-                a = self.evaluate(prop)
-                new += 1
-                # Kept current so a killed session's time still counts against budget.minutes.
-                led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
-                if self.on_attempt:
-                    self.on_attempt(a, self)
-        except KeyboardInterrupt:
+
+                    def reserve_next(prop: Proposal = prop, view: View = view) -> tuple[Proposal, Any] | None:
+                        try:
+                            return self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
+                        except (GenomeTaken, BudgetTaken):  # the next step proposes in-line
+                            return None
+
+                    pending = self._compile_ahead(prefetch, prop, reserve_next, genome_of=lambda p: p[0].genome)
+                measure(prop, trial)
+        except KeyboardInterrupt:  # reserved trials are left RUNNING: recover() records them as interrupted
             stopped = "interrupted by the user"
         finally:
             self._cycle_t0 = None
+            self._view = None
+            self._elapsed = None
             if prefetch is not None:
                 prefetch.close()
-            led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
+            if not led.shared:  # (workers: elapsed_s rides with each attempt; a final write could lower another's)
+                led.set_meta("elapsed_s", start_elapsed + time.monotonic() - t_start)
+        self.champion = led.champion() or self.baseline
         if stopped != "interrupted by the user":
-            self.ceiling_check()
+            self.ceiling_check()  # (each worker its own, on its GPU: each appends one)
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
+
+
+# --- the gates, in the order the loop runs them ------------------------------------------------------------
+@dataclass
+class Step:
+    """One attempt as the gates see it (evo/protocols.py ``Gate``): what the loop hands each gate in turn, and what
+    each leaves for the next (the build, the loaded module, the exact-mode knobs)."""
+
+    campaign: Campaign
+    proposal: Proposal
+    attempt: Attempt
+    source: str | None = None  # a source variant (a fault, a replayed patch) instead of the genome's own
+    remeasure: bool = False  # a replay measures identical machine code again on purpose
+    recorded: list[Attempt] = field(default_factory=list)  # the attempts before this one (identical SASS)
+    built: Any = None
+    loaded: Any = None
+    inexact: dict[str, list[str]] = field(default_factory=dict)
+    t0: float = 0.0  # when measuring began (the attempt's measure_s)
+
+    @property
+    def accepted(self) -> bool:
+        return self.attempt.verdict.status == ACCEPTED
+
+
+@dataclass(frozen=True)
+class CampaignGate:
+    """A gate of ``GATES``: its name and the function of the step that it runs."""
+
+    name: str
+    check: Callable[[Step], Verdict | None]
+
+    def __call__(self, step: Step) -> Verdict | None:
+        return self.check(step)
+
+
+def _build(s: Step) -> Verdict | None:
+    """NVRTC (or the builder given): the machine code and ptxas's report. BuildError / IdeaError: error verdicts."""
+    built = s.built = s.campaign.builder.build(s.proposal.genome, s.source)
+    a = s.attempt
+    a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
+    a.resources = {k: m.resources for k, m in built.modules.items()}
+    a.compile_s = round(built.compile_s, 3)
+    return None
+
+
+def _static(s: Step) -> Verdict | None:
+    st = s.campaign.cfg.gates.static
+    v = static_gate(s.attempt.resources, s.campaign._base_resources, st.max_registers, st.allow_new_spills)
+    return None if v.ok else v
+
+
+def _identical_sass(s: Step) -> Verdict | None:
+    a = s.attempt
+    measured = {x.sass_sha256: x.id for x in s.recorded if x.timings and x.sass_sha256 and x.id != a.id}
+    v = identical_sass(a.sass_sha256, {} if s.remeasure else measured)
+    return None if v.ok else v
+
+
+def _exact_rule(s: Step) -> Verdict | None:
+    """Exact mode: a knob (or idea) that changes the summation order is rejected before any GPU time."""
+    camp, genome = s.campaign, s.proposal.genome
+    s.inexact = {
+        g.name: camp.family.inexact_knobs(genome, g) + inexact_ideas(genome, camp.ideas) for g in camp.cfg.geometries
+    }
+    if camp.cfg.gates.correctness.mode == "exact" and any(s.inexact.values()):
+        return correctness_gate(CorrectnessEvidence(), {}, "exact", s.inexact)
+    return None
+
+
+def _recorded_knobs_only(s: Step) -> Verdict | None:
+    if (s.source is not None or idea_slugs(s.proposal.genome)) and s.campaign.simulated:
+        return Verdict.error(
+            "not_recorded",
+            "source-level variants (ideas, faults) need a GPU: the recorded sweep only holds knob genomes",
+            gate="correctness",
+        )
+    return None
+
+
+def _correctness(s: Step) -> Verdict | None:
+    camp, a, genome = s.campaign, s.attempt, s.proposal.genome
+    c = camp.cfg.gates.correctness
+    s.t0 = time.perf_counter()
+    # A source-level variant shares its genome with a plain one: never reuse a loaded module for it.
+    s.loaded = camp._load(s.built, genome) if s.source is None else camp.backend.load(s.built, genome)
+    ev = camp.backend.correctness(s.loaded)
+    a.output_hashes = _hashes_by_geometry(ev)
+    a.error_vs_ref = _errors_by_geometry(ev)
+    v = correctness_gate(
+        ev, camp.backend.baseline_hashes, c.mode, s.inexact, camp.backend.baseline_errors, c.tolerance_factor
+    )
+    if v.ok:
+        return None
+    a.measure_s = round(time.perf_counter() - s.t0, 3)
+    return v
+
+
+def _perf(s: Step) -> Verdict | None:
+    v = s.campaign._perf(s.attempt, s.loaded)
+    s.attempt.measure_s = round(time.perf_counter() - s.t0, 3)
+    return v
+
+
+def _recheck(s: Step) -> Verdict | None:
+    """An accepted step's outputs checked again after its timing (the backend's own check)."""
+    if not s.accepted:
+        return None
+    why = s.campaign.backend.recheck(s.loaded)
+    return Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK) if why else None
+
+
+def _sanitize(s: Step) -> Verdict | None:
+    """compute-sanitizer over an accepted step before it becomes the champion (gates/sanitizer.py, evo/sanitize.py)."""
+    return s.campaign._sanitizer(s.attempt, s.source is not None) if s.accepted else None
+
+
+def _bound(s: Step) -> Verdict | None:
+    if s.accepted:
+        s.attempt.bound = s.campaign._bound(s.attempt)
+    return None
+
+
+def _e2e(s: Step) -> Verdict | None:
+    if s.accepted and s.attempt.bound is not None and s.campaign.cfg.e2e is not None:
+        s.campaign._e2e(s.attempt)
+        return s.attempt.verdict if not s.attempt.verdict.ok else None
+    return None
+
+
+# The gate order: cheapest first, each seeing what the ones before it left in the step. A new gate is one entry
+# here (or a list given to Campaign(gates=...)); one that looks at accepted attempts only goes after "perf".
+GATES: list[Gate] = [
+    CampaignGate("build", _build),
+    CampaignGate("static", _static),
+    CampaignGate("identical_sass", _identical_sass),
+    CampaignGate("exact_rule", _exact_rule),
+    CampaignGate("recorded_knobs_only", _recorded_knobs_only),
+    CampaignGate("correctness", _correctness),
+    CampaignGate("perf", _perf),
+    CampaignGate("recheck", _recheck),
+    CampaignGate("sanitizer", _sanitize),
+    CampaignGate("bound", _bound),
+    CampaignGate("e2e", _e2e),
+]
 
 
 def exact_mode_tabu(attempts: Sequence[Attempt], baseline: Mapping[str, Any], mode: str) -> dict[str, list[Any]]:

@@ -63,6 +63,8 @@ DIFF_START = ("diff --git ", "--- ")
 class IdeaError(BuildError):
     """An idea cannot be used: unreadable, unknown, no longer applies, or conflicts with another (one line)."""
 
+    kind, gate = "idea", "idea"
+
 
 # ---------------------------------------------------------------------------
 # The idea itself

@@ -30,12 +30,15 @@ from typing import Any, NamedTuple
 
 from evo.family import Family, Geometry
 from evo.records import Resources
+from harness.errors import HarnessError
 
 DEFAULT_ARCH = "sm_90"
 
 
-class BuildError(Exception):
+class BuildError(HarnessError):
     """NVRTC rejected the source; the message is the first error line of its log."""
+
+    kind, gate = "compile", "static"
 
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)

@@ -24,6 +24,7 @@ from typing import Any
 from evo.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Builder, Built
+from harness.errors import HarnessError
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
@@ -45,8 +46,10 @@ def empty_kernel_options(pdl: bool) -> tuple[str, ...]:
     return ("-std=c++17", f"-DEVO_PDL={1 if pdl else 0}")
 
 
-class KernelCrash(Exception):
+class KernelCrash(HarnessError):
     """A launch failed (illegal address, trap, ...): the CUDA context is no longer usable."""
+
+    kind, fatal = "crash", True
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Any
 from evo.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
+from harness.errors import HarnessError
 from harness.gpu import Loaded, Samples
 from harness.sweepfile import load as load_sweep
 from harness.sweepfile import sweep_files
@@ -32,8 +33,10 @@ SIMULATED_LABEL = "simulated from recorded H200 measurements"
 SAME = "="  # a stored hash equal to the baseline's
 
 
-class NotRecorded(Exception):
+class NotRecorded(HarnessError):
     """The sweep holds nothing for this genome or geometry."""
+
+    kind, gate = "not_recorded", "correctness"
 
 
 @dataclass
@@ -87,14 +90,45 @@ def find_sweep(family: Family, geometries: Sequence[Geometry]) -> Sweep:
     )
 
 
+def recorded_evidence(
+    entry: Mapping[str, Any],
+    baseline_hashes: Mapping[Any, str],
+    seeds: int,
+    runs: int,
+    rename: Mapping[str, str] | None = None,
+) -> CorrectnessEvidence:
+    """A sweep entry's recorded checks as the evidence a GPU run gives the correctness gate: the first ``seeds``
+    seeds and ``runs`` runs, at the geometries ``rename`` maps (recorded name -> the campaign's; None: all, as
+    named), each stored "=" read as the baseline's hash there."""
+    ev = CorrectnessEvidence()
+    for g, seed, output, hashes, nonfinite, unwritten, rel, mabs, mismatch, *more in entry["checks"]:
+        oob = more[0] if more else 0  # guard-band damage: recorded by sweeps from 2026-11-30 13:00 on
+        cfg_g = g if rename is None else rename.get(g)
+        if cfg_g is None or seed >= seeds:
+            continue
+        base = baseline_hashes.get(f"{cfg_g}/{seed}/{output}", "")
+        hs = [base if h == SAME else h for h in hashes[:runs]]
+        ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch, oob))
+    return ev
+
+
 class RecordedBackend:
     name = "recorded"
     simulated = True
 
-    def __init__(self, family: Family, geometries: Sequence[Geometry], *, seeds: int = 3, runs: int = 2):
+    def __init__(
+        self,
+        family: Family,
+        geometries: Sequence[Geometry],
+        *,
+        seeds: int = 3,
+        runs: int = 2,
+        sweep: Sweep | None = None,
+    ):
+        """``sweep``: the one to replay (default: the family's recorded sweep that covers ``geometries``)."""
         self.family = family
         self.geometries = list(geometries)
-        self.sweep = find_sweep(family, geometries)
+        self.sweep = sweep if sweep is not None else find_sweep(family, geometries)
         d = self.sweep.data
         self.seeds = min(seeds, d["seeds"])
         self.runs = min(runs, d["runs"])
@@ -140,16 +174,7 @@ class RecordedBackend:
         e = self._entry(loaded.functions["key"])
         if e.get("status", "ok") != "ok":
             raise NotRecorded(f"recorded run of this genome ended with {e.get('status')}: {e.get('reason', '')}")
-        ev = CorrectnessEvidence()
-        for g, seed, output, hashes, nonfinite, unwritten, rel, mabs, mismatch, *more in e["checks"]:
-            oob = more[0] if more else 0  # guard-band damage: recorded by sweeps from 2026-11-30 13:00 on
-            cfg_g = self._rev.get(g)
-            if cfg_g is None or seed >= self.seeds:
-                continue
-            base = self.baseline_hashes.get(f"{cfg_g}/{seed}/{output}", "")
-            hs = [base if h == SAME else h for h in hashes[: self.runs]]
-            ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch, oob))
-        return ev
+        return recorded_evidence(e, self.baseline_hashes, self.seeds, self.runs, self._rev)
 
     def recheck(self, loaded: Loaded) -> str | None:
         e = self._entry(loaded.functions["key"])

@@ -21,16 +21,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import HarnessError
+
 # Calls that may legitimately run long (they are not candidates' kernels).
 SLOW_CALLS = {"peer_torch_compile": 3600.0, "copy_ceiling": 600.0, "facts": 120.0, "latency_floor": 600.0}
 
 
-class WorkerCrash(Exception):
-    """The worker died or reported a context-destroying failure."""
+class WorkerCrash(HarnessError):
+    """The worker died or reported a context-destroying failure (only the child is lost: the campaign goes on)."""
+
+    kind = "crash"
 
 
-class WorkerTimeout(Exception):
+class WorkerTimeout(HarnessError):
     """The worker did not answer within the call's time limit (a hang); it was killed."""
+
+    kind = "timeout"
 
 
 @dataclass

@@ -353,3 +353,29 @@ def test_bench_bound_median_lower_bound(space, capsys):
     reached = sum(r.ok for r in runs)
     assert f"{reached} of 3 runs reached the target within 3 evaluations" in out
     assert all(len(r.keys) <= 3 for r in runs)
+
+
+# --- the benchmark drives the campaign loop ------------------------------------------------------------
+def test_a_bench_run_is_the_campaign_loop_on_the_recorded_backend(space, tmp_path):
+    """run_proposer is evo.campaign.Campaign on the recorded backend: the same proposer and seed in a Campaign of the
+    shipped config (its NVRTC build, its gates, an SQLite ledger) propose the same genomes, and every verdict the
+    benchmark did not take from the recorded objective (its perf gate) is the campaign's own."""
+    from evo.campaign import Campaign
+    from evo.config import load_config
+    from tests.test_campaign import write_config
+
+    def proposer():
+        return PROPOSERS["random"](space.family, space.geometries, {}, 4)
+
+    bench = sb.bench_campaign(space, proposer(), cap=15, until_target=False)
+    bench.run()
+    got = bench.ledger.attempts()
+    assert [a.genome_key for a in got] == sb.run_proposer(space, "random", 4, cap=15, until_target=False).keys
+    camp = Campaign(load_config(write_config(tmp_path, 15)), out=lambda s: None, proposer=proposer())
+    camp.run()
+    want = camp.ledger.attempts()
+    assert [a.genome_key for a in want] == [a.genome_key for a in got]
+    judged = [(a, b) for a, b in zip(got, want) if a.verdict.gate == "correctness"]
+    assert judged, "the seeded run meets the exact-mode rule (else this test checks little)"
+    assert all(a.verdict.code is b.verdict.code for a, b in judged)
+    assert [a.verdict.gate for a in got[1:]] == [b.verdict.gate for b in want[1:]]

@@ -20,16 +20,18 @@ its hashes, as the campaign rejects it before the GPU.
 Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
 
 * evo's proposers (``surrogate``, the configs' default, ``evolutionary``,
-  ``random``, ``tpe``, ``nsga2``) are driven the way a campaign drives them:
-  attempt 0 is the baseline (score 1.0, counted as evaluation 1); every proposal
-  becomes an ``evo.records.Attempt`` whose verdict is accepted when its objective
-  beats the current champion's by more than ``min_gain``, rejected (perf)
-  otherwise, rejected (correctness) when invalid, with the reason the
-  correctness gate gives, and rejected (static, "identical SASS", no score) when
-  the sweep's SASS digest of the genome equals that of a genome already measured
-  in the run, as the campaign's identical-SASS check does; every attempt counts
-  as an evaluation. The campaign's tabu (knob values the exact-mode correctness
-  gate ruled out) is applied exactly as ``Campaign.tabu`` computes it. A
+  ``random``, ``tpe``, ``nsga2``) are driven by the campaign loop itself
+  (``evo.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
+  ``bench_campaign``) on the recorded backend replaying the sweep, with a ledger
+  in memory and the campaign's gates in their order: identical SASS (the
+  sweep's digest of the genome equals that of a genome already measured in the
+  run: rejected, no score), the exact-mode rule, the correctness gate on the
+  recorded evidence, then, in place of the paired-interval perf gate, the
+  recorded objective: accepted when it beats the current champion's by more
+  than ``min_gain``, rejected (perf) otherwise. Attempt 0 is the baseline
+  (score 1.0, counted as evaluation 1); every attempt counts as an evaluation.
+  The loop gives the proposer the campaign's tabu (knob values the exact-mode
+  correctness gate ruled out) at every step. A
   proposer with a ``static_key`` attribute (the surrogate) gets the sweep's SASS
   digests through it: what compiling a genome on the CPU tells before any GPU
   time (``--no-static-key`` withholds it).
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import io
@@ -82,10 +85,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evo.config import PerfGateConfig  # noqa: E402
 from evo.family import Family, Geometry, load_family  # noqa: E402
 from evo.genome import Genome  # noqa: E402
-from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict  # noqa: E402
+from evo.records import Attempt, Code, Verdict  # noqa: E402
+from gates.correctness import correctness_gate  # noqa: E402
 from harness import sweepfile  # noqa: E402
+from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
 
 TOLERANCE = 0.01  # "within 1% of the best"
@@ -108,6 +114,24 @@ class Space:
     mode: str = "exact"  # the campaign's correctness mode
     min_gain: float = MIN_GAIN
     sass: dict[str, str] = field(default_factory=dict)  # genome key -> the sweep's SASS digest (CPU compile)
+    seeds: int | None = None  # the campaign's correctness seeds and runs (None: all the sweep holds)
+    runs: int | None = None
+    tolerance_factor: float = 2.0
+    perf: Any = None  # the campaign's gates.perf (evo.config.PerfGateConfig): A/A rounds, rounds
+    data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
+    _backend: Any = field(default=None, repr=False, compare=False)
+
+    def recorded_backend(self) -> Any:
+        """The recorded backend replaying this sweep (made once per space: a sweep file takes seconds to read)."""
+        if self._backend is None:
+            from harness.recorded import RecordedBackend, Sweep
+
+            assert self.data is not None, "a space made without its sweep data has no backend"
+            sweep = Sweep(self.sweep_path, self.data, {g.name: g.name for g in self.geometries})
+            self._backend = RecordedBackend(
+                self.family, self.geometries, seeds=self.seeds or 10**9, runs=self.runs or 10**9, sweep=sweep
+            )
+        return self._backend
 
     @property
     def size(self) -> int:
@@ -142,34 +166,21 @@ def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return None if e is None or "same_as" in e else e
 
 
-def _passes(
+def _valid(
     e: Mapping[str, Any],
     data: Mapping[str, Any],
+    baseline_hashes: Mapping[str, str],
     mode: str,
     tolerance_factor: float,
     seeds: int | None,
     runs: int | None,
 ) -> bool:
-    """The correctness gate on a sweep entry's recorded checks ("=" stores "same hash as the baseline")."""
-    checks = []
-    for geo, seed, output, hashes, nonfinite, unwritten, rel, _mabs, _mismatch, *more in e["checks"]:
-        if seeds is not None and seed >= seeds:
-            continue
-        hs = hashes[:runs] if runs else hashes
-        checks.append((geo, seed, output, hs, nonfinite, unwritten, rel, more[0] if more else 0))
-    if not checks:
+    """The campaign's correctness gate (gates.correctness_gate) on the evidence the recorded backend serves for a
+    sweep entry (harness.recorded.recorded_evidence); an entry with no checks was not measured."""
+    ev = recorded_evidence(e, baseline_hashes, seeds or 10**9, runs or 10**9)
+    if not ev.checks:
         return False
-    for geo, seed, output, hs, nonfinite, unwritten, rel, oob in checks:
-        if oob or nonfinite or unwritten or len(set(hs)) > 1:
-            return False
-        if hs[0] == "=":
-            continue
-        if mode == "exact":
-            return False
-        base_err = data.get("baseline_errors", {}).get(f"{geo}/{seed}/{output}")
-        if rel is None or base_err is None or rel > tolerance_factor * max(base_err, 1e-12):
-            return False
-    return True
+    return correctness_gate(ev, baseline_hashes, mode, {}, data.get("baseline_errors", {}), tolerance_factor).ok
 
 
 def sweep_objectives(
@@ -182,14 +193,18 @@ def sweep_objectives(
     """Genome key -> weighted geometric mean of median(baseline t) / median(genome t), None when invalid.
 
     Invalid: the recorded run did not end ok, its checks fail the correctness gate of ``mode`` (exact: every
-    hash equal to the baseline's; tolerance: error vs float64 within ``tolerance_factor`` x the baseline's), or a
-    weighted geometry has no times. ``seeds``/``runs`` limit the checks to those the campaign would look at.
+    hash equal to the baseline's; tolerance: error vs float64 within ``tolerance_factor`` x the baseline's), the
+    backend's recheck after timing failed, or a weighted geometry has no times. ``seeds``/``runs`` limit the checks
+    to those the campaign would look at.
     """
     genomes = data["genomes"]
     weighted = [(g["name"], float(g["weight"])) for g in data["geometries"] if g["weight"] > 0]
     base = entry(genomes, data["baseline_key"])
     assert base is not None, "the sweep has no baseline entry"
     bmed = {n: _median(base["t"][n]) for n, _ in weighted}
+    # the baseline's hash per check ("=" stands for it where a sweep does not store the hash itself)
+    bh = {f"{g}/{seed}/{out}": SAME for g, seed, out, *_ in base.get("checks", [])}
+    bh.update(data.get("baseline_hashes", {}))
     total_w = sum(w for _, w in weighted)
     out: dict[str, float | None] = {}
     for key in genomes:
@@ -197,7 +212,7 @@ def sweep_objectives(
         if e is None or e.get("status", "ok") != "ok" or not e.get("checks"):
             out[key] = None
             continue
-        if not _passes(e, data, mode, tolerance_factor, seeds, runs) or e.get("recheck"):
+        if not _valid(e, data, bh, mode, tolerance_factor, seeds, runs) or e.get("recheck"):
             out[key] = None
             continue
         if not all(n in e.get("t", {}) and e["t"][n] for n, _ in weighted):
@@ -220,6 +235,7 @@ def campaign_settings(family_name: str, config: str | Path | None = None) -> dic
         "seeds": None,
         "runs": None,
         "min_gain": MIN_GAIN,
+        "perf": PerfGateConfig(),
         "config": None,
     }
     if not path.is_file():
@@ -236,6 +252,7 @@ def campaign_settings(family_name: str, config: str | Path | None = None) -> dic
         seeds=c.seeds,
         runs=c.runs,
         min_gain=cfg.gates.perf.min_gain,
+        perf=cfg.gates.perf,
         config=path,
     )
     return out
@@ -273,6 +290,11 @@ def load_space(
         mode,
         settings["min_gain"],
         sass,
+        settings["seeds"],
+        settings["runs"],
+        settings["tolerance_factor"],
+        settings["perf"],
+        data,
     )
 
 
@@ -290,33 +312,134 @@ class Run:
         return self.evals is not None
 
 
-def _verdict(space: Space, genome: Genome, score: float | None, champ: Attempt) -> Verdict:
-    if score is None:
-        inexact = {g.name: space.family.inexact_knobs(genome, g) for g in space.geometries}
-        if space.mode == "exact" and any(inexact.values()):
-            from gates.correctness import CorrectnessEvidence, correctness_gate
+@dataclass
+class SweepBuilt:
+    """What the builder tells the loop of a genome, from the sweep: its SASS digest (a CPU compile's, recorded by
+    tools/sweep.py), no modules (so no resources for the static gate to hold against the baseline's)."""
 
-            return correctness_gate(CorrectnessEvidence(), {}, "exact", inexact)
-        return Verdict.rejected(
-            "correctness",
-            "recorded outputs differ from the baseline's (or the run failed)",
-            Code.CORRECTNESS_HASH if space.mode == "exact" else Code.CORRECTNESS_TOLERANCE,
-        )
+    genome_key: str
+    sass_sha256: str = ""
+    source_sha256: str = ""
+    cubin_sha256: str = ""
+    compile_s: float = 0.0
+    modules: dict[str, Any] = field(default_factory=dict)
+
+
+class SweepBuilder:
+    """The campaign's builder on a recorded sweep: nothing is compiled (a benchmark run has thousands of attempts)."""
+
+    arch = "recorded"
+
+    def __init__(self, space: Space):
+        self.space = space
+        self.source_hook: Any = None  # (set by the campaign; the sweep holds knob genomes only)
+
+    def build(self, genome: Mapping[str, Any], source: str | None = None) -> SweepBuilt:
+        key = Genome(genome).key
+        return SweepBuilt(key, self.space.sass.get(key, ""))
+
+    def source_for(self, genome: Mapping[str, Any]) -> str:
+        raise NotImplementedError("a recorded sweep holds no sources")
+
+
+def objective_gate(space: Space) -> Any:
+    """The benchmark's perf gate: a genome's recorded objective against the champion's.
+
+    Accepted when it beats the champion's by more than ``min_gain``, rejected (perf) otherwise; the attempt's
+    score is the objective, its timings the recorded medians (so identical SASS holds later twins against it).
+    It stands in for the campaign's paired-interval perf gate: the benchmark counts evaluations to the sweep's best,
+    and a recorded objective has no noise to test.
+    """
+    from evo.campaign import CampaignGate
+    from evo.records import Timing
+
     gain = f"{100 * space.min_gain:g}%"
-    if score > (champ.score or 0.0) * (1.0 + space.min_gain):
-        return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
-    return Verdict.rejected(
-        "perf",
-        f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) by > {gain}",
-        Code.PERF_NOT_FASTER,
+
+    def check(s: Any) -> Verdict:
+        camp, a = s.campaign, s.attempt
+        score = space.objective(s.proposal.genome)
+        if score is None:
+            return Verdict.error("not_recorded", "the sweep holds no objective for this genome", gate="perf")
+        for g in camp.cfg.geometries:
+            if g.weight > 0:
+                t = camp.backend.measure([("cand", s.loaded)], g, camp.cfg.gates.perf.rounds).times_us["cand"]
+                a.timings[g.name] = Timing(_median(t), 0.0, len(t), 0, f"recorded median ({SIMULATED_LABEL})")
+        a.score = score
+        champ = camp.champion
+        a.parent_id = champ.id
+        if score > (champ.score or 0.0) * (1.0 + space.min_gain):
+            return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
+        return Verdict.rejected(
+            "perf",
+            f"{score:.4f}x does not beat the champion #{champ.id} ({champ.score:.4f}x) by > {gain}",
+            Code.PERF_NOT_FASTER,
+        )
+
+    return CampaignGate("perf", check)
+
+
+def bench_campaign(
+    space: Space,
+    proposer: Any,
+    cap: int,
+    seed: int = 0,
+    tabu: bool = True,
+    until_target: bool = True,
+    name: str = "",
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """The campaign loop (evo.campaign.Campaign) on the space's recorded sweep, driving ``proposer``: the recorded
+    backend, the campaign's gates with the perf gate replaced by :func:`objective_gate`, a ledger in memory, a
+    budget of ``cap`` attempts (the baseline included) and, ``until_target``, a stop at the first attempt within
+    1% of the best. Returned unrun (``.run()``)."""
+    from evo.campaign import GATES, Campaign
+    from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
+    from evo.config import WorkerConfig as WorkerCfg
+    from evo.memory_ledger import MemoryLedger
+
+    perf = dataclasses.replace(space.perf, ceiling_check=0)  # (no end-of-run ceiling check: nothing to quote)
+    cfg = CampaignConfig(
+        path=None,  # type: ignore[arg-type]  # (no config file: no compile-ahead processes)
+        campaign="bench",
+        family=space.family,
+        geometries=space.geometries,
+        budget=Budget(attempts=cap),
+        proposer=ProposerConfig(name or type(proposer).__name__, dict(options or {})),
+        gates=GateConfig(
+            correctness=CorrectnessGateConfig(
+                mode=space.mode,
+                seeds=space.seeds or 10**9,
+                runs=space.runs or 10**9,
+                tolerance_factor=space.tolerance_factor,
+            ),
+            perf=perf,
+        ),
+        storage="memory:",
+        seed=seed,
+        backend="recorded",
+        peer=PeerConfig(torch_compile="off"),
+        worker=WorkerCfg(isolation="none", prefetch=0),
     )
+    gates = [objective_gate(space) if g.name == "perf" else g for g in GATES]
 
+    goal = space.target  # (a property over the whole space: read once)
 
-def campaign_tabu(space: Space, attempts: list[Attempt]) -> dict[str, list[Any]]:
-    """Exactly what ``Campaign.tabu`` computes from these attempts in the space's correctness mode."""
-    from evo.campaign import exact_mode_tabu
+    def target(attempts: list[Attempt]) -> str | None:
+        last = attempts[-1] if attempts else None
+        return "target reached" if last is not None and (last.score or 0.0) >= goal else None
 
-    return exact_mode_tabu(attempts, space.family.baseline(), space.mode)
+    return Campaign(
+        cfg,
+        out=lambda _: None,
+        command="tools/search_bench.py",
+        backend=space.recorded_backend(),
+        builder=SweepBuilder(space),
+        storage=MemoryLedger(),
+        gates=gates,
+        proposer=proposer,
+        stop_when=target if until_target else None,
+        tabu=tabu,
+    )
 
 
 def run_proposer(
@@ -329,7 +452,7 @@ def run_proposer(
     until_target: bool = True,
     static_key: bool = True,
 ) -> Run:
-    """Drive one of evo's proposers as a campaign would, against the recorded objective.
+    """Drive one of evo's proposers through the campaign loop (:func:`bench_campaign`) on the recorded sweep.
 
     A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
     rejects it (identical SASS: same machine code, not measured again; no score) and counts as an attempt.
@@ -341,67 +464,16 @@ def run_proposer(
     prop = PROPOSERS[name](space.family, space.geometries, dict(options or {}), seed)
     if static_key and space.sass and hasattr(prop, "static_key"):
         prop.static_key = lambda g: space.sass.get(Genome(g).key)
-    base = space.family.baseline()
-    attempts = [
-        Attempt(
-            id=0,
-            campaign="bench",
-            family=space.family.name,
-            genome=dict(base),
-            genome_key=base.key,
-            origin="baseline",
-            backend="recorded",
-            score=1.0,
-            verdict=Verdict(BASELINE, None, "the baseline", code=Code.BASELINE),
-        )
-    ]
-    champ = attempts[0]
-    seen = {base.key}
-    measured_sass = {space.sass[base.key]: 0} if base.key in space.sass else {}
-    run = Run(name, seed, None, [base.key])
-    if (space.objective(base) or 0.0) >= space.target:
-        run.evals = 1
-    while len(attempts) < cap and not (until_target and run.ok):
-        if tabu:
-            prop.tabu = {k: set(v) for k, v in campaign_tabu(space, attempts).items()}
-        p = prop.propose(attempts, set(seen))
-        if p is None:
-            break
-        g = p.genome
-        assert g.key not in seen, f"{name} proposed {g.key} twice"
-        score = space.objective(g)
-        digest = space.sass.get(g.key, "")
-        twin = measured_sass.get(digest) if digest else None
-        if twin is not None:
-            from gates.static import identical_sass
-
-            score, verdict = None, identical_sass(digest, measured_sass)
-            run.notes["identical_sass"] = run.notes.get("identical_sass", 0) + 1
-        else:
-            verdict = _verdict(space, g, score, champ)
-            if score is not None and digest:
-                measured_sass[digest] = len(attempts)
-        a = Attempt(
-            id=len(attempts),
-            campaign="bench",
-            family=space.family.name,
-            genome=dict(g),
-            genome_key=g.key,
-            origin=p.origin,
-            derived_from=list(p.derived_from),
-            parent_id=champ.id,
-            backend="recorded",
-            score=score,
-            verdict=verdict,
-            sass_sha256=digest,
-        )
-        attempts.append(a)
-        seen.add(g.key)
-        run.keys.append(g.key)
-        if a.verdict.status == ACCEPTED:
-            champ = a
-        if run.evals is None and score is not None and score >= space.target:
-            run.evals = len(attempts)
+    camp = bench_campaign(space, prop, cap, seed, tabu, until_target, name, options)
+    camp.run()
+    attempts = camp.ledger.attempts()
+    run = Run(name, seed, None, [a.genome_key for a in attempts])
+    assert len(set(run.keys)) == len(run.keys), f"{name} proposed a genome twice"
+    goal = space.target
+    run.evals = next((i + 1 for i, a in enumerate(attempts) if (a.score or 0.0) >= goal), None)
+    same = sum(a.verdict.code is Code.STATIC_IDENTICAL_SASS for a in attempts)
+    if same:
+        run.notes["identical_sass"] = same
     run.notes["fallbacks"] = getattr(prop, "fallbacks", 0)
     run.notes["random_origin"] = sum(1 for a in attempts[1:] if a.origin.startswith("random"))
     return run
