@@ -898,6 +898,7 @@ class Campaign:
         cfg = self.cfg
         seed = self.proposer_seed(n_before)
         inner = PROPOSERS[cfg.proposer.name](self.family, cfg.geometries, cfg.proposer.options, seed, tabu=self.tabu())
+        inner.correctness_mode = cfg.gates.correctness.mode  # known from the config, not only from the verdicts
         return IdeaLayer(
             inner, self.family, cfg.geometries, self.ideas, cfg.ideas, seed, self.builder.source_for, self.out
         )
