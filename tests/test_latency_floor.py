@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -73,8 +74,11 @@ def test_the_floor_on_the_gpu(launch):
 
     if not gpu_available():
         pytest.skip("no CUDA GPU visible")
-    fam = load_family("mhc_pre_big_fuse")
-    geoms = [Geometry("T1_H4096_S32", {"T": 1, "H": 4096, "S": 32}, 0.0)]
+    from evo.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "configs" / "mhc_pre_big_fuse.yaml")
+    fam = cfg.family  # the config fills the geometry's defaults (prenorm), as a campaign's geometries are made
+    geoms = [g for g in cfg.geometries if g.name == "T1_H4096_S32"]
     be = GpuBackend(fam, geoms, Builder(fam, geoms), seeds=1, runs=1, batch_ms=2.0)
     rec = c.measure_floor(be, fam, geoms, launch, 6)
     g = rec["geometries"]["T1_H4096_S32"]
