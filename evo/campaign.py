@@ -151,7 +151,7 @@ class Campaign:
     ):
         self.cfg = cfg
         self.family = cfg.family
-        self.out = out
+        self.out: Callable[[str], None] = out
         self.on_attempt = on_attempt
         self.command = command or " ".join(sys.argv)
         self.replaying = replaying  # replay may re-judge a ledger made on another backend
@@ -159,7 +159,12 @@ class Campaign:
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
         if self.simulated:  # every line a user reads says where its numbers come from
-            self.out = lambda msg, _out=out: _out(f"{msg} ({SIMULATED_LABEL})")
+            plain_out = out
+
+            def labelled(msg: str) -> None:
+                plain_out(f"{msg} ({SIMULATED_LABEL})")
+
+            self.out = labelled
         self.gates: list[Gate] = list(GATES if gates is None else gates)
         self.proposer = proposer
         self.stop_when = stop_when
@@ -535,8 +540,9 @@ class Campaign:
             self.ideas[idea.slug] = idea
         a.notes += list(getattr(prop, "notes", None) or [])
         meta = self._ideas_meta(prop.genome)
-        if getattr(prop, "failure", None) is not None:
-            a.verdict = prop.failure
+        failure = getattr(prop, "failure", None)  # an outside proposer's answer that could not become a genome
+        if failure is not None:
+            a.verdict = failure
             self._finish(trial, a, meta)
             return a
         step = Step(self, prop, a, source, remeasure, self._recorded())
@@ -754,6 +760,7 @@ class Campaign:
             p.watched,  # issue 31: watched geometries against the baseline by default
         )
         if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
+            assert stop is not None  # only an early stop sets early_at
             iv = res.vs_parent[early_at]
             res.verdict = Verdict.rejected(
                 "perf",

@@ -117,7 +117,12 @@ import optuna
 import sqlalchemy
 import sqlalchemy.exc
 import sqlalchemy.orm
-from optuna.distributions import CategoricalDistribution, check_distribution_compatibility, json_to_distribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    check_distribution_compatibility,
+    json_to_distribution,
+)
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
@@ -219,7 +224,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 def _head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory(str(Path(models.__file__).with_name("alembic"))).get_current_head()
+    head = ScriptDirectory(str(Path(models.__file__).with_name("alembic"))).get_current_head()
+    assert head is not None, "optuna ships its alembic migrations"
+    return head
 
 
 def check_sqlite_ledger(path: Path) -> None:
@@ -251,7 +258,7 @@ def check_sqlite_ledger(path: Path) -> None:
         try:
             ok = con.execute("PRAGMA quick_check").fetchone()[0]
             tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            versions = []
+            versions: list[Any] = []
             if {"version_info", "alembic_version"} <= tables:
                 versions = [
                     con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
@@ -284,11 +291,11 @@ def check_sqlite_ledger(path: Path) -> None:
         raise LedgerError(f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy")
     if versions:
         (schema, lib), (rev,) = versions
-        head = _head_revision()
-        if rev != head:
+        current = _head_revision()
+        if rev != current:
             raise LedgerError(
                 f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
-                f"{optuna.__version__} reads schema {head}: install optuna {lib}, or run `optuna storage "
+                f"{optuna.__version__} reads schema {current}: install optuna {lib}, or run `optuna storage "
                 f"upgrade --storage sqlite:///{where}` on a copy"
             )
 
@@ -672,7 +679,7 @@ class Ledger:
             )
         self.readonly = readonly
         self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
-        self.distributions: dict[str, CategoricalDistribution] = {
+        self.distributions: dict[str, BaseDistribution] = {
             k.name: CategoricalDistribution(list(k.values)) for k in knobs
         }
         self.shared = shared  # several workers on this campaign: see "Shared mode" above

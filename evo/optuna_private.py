@@ -19,10 +19,13 @@ from typing import Any, cast
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.storages import InMemoryStorage
-from optuna.storages._rdb import models
+from optuna.storages._rdb import models as _models
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+
+# Optuna's SQLAlchemy models declare untyped Columns: typed as Any here, so callers read row values as values
+models: Any = _models
 
 __all__ = [
     "PRIVATE_NAMES",

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import TrialState
 
 from evo.family import Family, Geometry
@@ -103,9 +103,11 @@ class OptunaSampler(Proposer):
         self.sampler_name = self.options.get("sampler", self.SAMPLER)
         cls = _sampler_class(self.sampler_name)
         cls = _MemoTPESampler if cls is optuna.samplers.TPESampler else cls  # the same sampler, faster
-        sampler = cls(**dict(self.opt("sampler_options")), seed=self.rng.randrange(2**31))
+        sampler = cls(**dict(self.opt("sampler_options")), seed=self.rng.randrange(2**31))  # type: ignore[call-arg]
         self.study = _create_study(sampler)
-        self.distributions = {k.name: CategoricalDistribution(list(k.values)) for k in family.knobs}
+        self.distributions: dict[str, BaseDistribution] = {
+            k.name: CategoricalDistribution(list(k.values)) for k in family.knobs
+        }
         self.retries = int(self.opt("retries"))
         self._pending: dict[str, optuna.trial.Trial] = {}  # genome key -> asked trial awaiting its attempt
         self._fed: set[int] = set()  # attempt ids already told
@@ -126,7 +128,7 @@ class OptunaSampler(Proposer):
             params = {n: genome[n] for n in self.distributions}
         except KeyError:
             return None
-        ok = all(v in self.distributions[n].choices for n, v in params.items())
+        ok = all(v in self.distributions[n].choices for n, v in params.items())  # type: ignore[attr-defined]
         return params if ok else None
 
     def _feed(self, attempts: Sequence[Attempt]) -> None:
@@ -188,9 +190,10 @@ class OptunaSampler(Proposer):
             return Proposal(g, f"{self.sampler_name} trial {trial.number}{note}")
         self.duplicates += dups
         self.invalid += bad
-        g = self.random_unseen(seen)
-        if g is None:
+        fallback = self.random_unseen(seen)
+        if fallback is None:
             return None
+        g = fallback
         self.fallbacks += 1
         return Proposal(
             g,

@@ -327,7 +327,9 @@ class Surrogate(Proposer):
         base = self.code(self.family.baseline())
         if base is None:
             return cand[:0]
-        if len(self._space):  # the space is enumerated: the candidates hold every valid untried genome
+        if self._space is not None and len(
+            self._space
+        ):  # the space is enumerated: the candidates hold every valid untried genome
             diff = (cand != np.array(base)).sum(axis=1)
             return cand[diff == 1]
         out = []
