@@ -321,7 +321,7 @@ def test_family_needs_nothing_outside_its_folder(tmp_path):
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods.add(node.module if node.module == "evo.family" else (node.module or "").split(".")[0])
-    assert mods <= {"__future__", "math", "typing", "torch", "evo.family"}, mods
+    assert mods <= {"__future__", "collections", "math", "typing", "torch", "evo.family"}, mods
     root = tmp_path / "candidates"
     shutil.copytree(folder, root / "mhc_prenorm_gemm", ignore=shutil.ignore_patterns("__pycache__"))
     fam = load_family("mhc_prenorm_gemm", root=root)
