@@ -945,10 +945,11 @@ class Campaign:
         """The campaign loop (``evo run``, ``evo worker``, the search benchmark): set-up, then propose, judge and
         record until the budget is spent, the space exhausted, ``stop_when`` says so, or a stop is asked for."""
         t_start = time.monotonic()  # budget.minutes counts the set-up (A/A, baseline) too
-        self.setup()
         led, budget = self.ledger, self.cfg.budget
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
         self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
+        led.elapsed_fn = self._elapsed  # the session heartbeat keeps elapsed_s current between attempts, set-up too
+        self.setup()
         proposer = self.proposer if self.proposer is not None else self.make_proposer(len(led.attempts()))
         new = 0
         stopped = "budget"
@@ -1040,6 +1041,7 @@ class Campaign:
             self._cycle_t0 = None
             self._view = None
             self._elapsed = None
+            led.elapsed_fn = None
             if prefetch is not None:
                 prefetch.close()
             if not led.shared:  # (workers: elapsed_s rides with each attempt; a final write could lower another's)

@@ -490,6 +490,9 @@ def _session_beat(
                 )
                 if n == 0:
                     session.add(sa(study_id=op.study_id(led.study), key=key, value_json=value))
+                elapsed = led.elapsed_fn
+                if elapsed is not None:
+                    led._raise_meta_in(session, {"elapsed_s": float(elapsed())})
         except Exception:  # a lost connection: the next beat tries again
             pass
         del led
@@ -696,6 +699,9 @@ class Ledger:
         self.knobs = list(knobs)
         self._geometries: list[str] | None = None  # _geometry_order(), read once from the config meta
         self._session_key: str | None = None  # claim(): this process's session row
+        # The campaign's elapsed seconds now, while its loop runs: each session heartbeat raises elapsed_s to it, so a
+        # killed run's time since its last attempt (or in its set-up) still counts against budget.minutes.
+        self.elapsed_fn: Callable[[], float] | None = None
         self._session_stop: threading.Event | None = None
         _LIVE.add(self)
 

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,31 @@ def test_status_log_export_on_a_read_only_file_system(tmp_path):
     (line,) = (out / "run.txt").read_text().splitlines()
     assert line.startswith("evo: ") and "read" in line, line
     assert (out / "left.txt").read_text().split() == ["ledger.db"]
+
+
+def test_a_killed_runs_time_counts_against_the_time_budget(tmp_path):
+    """kill -9 during a long set-up, before any attempt: the time it ran still counts (budget.minutes), up to one
+    heartbeat, because each session heartbeat raises the ledger's elapsed_s (before: 0 s counted, its time lost)."""
+    cfg = _cfg(tmp_path)
+    script = (
+        "import sys, time\n"
+        "from evo.campaign import Campaign\n"
+        "from evo.config import load_config\n"
+        "Campaign.setup = lambda self: time.sleep(60)  # a long A/A or baseline measurement\n"
+        f"Campaign(load_config({str(cfg)!r}), out=lambda s: None, command='pytest').run()\n"
+    )
+    env = {**os.environ, "EVO_HEARTBEAT_S": "1", "EVO_GRACE_S": "3"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    p = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=tmp_path)
+    db = tmp_path / "camp" / "ledger.db"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not db.exists():
+            time.sleep(0.2)
+        time.sleep(4.5)  # about 4 heartbeats into the set-up
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+    led = Ledger(f"sqlite:///{db}", "mhc_pre_big_fuse", FAM.knobs, readonly=True)
+    assert led.attempts() == []
+    assert 2.0 <= float(led.meta("elapsed_s") or 0.0) <= 60.0, led.meta("elapsed_s")
