@@ -549,7 +549,7 @@ def _selfcheck(cfg, aa: int) -> int:
 def _export(cfg, output: str | None, check: bool = False, force: bool = False) -> int:
     import os
 
-    from evo.export import check_final, export
+    from evo.export import check_final, export, specializations
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -559,7 +559,15 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
     attempts = led.attempts()
     _damaged(led)
     try:
-        patches = export(cfg.family, attempts, led.all_meta(), out, force=force, notes=notes)
+        patches = export(
+            cfg.family,
+            attempts,
+            led.all_meta(),
+            out,
+            force=force,
+            notes=notes,
+            specs=specializations(cfg.family, cfg.geometries),
+        )
     except ValueError as e:
         return _fail(str(e))
     for note in notes:

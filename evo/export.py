@@ -34,16 +34,56 @@ class _Unknown(Exception):
     pass
 
 
-def knob_macros(family: Family, genome: Mapping[str, Any]) -> dict[str, int]:
+def knob_macros(family: Family, genome: Mapping[str, Any], specs: Sequence[Mapping[str, Any]] = ()) -> dict[str, int]:
     """Knob macros of ``genome`` as numbers (string values through the family's value constants; a string that
-    names no constant is left out, so the #if that reads it stays undecided rather than guessed)."""
+    names no constant is left out, so the #if that reads it stays undecided rather than guessed).
+
+    ``specs``: the specializations the campaign built (its geometries'). A macro the family derives from the
+    genome *and* a geometry (fp4_matvec's EVO_MINB) is resolved only where every specialization gives it the same
+    value; one that differs, or that needs a geometry when none is given, is left out, so the exported kernel keeps
+    kernel.cu's conditional and default for it. The specialization's own parameters are never resolved."""
     values = family.value_macros()
     out: dict[str, int] = dict(values)
-    for name, val in family.defines(genome, {}).items():
+    for name, val in geometry_free_defines(family, genome, specs).items():
         if not isinstance(val, str):
             out[name] = int(val)
         elif val in values:
             out[name] = values[val]
+    return out
+
+
+def geometry_free_defines(
+    family: Family, genome: Mapping[str, Any], specs: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """The family's defines for ``genome`` that are one value for all of ``specs`` (see :func:`knob_macros`)."""
+    found: list[dict[str, Any]] = []
+    params: set[str] = set()
+    for spec in specs or ({},):
+        params |= {f"EVO_{n.upper()}" for n in spec}
+        try:
+            found.append(dict(family.defines(genome, spec)))
+        except (KeyError, TypeError, ValueError, IndexError):  # derived from a geometry it was not given
+            found.append(dict(Family.defines(family, genome, {})))
+    first = found[0]
+    return {k: v for k, v in first.items() if k not in params and all(d.get(k, object()) == v for d in found[1:])}
+
+
+def geometry_defines(
+    family: Family, genome: Mapping[str, Any], specs: Sequence[Mapping[str, Any]]
+) -> dict[str, list[tuple[str, Any]]]:
+    """Derived macros whose value differs between ``specs``: name -> [(specialization, value)], for the reader."""
+    free = geometry_free_defines(family, genome, specs)
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for spec in specs:
+        label = ", ".join(f"{k}={v}" for k, v in spec.items()) or "(no parameters)"
+        try:
+            d = family.defines(genome, spec)
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue
+        params = {f"EVO_{n.upper()}" for n in spec}
+        for k, v in d.items():
+            if k not in free and k not in params:
+                out.setdefault(k, []).append((label, v))
     return out
 
 
@@ -136,16 +176,31 @@ def resolve_conditionals(source: str, macros: Mapping[str, int]) -> str:
     return "".join(out)
 
 
-def resolved_kernel(family: Family, genome: Mapping[str, Any], source: str | None = None) -> str:
-    macros = knob_macros(family, genome)
+def resolved_kernel(
+    family: Family, genome: Mapping[str, Any], source: str | None = None, specs: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    macros = knob_macros(family, genome, specs)
     src = source if source is not None else family.source()
     body = resolve_conditionals(src, macros)
     body = re.sub(r"\n{3,}", "\n\n", body)
     # only the macros the kernel reads (a template-parameter knob has none: its instantiation names it)
+    knob_names = {f"EVO_{k.name.upper()}" for k in family.knobs}
     knob_lines = [
         f"#define EVO_{k.name.upper()} {macros[f'EVO_{k.name.upper()}']}  // {k.name} = {genome[k.name]}"
         for k in family.knobs
         if isinstance(macros.get(f"EVO_{k.name.upper()}"), int) and f"EVO_{k.name.upper()}" in src
+    ]
+    consts = family.value_macros()
+    knob_lines += [
+        f"#define {name} {val}  // derived by the family from this step's knobs (one value at every geometry)"
+        for name, val in macros.items()
+        if name not in knob_names and name not in consts and re.search(rf"\b{name}\b", src)
+    ]
+    knob_lines += [
+        f"// {name}: set per geometry by the family ({'; '.join(f'{lb}: {v}' for lb, v in per)}); "
+        "kernel.cu's conditional for it stays"
+        for name, per in geometry_defines(family, genome, specs).items()
+        if re.search(rf"\b{name}\b", src)
     ]
     if not knob_lines:
         return body
@@ -182,7 +237,19 @@ def idea_book(family: Family, meta: Mapping[str, Any]) -> dict[str, Any]:
     return {**load_folder_ideas(family)[0], **book_from_meta(meta.get("ideas"))}
 
 
-def step_source(family: Family, genome: Mapping[str, Any], book: Mapping[str, Any]) -> str:
+def specializations(family: Family, geometries: Sequence[Any]) -> list[dict[str, Any]]:
+    """The distinct compile-time parts of ``geometries``, in order (what the campaign built one module for)."""
+    out: list[dict[str, Any]] = []
+    for g in geometries:
+        spec = dict(family.specialization(g))
+        if spec not in out:
+            out.append(spec)
+    return out
+
+
+def step_source(
+    family: Family, genome: Mapping[str, Any], book: Mapping[str, Any], specs: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """kernel.cu with the genome's ideas applied, knob conditionals resolved (ValueError if an idea fails)."""
     from evo.ideas import IdeaError, apply_ideas, idea_slugs
 
@@ -192,7 +259,7 @@ def step_source(family: Family, genome: Mapping[str, Any], book: Mapping[str, An
             src = apply_ideas(src, genome, book)
         except IdeaError as e:
             raise ValueError(f"cannot export: {e}") from None
-    return resolved_kernel(family, genome, src) + instantiation(family, genome, src)
+    return resolved_kernel(family, genome, src, specs) + instantiation(family, genome, src)
 
 
 def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str:
@@ -453,6 +520,7 @@ def export(
     *,
     force: bool = False,
     notes: list[str] | None = None,
+    specs: Sequence[Mapping[str, Any]] = (),
 ) -> list[Path]:
     """Write baseline + one patch per lasting change + the final kernel into ``out_dir``; return the patches.
 
@@ -462,6 +530,7 @@ def export(
     ``out_dir`` is made absolute first (the series is made in a temporary repository). Nothing is written when the
     folder holds files of anyone else's (:func:`check_target`); ``force`` replaces an earlier export's files.
     A step whose source equals the one before (nothing for ``git am`` to apply) gets no patch: a line in ``notes``.
+    ``specs``: the campaign's specializations (:func:`specializations`), for macros the family derives from them.
     """
     import os
     import shutil
@@ -473,7 +542,7 @@ def export(
     chain = [base] + sorted((a for a in attempts if a.verdict.status == ACCEPTED), key=lambda a: a.id)
     fname = f"{family.name}.cu"
     book = idea_book(family, meta)
-    texts = {a.id: step_source(family, a.genome, book) for a in chain}  # ValueError before anything is written
+    texts = {a.id: step_source(family, a.genome, book, specs) for a in chain}  # ValueError before anything is written
     old = check_target(out_dir, force)
     with tempfile.TemporaryDirectory() as td:
         repo, staged = Path(td) / "repo", Path(td) / "out"

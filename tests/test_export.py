@@ -199,3 +199,36 @@ def test_export_check_builds_the_final_file(tmp_path, monkeypatch):
     final.write_text(text + "\nthis is not C++\n")
     ok, lines = check_final(c, led.attempts(), led.all_meta(), final, "recorded")
     assert not ok and "does not build" in lines[0]
+
+
+FP4 = load_family("fp4_matvec")
+FP4_SPECS = [{"in": 7168, "x_bf16": False}, {"in": 4096, "x_bf16": False}, {"in": 7168, "x_bf16": True}]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"expand": "mma", "qload": "cp_async", "row_groups": 4, "rows_per_block": 32, "warps": 8},  # EVO_MINB
+        {"expand": "mma", "qload": "tma", "rows_per_block": 16, "warps": 8},  # EVO_TMA_KB, EVO_TMA_PITCH by `in`
+    ],
+)
+def test_macros_a_family_derives_from_the_geometry_stay_undecided(changes):
+    """fp4_matvec derives macros from the geometry's `in` (the H200 export of 2026-12-02 failed on them with a
+    KeyError): one value at every geometry is written as a #define, differing ones stay as kernel.cu has them, and
+    the exported kernel gives each specialization's machine code."""
+    from evo.export import geometry_defines
+
+    g = FP4.baseline().replace(**changes)
+    text = resolved_kernel(FP4, g, None, FP4_SPECS)
+    per = geometry_defines(FP4, g, FP4_SPECS)
+    for name in per:
+        assert f"// {name}: set per geometry" in text
+    for spec in FP4_SPECS:
+        ref, _, _ = compile_source(resolve_source(FP4, g, spec), FP4.entry, "sm_90")
+        defs = "".join(f"#define EVO_{k.upper()} {int(v)}\n" for k, v in spec.items())
+        label = ", ".join(f"{k}={v}" for k, v in spec.items())
+        defs += "".join(f"#define {n} {dict(vals)[label]}\n" for n, vals in per.items())
+        mine, _, _ = compile_source(defs + text, FP4.entry, "sm_90")
+        assert sass_digest(mine) == sass_digest(ref), spec
+    # no specializations given (the outside proposer's request): no KeyError, the derived macros stay undecided
+    assert "#define EVO_QLOAD" in resolved_kernel(FP4, g)
