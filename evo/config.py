@@ -245,13 +245,18 @@ class IdeasConfig:
 
 @dataclass(frozen=True)
 class SanitizerConfig:
-    """compute-sanitizer over the champion after a GPU run (evo/sanitize.py)."""
+    """compute-sanitizer over each step before it becomes the champion (gates/sanitizer.py), over the champion
+    after a GPU run if the gate did not check it, and on demand (`evo sanitize`); evo/sanitize.py runs it."""
 
     enabled: str = key("auto", "auto: where a GPU and compute-sanitizer exist", choices=("auto", "on", "off"))
     tools: tuple[str, ...] = key(
         DEFAULT_TOOLS, "compute-sanitizer tools, each once", custom=True, kind="list", choices=TOOLS
     )
     timeout_s: float = key(300.0, "seconds per tool", lo=1.0, hi=86400.0)
+    all_kernels: bool = key(
+        False, "instrument every kernel the target launches (false: only the family's kernel, --kernel-name)"
+    )
+    parallel: bool = key(True, "run the tools at the same time (each step waits for the slowest, not their sum)")
 
 
 @dataclass(frozen=True)

@@ -217,41 +217,90 @@ def run_tool(
     timeout_s: float,
     version: str | None = None,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> ToolResult:
     """One tool over the target, killed (with everything it started) past ``timeout_s``."""
-    argv = [binary, "--tool", tool, *target]
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            env=dict(env) if env is not None else target_env(),
-            start_new_session=True,
-        )
-    except OSError as e:
-        return ToolResult(tool, UNAVAILABLE, argv=argv, version=version, reason=f"{binary} could not start: {e}")
-    timed_out = False
+    return run_tools(binary, [tool], target, timeout_s, version, env, options)[tool]
+
+
+def run_tools(
+    binary: str,
+    tools: Sequence[str],
+    target: Sequence[str],
+    timeout_s: float,
+    version: str | None = None,
+    env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
+    parallel: bool = False,
+) -> dict[str, ToolResult]:
+    """The tools over the target, one after another or (``parallel``) all at once: each its own process group,
+    killed with everything it started past ``timeout_s`` from its own start; a stop request kills them all."""
+    import threading
+
     from evo import stop
 
+    env = dict(env) if env is not None else target_env()
+    results: dict[str, ToolResult] = {}
+    started: list[subprocess.Popen[str]] = []
+
+    def start(tool: str) -> tuple[subprocess.Popen[str] | None, list[str], float]:
+        argv = [binary, "--tool", tool, *options, *target]
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as e:
+            results[tool] = ToolResult(
+                tool, UNAVAILABLE, argv=argv, version=version, reason=f"{binary} could not start: {e}"
+            )
+            return None, argv, 0.0
+        started.append(proc)
+        return proc, argv, time.monotonic()
+
+    def collect(tool: str, proc: subprocess.Popen[str], argv: list[str], t0: float) -> None:
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            out, _ = proc.communicate()
+        dur = round(time.monotonic() - t0, 2)
+        status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
+        results[tool] = ToolResult(
+            tool, status, p.count, p.warnings, p.errors, p.findings, argv, version, dur, reason, proc.returncode
+        )
+
     try:
-        with stop.interruptible():  # only waiting on the tool: a stop request ends it at once
-            out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        out, _ = proc.communicate()
+        with stop.interruptible():  # only waiting on the tools: a stop request ends them at once
+            if parallel:
+                threads = []
+                for tool in tools:
+                    proc, argv, t0 = start(tool)
+                    if proc is not None:
+                        threads.append(threading.Thread(target=collect, args=(tool, proc, argv, t0), daemon=True))
+                        threads[-1].start()
+                for th in threads:
+                    while th.is_alive():  # short joins: the main thread stays able to take a stop request
+                        th.join(0.2)
+            else:
+                for tool in tools:
+                    proc, argv, t0 = start(tool)
+                    if proc is not None:
+                        collect(tool, proc, argv, t0)
     except BaseException:
-        # stopped (Ctrl-C, or SIGTERM from a `timeout` around evo): its own session would outlive us on the GPU
-        _kill_group(proc.pid)
+        # stopped (Ctrl-C, or SIGTERM from a `timeout` around evo): their own sessions would outlive us on the GPU
+        for proc in started:
+            if proc.poll() is None:
+                _kill_group(proc.pid)
         raise
-    dur = round(time.monotonic() - t0, 2)
-    status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
-    return ToolResult(
-        tool, status, p.count, p.warnings, p.errors, p.findings, argv, version, dur, reason, proc.returncode
-    )
+    return {t: results[t] for t in tools if t in results}
 
 
 def _kill_group(pid: int) -> None:
@@ -271,8 +320,24 @@ def write_genome_file(
     return path
 
 
+def kernel_options(family: Any, all_kernels: bool) -> list[str]:
+    """compute-sanitizer options that instrument only the family's kernel (``--kernel-name kns=<entry>``): the
+    target's torch kernels (inputs, poison fills) then run as they are. On the H200 that took racecheck of one
+    mhc_pre_big_fuse step from 20.06 s to 8.85 s (benchmarks/results/2026-12-02-sanitizer-cost)."""
+    if all_kernels:
+        return []
+    name = str(getattr(family, "entry", "") or "").split("<", 1)[0].strip()
+    return ["--kernel-name", f"kns={name}"] if name else []
+
+
 def run_pass(
-    config: Path, genome_file: Path, tools: Sequence[str], timeout_s: float, binary: str | None = None
+    config: Path,
+    genome_file: Path,
+    tools: Sequence[str],
+    timeout_s: float,
+    binary: str | None = None,
+    options: Sequence[str] = (),
+    parallel: bool = False,
 ) -> dict[str, ToolResult]:
     """Every tool over the target; a missing binary makes every tool ``unavailable``."""
     why = ""
@@ -281,11 +346,11 @@ def run_pass(
     target = target_argv(config, genome_file)
     if binary is None:
         return {
-            t: ToolResult(t, UNAVAILABLE, argv=["compute-sanitizer", "--tool", t, *target], reason=why) for t in tools
+            t: ToolResult(t, UNAVAILABLE, argv=["compute-sanitizer", "--tool", t, *options, *target], reason=why)
+            for t in tools
         }
     version = sanitizer_version(binary)
-    env = target_env()
-    return {t: run_tool(binary, t, target, timeout_s, version, env) for t in tools}
+    return run_tools(binary, tools, target, timeout_s, version, target_env(), options, parallel)
 
 
 # --- a ledger attempt ----------------------------------------------------------------------
@@ -339,7 +404,14 @@ def sanitize_attempt(
         {s: book[s].to_record() for s in slugs},
         fault,
     )
-    results = run_pass(Path(cfg.path).resolve(), gfile.resolve(), sc.tools, sc.timeout_s)
+    results = run_pass(
+        Path(cfg.path).resolve(),
+        gfile.resolve(),
+        sc.tools,
+        sc.timeout_s,
+        options=kernel_options(cfg.family, sc.all_kernels),
+        parallel=sc.parallel,
+    )
     record["tools"] = {t: r.to_dict() for t, r in results.items()}
     record["version"] = next((r.version for r in results.values() if r.version), None)
     ledger.set_meta(META_KEY, record)
@@ -416,7 +488,15 @@ def gate_step(
         {s: ideas[s].to_record() for s in slugs if s in ideas},
     )
     out(f"sanitizer: {', '.join(cfg.sanitizer.tools)} on #{attempt.id} before it may become the champion ...")
-    results = run_pass(Path(cfg.path).resolve(), gfile.resolve(), cfg.sanitizer.tools, cfg.sanitizer.timeout_s)
+    sc = cfg.sanitizer
+    results = run_pass(
+        Path(cfg.path).resolve(),
+        gfile.resolve(),
+        sc.tools,
+        sc.timeout_s,
+        options=kernel_options(fam, sc.all_kernels),
+        parallel=sc.parallel,
+    )
     res = sanitizer_gate(
         [ToolReport.from_mapping(r.to_dict()) for r in results.values()], fam.sanitizer_suppressions, genome
     )

@@ -1,4 +1,5 @@
-"""What compute-sanitizer watches: one genome's kernel launched once per weighted geometry, on seed-0 inputs.
+"""What compute-sanitizer watches: one genome's kernel launched once per geometry of the config, weighted and
+watched (a watched geometry's kernel ships too), on seed-0 inputs.
 
     python -m evo.sanitize_target <config> <genome file>
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         if spec.get("family") != fam.name:
             raise ValueError(f"the genome file is for family {spec.get('family')!r}, the config's is {fam.name!r}")
         genome = Genome(spec["genome"])
-        geoms = [g for g in cfg.geometries if g.weight > 0]
+        geoms = sorted(cfg.geometries, key=lambda g: g.weight <= 0)  # weighted first; watched ones ship too
         builder = Builder.for_config(cfg, source_hook=idea_hook(book_from_meta(spec.get("ideas"))), geometries=geoms)
         built = builder.build(genome, fam.faulty_source(spec["fault"]) if spec.get("fault") else None)
     except (ConfigError, BuildError, OSError, ValueError, KeyError) as e:

@@ -29,6 +29,8 @@ with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(json.dumps(argv) + "\n")
 assert argv[0] == "--tool", argv
 tool, target = argv[1], argv[2:]
+while target and target[0].startswith("--"):  # options before the target (--kernel-name kns=...)
+    target = target[2:]
 mode = os.environ["FAKE_MODE"]
 P = "========= "
 print(P + "COMPUTE-SANITIZER")
@@ -70,6 +72,17 @@ elif mode == "target_failed":
     print("evo-sanitize-target: cannot set up: ConfigError: family: unknown family 'x'")
     print(P + "ERROR SUMMARY: 0 errors")
     sys.exit(4)
+elif mode == "meet":  # each tool waits (up to 30 s) until every tool named in FAKE_MEET has started
+    d = os.environ["FAKE_DIR"]
+    open(os.path.join(d, "started-" + tool), "w").close()
+    deadline = time.time() + 30
+    while not all(os.path.exists(os.path.join(d, "started-" + t)) for t in os.environ["FAKE_MEET"].split(",")):
+        if time.time() > deadline:
+            print("never met"); sys.exit(9)
+        time.sleep(0.05)
+    print("evo-sanitize-target: done")
+    print(P + ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck"
+               else "ERROR SUMMARY: 0 errors"))
 elif mode == "exec":  # run the real target, as compute-sanitizer would
     r = subprocess.run(target, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout, end="")
@@ -270,6 +283,45 @@ def test_timeout_kills_the_sanitizer_and_what_it_started(fake, tmp_path):
     _assert_gone(tmp_path, "the target's process {pid} outlived the time limit")
 
 
+def test_parallel_tools_run_at_the_same_time(fake, tmp_path, monkeypatch):
+    """sanitizer.parallel: both tools are running at once (each fake waits for the other to start); one after the
+    other, the first waits in vain and hits its time limit."""
+    fake("meet")
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_MEET", "memcheck,racecheck")
+    gf = sz.write_genome_file(tmp_path / "g.json", "mhc_pre_big_fuse", {"block": 256})
+    opts = ["--kernel-name", "kns=mhc_pre_big_fuse"]
+    res = sz.run_pass(write_config(tmp_path), gf, ("memcheck", "racecheck"), 60, options=opts, parallel=True)
+    assert list(res) == ["memcheck", "racecheck"]  # the configured order, whichever ended first
+    assert {t: r.status for t, r in res.items()} == {"memcheck": "clean", "racecheck": "clean"}
+    assert all(r.argv[3:5] == opts for r in res.values())
+    for f in tmp_path.glob("started-*"):
+        f.unlink()
+    seq = sz.run_pass(write_config(tmp_path), gf, ("memcheck", "racecheck"), 3)
+    assert seq["memcheck"].status == "timeout"
+
+
+def test_parallel_tools_each_keep_their_time_limit(fake, tmp_path, monkeypatch):
+    fake("meet")
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_MEET", "synccheck")  # a tool not run: both wait in vain
+    gf = sz.write_genome_file(tmp_path / "g.json", "mhc_pre_big_fuse", {"block": 256})
+    res = sz.run_pass(write_config(tmp_path), gf, ("memcheck", "racecheck"), 2, parallel=True)
+    assert {t: r.status for t, r in res.items()} == {"memcheck": "timeout", "racecheck": "timeout"}
+    assert all("did not finish within 2 s" in r.reason for r in res.values())
+
+
+def test_kernel_options_name_the_entry_not_its_template_arguments():
+    from types import SimpleNamespace as NS
+
+    assert sz.kernel_options(NS(entry="fused_add_rmsnorm<{vec}, {block}>"), False) == [
+        "--kernel-name",
+        "kns=fused_add_rmsnorm",
+    ]
+    assert sz.kernel_options(NS(entry="mhc_pre_big_fuse"), False) == ["--kernel-name", "kns=mhc_pre_big_fuse"]
+    assert sz.kernel_options(NS(entry="mhc_pre_big_fuse"), True) == []
+
+
 def test_missing_binary_is_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("EVO_SANITIZER", str(tmp_path / "nope"))
     assert sz.find_sanitizer() == (None, f"EVO_SANITIZER={tmp_path / 'nope'} is not an executable file")
@@ -340,7 +392,10 @@ def test_config_defaults_and_values(tmp_path):
         ("sanitizer: {tools: [memcheck, memcheck]}", "sanitizer.tools: a tool is listed twice"),
         ("sanitizer: {timeout_s: 0}", "sanitizer.timeout_s: 0.0 is out of range (allowed: >= 1.0 and <= 86400.0)"),
         ("sanitizer: {timeout_s: soon}", "sanitizer.timeout_s: expected a number"),
-        ("sanitizer: {tool: [memcheck]}", "sanitizer.tool: unknown key (allowed here: enabled, timeout_s, tools)"),
+        (
+            "sanitizer: {tool: [memcheck]}",
+            "sanitizer.tool: unknown key (allowed here: all_kernels, enabled, parallel, timeout_s, tools)",
+        ),
         ("sanitizer: [memcheck]", "sanitizer: expected a mapping"),
     ],
 )

@@ -109,7 +109,7 @@ if sys.argv[1:] == ["--version"]:
     print("Version 2099.1.0.0"); sys.exit(0)
 tool = sys.argv[2]
 with open(os.environ["FAKE_LOG"], "a") as f:
-    f.write(tool + " " + sys.argv[-1] + "\n")
+    f.write(tool + " " + " ".join(sys.argv[3:]) + "\n")
 P = "========= "
 if os.environ["FAKE_MODE"] == "race" and tool == "racecheck":
     print(P + "Error: Race reported between Write access at fused+0x1f0 in kernel.cu:212")
@@ -169,9 +169,13 @@ def test_a_finding_keeps_a_step_from_becoming_the_champion(tmp_path, monkeypatch
     r = rejected[0]
     assert r.verdict.label() == "rejected: sanitizer" and "fused+0x1f0" in r.verdict.reason
     assert r.timings and r.speedup_vs_parent  # the perf evidence stays with the record
-    # each tool ran once per step, on the step's own genome file
-    assert [c.split()[0] for c in calls] == ["memcheck", "racecheck"] * len(rejected)
-    assert all(c.endswith(f"step-{a.id}.json") for c, a in zip(calls[::2], rejected))
+    # each tool ran once per step (both at once: sanitizer.parallel), on the step's own genome file, instrumenting
+    # only the family's kernel (sanitizer.all_kernels false)
+    for a in rejected:
+        mine = [c for c in calls if c.endswith(f"step-{a.id}.json")]
+        assert sorted(c.split()[0] for c in mine) == ["memcheck", "racecheck"]
+        assert all("--kernel-name kns=mhc_pre_big_fuse " in c for c in mine)
+    assert len(calls) == 2 * len(rejected)
 
 
 def test_a_clean_step_carries_its_result_into_the_log_and_commit_message(tmp_path, monkeypatch):
