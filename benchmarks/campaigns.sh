@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repository root: shipped campaigns run by the checkout's evo, each with its status,
-# log, per-attempt table and export (the series applied with `git am`), then optionally the GPU tests. Raw output
+# ablation, log, per-attempt table and export (the series applied with `git am`), then optionally the GPU tests. Raw output
 # goes to $OUT (default benchmarks/scratch/campaigns, ignored); what a document cites is summarised under
 # benchmarks/results/<date>-<what>/.
 #
@@ -36,6 +36,10 @@ for spec in "$@"; do
         echo "rc=$?"
         echo "\$ evo status"; python3 -m evo status "configs/$name.yaml" --storage "sqlite:///$work/ledger.db"
     } > "$o" 2>&1
+    {   # which of the champion's changes carry its gain (exit 2, one line, when the champion is the baseline)
+        echo "\$ evo ablate"; python3 -m evo ablate "configs/$name.yaml" --storage "sqlite:///$work/ledger.db"
+        echo "rc=$?"
+    } >> "$o" 2>&1
     python3 -m evo log "configs/$name.yaml" --storage "sqlite:///$work/ledger.db" -o "$OUT/$name-attempts.md" >> "$o" 2>&1
     {
         echo "\$ evo export -o $work/export"

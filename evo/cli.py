@@ -77,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     sz.add_argument("--storage", help="override the config's storage URL")
     sz.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
     sz.add_argument("--id", type=int, help="this attempt instead of the champion")
+    ab = sub.add_parser(
+        "ablate",
+        help="which of the champion's changes carry its gain: each set back alone, measured side by side",
+    )
+    ab.add_argument("config", help="campaign YAML")
+    ab.add_argument("--storage", help="override the config's storage URL")
+    ab.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    ab.add_argument("--rounds", type=int, help="interleaved rounds a geometry (default gates.perf.rounds)")
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     c.add_argument("config", help="campaign YAML")
     c.add_argument("--storage", help="override the config's storage URL")
@@ -222,6 +230,8 @@ def _main(argv: list[str] | None = None) -> int:
             return _selfcheck(cfg, args.aa)
         if args.cmd == "sanitize":
             return _sanitize(cfg, args.id)
+        if args.cmd == "ablate":
+            return _ablate(cfg, args.rounds)
     except ConfigError as e:
         return _fail(f"config error: {e}")
     except LedgerError as e:
@@ -583,6 +593,36 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
             print(f"evo: check: {ln}")
         print(f"evo: check: {'passed' if ok else 'FAILED'}")
         return 0 if ok else 1
+    return 0
+
+
+def _ablate(cfg, rounds: int | None) -> int:
+    """`evo ablate`: the champion against each of its changes set back alone (evo/ablate.py), recorded in the
+    ledger meta; the table printed, and the attempt log rewritten with it."""
+    from evo.ablate import AblateError, ablate, table
+    from evo.campaign import Campaign, CampaignError
+    from evo.logmd import write_log
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    if rounds is not None and rounds < 3:
+        return _fail("--rounds: at least 3 (an interval needs them)")
+    try:
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
+        camp.claim()
+        try:
+            record = ablate(camp, rounds)
+        finally:
+            camp.ledger.release()
+    except (CampaignError, AblateError) as e:
+        return _fail(str(e))
+    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    print(
+        f"evo: ablation of champion #{record['champion']} on the {record['backend']} backend{sim}: {record['method']}"
+    )
+    for line in table(record):
+        print(line)
+    write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     return 0
 
 

@@ -347,10 +347,12 @@ def commit_message(
     meta: Mapping[str, Any],
     book: Mapping[str, Any] | None = None,
     group: Sequence[Attempt] | None = None,
+    champion_id: int | None = None,
 ) -> str:
     """The message of the series' commit ``step`` from ``prev``'s kernel to ``a``'s. ``group``: the accepted steps it
     squashes (``a`` last), when more than one (:func:`lasting_series`): then its figures are ``a``'s cumulative ones,
-    measured, and the ratio of the two ends' cumulative medians, which no round measured side by side."""
+    measured, and the ratio of the two ends' cumulative medians, which no round measured side by side.
+    ``champion_id``: the champion the series ends at (default ``a``), whose ablation (`evo ablate`) it quotes."""
     from evo.ideas import describe_change, idea_slugs, knob_part
 
     book = idea_book(family, meta) if book is None else book
@@ -425,6 +427,7 @@ def commit_message(
     lines += [""] + _wrap(f"Sanitizer: {sanitizer_describe(san)}.", 72)
     for s in (san or {}).get("suppressed") or []:
         lines += ["  " + ln for ln in _wrap(f"Known finding {s.get('name')}: {s.get('argument')}", 70)]
+    lines += _carried(a, prev, meta, a.id if champion_id is None else champion_id)
     lines += [""]
     lines += [f"Verdict of #{x.id}: {x.verdict.reason}" for x in group] if group else [f"Verdict: {a.verdict.reason}"]
     lines.append(
@@ -432,7 +435,43 @@ def commit_message(
         + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
         + f"; measured {a.finished_at or a.started_at}."
     )
+    lines += [""] + _wrap("Caveats: " + "; ".join(_caveats(a, meta)) + ".", 72)
     return "\n".join(lines) + "\n"
+
+
+def _carried(a: Attempt, prev: Attempt, meta: Mapping[str, Any], champion_id: int) -> list[str]:
+    """Which of this commit's changes carry the champion's gain (`evo ablate` of the series' champion)."""
+    from evo.ablate import carried, changes, latest
+
+    rec = latest(meta, champion_id)
+    if rec is None:
+        return [""] + _wrap(
+            f"Which changes carry the gain: not measured for champion #{champion_id}; "
+            "`evo ablate <config>` sets each change back alone, side by side.",
+            72,
+        )
+    said = carried(rec, changes(prev.genome, a.genome))
+    if not said:
+        return []
+    head = f"Which changes carry the gain (evo ablate of champion #{champion_id}, {rec.get('at', '?')}):"
+    return ["", head] + [ln for s in said for ln in _wrap(f"- {s}", 72)]
+
+
+def _caveats(a: Attempt, meta: Mapping[str, Any]) -> list[str]:
+    """What the figures above do not cover, for the reviewer: device, geometries, the watched guard."""
+    dev = (meta.get("device") or {}).get("name", "one device")
+    cfg = meta.get("config") or {}
+    geoms = [g.get("name") for g in cfg.get("geometries") or [] if isinstance(g, Mapping)] or list(a.timings)
+    weighted = [g.get("name") for g in cfg.get("geometries") or [] if isinstance(g, Mapping) and g.get("weight", 1)]
+    out = [f"measured on {dev} only", f"at the campaign's geometries only ({', '.join(str(g) for g in geoms)})"]
+    watched = [g for g in geoms if weighted and g not in weighted]
+    if watched:
+        out.append(f"{', '.join(str(g) for g in watched)} watched (guarded against regression, not optimized)")
+    if meta.get("simulated"):
+        out.append("every time is simulated from recorded H200 measurements")
+    if not (a.bound or {}).get("summary"):
+        out.append("no end-to-end claim")
+    return out
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -576,7 +615,7 @@ def export(
             step += 1
             (repo / fname).write_text(texts[a.id])
             _git(repo, "add", fname)
-            msg = commit_message(family, step, a, prev, meta, book, group)
+            msg = commit_message(family, step, a, prev, meta, book, group, chain[-1].id)
             when = a.finished_at or date
             _git(repo, "commit", "-q", "-F", "-", stdin=msg, env={"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
             prev, commits = a, commits + 1

@@ -647,6 +647,31 @@ def _sanitizer(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
     return L + [""]
 
 
+def _ablation(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
+    """`evo ablate` of the champion (evo/ablate.py): which of its changes carry the gain, or how to get that."""
+    from evo.ablate import latest, table
+
+    champ = chain[-1] if chain else None
+    L = ["## Ablation", ""]
+    if champ is None or len(chain) < 2:
+        return []
+    rec = latest(meta, champ.id)
+    if rec is None:
+        older = [r for r in meta.get("ablations") or [] if isinstance(r, Mapping)]
+        said = f" (the last one ablated #{older[-1].get('champion')})" if older else ""
+        return L + [
+            f"Champion #{champ.id} not ablated{said}: `evo ablate <config>` measures which changes carry it.",
+            "",
+        ]
+    sim = " (simulated from recorded H200 measurements)" if rec.get("simulated") else ""
+    L += [
+        f"Champion #{champ.id} with each of its changes against baseline #{rec.get('baseline')} set back alone, "
+        f"{rec.get('at', DASH)}, {rec.get('backend', DASH)} backend{sim}. Method: {rec.get('method', DASH)}.",
+        "",
+    ]
+    return L + table(rec)
+
+
 def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> str:
     """The whole markdown log of a campaign; ``plot`` names the convergence PNG beside it ("" = none made)."""
     meta = meta or {}
@@ -681,6 +706,7 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
     L += (_table(["Verdict", "Count"], counts) if counts else ["No attempts recorded yet."]) + [""]
     L += _selfcheck(meta)
     L += _sanitizer(meta, chain)
+    L += _ablation(meta, chain)
     L += _all(attempts, by_id, geoms)
     L += _rejected(attempts, meta)
     return "\n".join(L).rstrip() + "\n"
