@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
         help="then build the final file: it must give the champion's machine code and, on a GPU, "
         "pass the correctness gate",
     )
+    e.add_argument(
+        "--tree",
+        action="store_true",
+        help="also write the series as patches to the family's own kernel.cu and family.py as they are in your "
+        "repository (knob defaults set to each step's values, its ideas applied), into OUTPUT/tree/; paths are "
+        "relative to the git top level of the family folder (else its parent); apply there with git am",
+    )
     rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
     rp.add_argument("config", help="campaign YAML")
     rp.add_argument("--storage", help="override the config's storage URL")
@@ -223,7 +230,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "table":
             return _table(cfg, args.output)
         if args.cmd == "export":
-            return _export(cfg, args.output, args.check, args.force)
+            return _export(cfg, args.output, args.check, args.force, args.tree)
         if args.cmd == "replay":
             return _replay(cfg, args.gate, args.ids)
         if args.cmd == "selfcheck":
@@ -556,7 +563,7 @@ def _selfcheck(cfg, aa: int) -> int:
     return 1 if bad else 0
 
 
-def _export(cfg, output: str | None, check: bool = False, force: bool = False) -> int:
+def _export(cfg, output: str | None, check: bool = False, force: bool = False, tree: bool = False) -> int:
     import os
 
     from evo.export import check_final, export, specializations
@@ -568,7 +575,15 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
     notes: list[str] = []
     attempts = led.attempts()
     _damaged(led)
+    specs = specializations(cfg.family, cfg.geometries)
+    series = None
     try:
+        if tree:  # made first: a step that cannot be written onto today's files stops the export before it writes
+            from evo.tree_export import tree_differences, tree_series
+
+            base = next((a for a in attempts if a.verdict.status == "baseline"), None)
+            differences = tree_differences(cfg, base) if base is not None else []
+            series = tree_series(cfg.family, attempts, led.all_meta(), specs, differences)
         patches = export(
             cfg.family,
             attempts,
@@ -576,7 +591,8 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
             out,
             force=force,
             notes=notes,
-            specs=specializations(cfg.family, cfg.geometries),
+            specs=specs,
+            extra_files=series.files if series is not None else None,
         )
     except ValueError as e:
         return _fail(str(e))
@@ -587,6 +603,10 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
         f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
         f"{cfg.family.name}.cu)"
     )
+    if series is not None:
+        from evo.tree_export import print_tree_summary
+
+        print_tree_summary(series, out)
     if check:
         ok, lines = check_final(cfg, led.attempts(), led.all_meta(), out / f"{cfg.family.name}.cu", cfg.backend)
         for ln in lines:

@@ -503,12 +503,31 @@ def _read_manifest(out_dir: Path) -> dict[str, str] | None:
     try:
         files = json.loads(m.read_text(encoding="utf-8")).get("files")
         if not isinstance(files, dict) or not all(
-            isinstance(k, str) and "/" not in k and isinstance(v, str) for k, v in files.items()
+            isinstance(k, str) and _safe_name(k) and isinstance(v, str) for k, v in files.items()
         ):
             raise ValueError("no file list")
     except (OSError, ValueError, AttributeError) as e:
         raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
     return files
+
+
+def _safe_name(name: str) -> bool:
+    """A file name a manifest may hold: a plain name, or one below a subfolder (``tree/0001-x.patch``), never
+    absolute, ``..`` or empty parts."""
+    parts = name.split("/")
+    return all(p and p not in (".", "..") and "\\" not in p for p in parts) and len(parts) <= 2
+
+
+def _files_under(folder: Path) -> list[str]:
+    """Every file below ``folder`` (one subfolder deep at most, as an export writes), as a manifest names it; a
+    deeper folder is named as itself, so it counts as someone else's."""
+    out = []
+    for p in sorted(folder.iterdir()):
+        if p.is_dir() and not p.is_symlink():
+            out += [f"{p.name}/{q.name}" for q in sorted(p.iterdir())] or [f"{p.name}/"]
+        else:
+            out.append(p.name)
+    return out
 
 
 def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> None:
@@ -533,7 +552,7 @@ def check_target(out_dir: Path, force: bool) -> dict[str, str]:
     if not out_dir.exists():
         return {}
     old = _read_manifest(out_dir) or {}
-    names = sorted(p.name for p in out_dir.iterdir() if p.name not in (MANIFEST, MANIFEST + ".tmp"))
+    names = [n for n in _files_under(out_dir) if n not in (MANIFEST, MANIFEST + ".tmp")]
     foreign = [n for n in names if n not in old]
     if foreign:
         raise ExportError(
@@ -560,6 +579,7 @@ def export(
     force: bool = False,
     notes: list[str] | None = None,
     specs: Sequence[Mapping[str, Any]] = (),
+    extra_files: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Write baseline + one patch per lasting change + the final kernel into ``out_dir``; return the patches.
 
@@ -570,6 +590,8 @@ def export(
     folder holds files of anyone else's (:func:`check_target`); ``force`` replaces an earlier export's files.
     A step whose source equals the one before (nothing for ``git am`` to apply) gets no patch: a line in ``notes``.
     ``specs``: the campaign's specializations (:func:`specializations`), for macros the family derives from them.
+    ``extra_files``: more files to write with the export, under its manifest (name -> text; a name may lie in one
+    subfolder, e.g. the tree series of evo/tree_export.py in ``tree/``).
     """
     import os
     import shutil
@@ -623,18 +645,27 @@ def export(
             _git(repo, "format-patch", "-q", "-o", str(staged), f"HEAD~{commits}")
         (staged / f"baseline-{fname}").write_text(texts[base.id])
         (staged / fname).write_text(texts[chain[-1].id])
-        new = {p.name: _sha256(p) for p in staged.iterdir()}
+        for name, text in (extra_files or {}).items():
+            if not _safe_name(name):
+                raise ExportError(f"cannot write {name!r} into an export")
+            (staged / name).parent.mkdir(parents=True, exist_ok=True)
+            (staged / name).write_text(text)
+        new = {n: _sha256(staged / n) for n in _files_under(staged)}
         out_dir.mkdir(parents=True, exist_ok=True)
         # The manifest first names old and new files (new ones as being written: no digest), so a full disk or a
         # kill while copying leaves no file that a later export with --force may not replace.
         _write_manifest(out_dir, base.campaign, {**old, **{n: "" for n in new}})
         for name in new:
+            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(staged / name, out_dir / name)
         for name in old:
             if name not in new:
                 (out_dir / name).unlink(missing_ok=True)
+                sub = (out_dir / name).parent
+                if sub != out_dir and sub.is_dir() and not any(sub.iterdir()):
+                    sub.rmdir()
         _write_manifest(out_dir, base.campaign, new)
-    return sorted(out_dir / n for n in new if n.endswith(".patch"))
+    return sorted(out_dir / n for n in new if n.endswith(".patch") and "/" not in n)
 
 
 def check_final(
