@@ -443,7 +443,7 @@ def tree_series(
                 continue
             step += 1
             write(*texts[a.id])
-            msg = commit_message(family, step, a, prev_a, meta, book, group)
+            msg = commit_message(family, step, a, prev_a, meta, book, group, chain[-1].id)
             if differences:
                 msg += _caveat(differences)
             when = a.finished_at or date
