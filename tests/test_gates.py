@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from evo.records import Resources
+from evo.records import Code, Resources
 from gates import (
     CorrectnessEvidence,
     OutputCheck,
@@ -158,6 +158,24 @@ def test_rule_every_needs_each_weighted_geometry():
     res = perf_gate(samples, floor=0.001, min_gain=0.01, rule="every")
     assert res.verdict.status == "rejected"
     assert "not faster at B" in res.verdict.reason
+
+
+def test_rule_weighted_lets_a_weighted_geometry_give_back_against_the_champion_not_the_baseline():
+    """The H200 campaign of 2026-12-02: from a champion at (47.9, 71.4) µs, (42.6, 72.4) is 1.12x and 0.986x, a
+    1.05x weighted mean; under rule weighted that is the objective's win, never below the baseline."""
+
+    def pair(name, speedup, vs_base, seed):
+        s = _pair(name, speedup, seed=seed)
+        s.base_us = [c * vs_base for c in s.cand_us]
+        return s
+
+    res = perf_gate([pair("A", 1.12, 1.8, 1), pair("B", 0.986, 1.5, 2)], floor=0.001, min_gain=0.01, rule="weighted")
+    assert res.verdict.status == "accepted", res.verdict.reason
+    res = perf_gate([pair("A", 1.12, 1.8, 1), pair("B", 0.986, 0.97, 2)], floor=0.001, min_gain=0.01, rule="weighted")
+    assert res.verdict.code is Code.PERF_SLOWER and "slower than the baseline at B" in res.verdict.reason
+    # rule every: the same step is refused (each weighted geometry must win against the champion)
+    res = perf_gate([pair("A", 1.12, 1.8, 1), pair("B", 0.986, 1.5, 2)], floor=0.001, min_gain=0.01, rule="every")
+    assert res.verdict.status == "rejected" and "at B" in res.verdict.reason
 
 
 def test_rule_weighted_judges_the_weighted_geomean():
