@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from evo.records import Resources
+from evo.core.records import Resources
 from gates import (
     CorrectnessEvidence,
     OutputCheck,

@@ -1,7 +1,7 @@
 """Every use of Optuna's private API, in one module: an Optuna upgrade that moves one of them changes this file only.
 
-The ledger (evo/ledger.py) writes trials in its own transactions on Optuna's RDB tables, and the Optuna proposers
-(evo/proposers/optuna_samplers.py) run their samplers on an indexed in-memory study with a memoizing TPE. Both
+The ledger (evo/ledger/ledger.py) writes trials in its own transactions on Optuna's RDB tables, and the Optuna proposers
+(evo/search/optuna_samplers.py) run their samplers on an indexed in-memory study with a memoizing TPE. Both
 need names Optuna does not export; they get them from here, by public names of this module.
 ``PRIVATE_NAMES`` lists every private name this module touches and where Optuna defines it:
 tests/test_optuna_private.py checks each against the installed optuna, and that no other module of evo, harness,

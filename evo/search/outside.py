@@ -19,7 +19,7 @@ in the ledger still build, e.g. for ``evo replay``)::
       toggle: 0.2          # chance per attempt of switching one idea on or off on the champion (0..1)
       folder: true         # use candidates/<family>/ideas/ (false: only ideas the outside proposer makes)
       proposer:            # optional
-        command: [python, -m, evo.proposers.rules]   # an argv list, never a shell string
+        command: [python, -m, evo.search.rules]   # an argv list, never a shell string
         every: 4           # ask it for one attempt in every 4 (default 1)
         timeout_s: 120     # a hang past it is killed (with its process group) and recorded
         max_failures: 3    # failed answers in a row after which it is not asked again this session
@@ -39,7 +39,7 @@ scratch folder that holds
   champion (id, genome, ideas, speedups), every idea with its verdicts, the
   change signatures already tried (``tried_change_sha256``), and the attempt
   history (id, origin, change, verdict, code, reason, score; ``code`` is the
-  verdict's ``evo.records.Code`` value, the reason its words). Both sources are
+  verdict's ``evo.core.records.Code`` value, the reason its words). Both sources are
   inside it too (``kernel_cu``, ``resolved_cu``).
 
 ``request.json`` is also written to the command's stdin; ``EVO_IDEA_DIR`` and
@@ -70,7 +70,7 @@ The built-in rule-based proposer needs no network::
 
     ideas:
       toggle: 0.2
-      proposer: {command: [python, -m, evo.proposers.rules], every: 4, timeout_s: 60}
+      proposer: {command: [python, -m, evo.search.rules], every: 4, timeout_s: 60}
 
 Plugging in a language model
 ----------------------------
@@ -119,9 +119,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evo.family import Family, Geometry
-from evo.genome import Genome
-from evo.ideas import (
+from evo.core.family import Family, Geometry
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.search.base import Proposal, Proposer
+from evo.search.ideas import (
     Idea,
     IdeaError,
     apply_ideas,
@@ -136,8 +138,6 @@ from evo.ideas import (
     toggled,
     with_ideas,
 )
-from evo.proposers.base import Proposal, Proposer
-from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
 from harness.build import PatchError, apply_patch
 
 MAX_ANSWER = 1 << 20  # bytes of stdout read from the command
@@ -452,7 +452,7 @@ class IdeaLayer:
         return IdeaProposal(Genome(champ.genome), origin, [champ.id], failure=verdict, notes=notes)
 
     def ask_outside(self, attempts: Sequence[Attempt], seen: set[str], champ: Attempt) -> IdeaProposal | None:
-        from evo.export import resolved_kernel
+        from evo.report.export import resolved_kernel
 
         o = self.outside
         name = command_name(o.command)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evo.genome import Genome
-from evo.proposers.base import Option, Proposal, Proposer
-from evo.records import ACCEPTED, BASELINE, Attempt
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.search.base import Option, Proposal, Proposer
 
 
 class Evolutionary(Proposer):

@@ -1,4 +1,4 @@
-"""A ledger held in memory: the campaign loop's storage (evo/protocols.py ``Storage``) where nothing is kept.
+"""A ledger held in memory: the campaign loop's storage (evo/core/protocols.py ``Storage``) where nothing is kept.
 
 The search benchmark (tools/search_bench.py) runs thousands of short campaigns on a recorded sweep; an Optuna
 study per run would cost a database write per attempt for results nobody reads back. Attempts get the trial
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evo.ledger import View
-from evo.records import Attempt
+from evo.core.records import Attempt
+from evo.ledger.ledger import View
 
 
 @dataclass
@@ -23,7 +23,7 @@ class MemoryTrial:
 
 
 class MemoryLedger:
-    """One process's campaign: ``ask`` / ``record`` / ``view`` as evo.ledger.Ledger has them, in a list."""
+    """One process's campaign: ``ask`` / ``record`` / ``view`` as evo.ledger.ledger.Ledger has them, in a list."""
 
     shared = False
     limit: int | None = None
@@ -65,7 +65,7 @@ class MemoryLedger:
         self._meta[key] = [*self._meta.get(key, []), copy.deepcopy(item)]
 
     def ask(self, fixed: Mapping[str, Any] | None = None) -> MemoryTrial:
-        from evo.genome import Genome
+        from evo.core.genome import Genome
 
         if fixed is None:
             raise ValueError("a memory ledger holds fixed genomes only")

@@ -1,4 +1,4 @@
-"""The seams of the campaign loop (evo/campaign.py): what a backend, a gate and a storage must offer.
+"""The seams of the campaign loop (evo/loop/campaign.py): what a backend, a gate and a storage must offer.
 
 Core types: this module imports nothing of evo above the records, so a backend in ``harness/``, a gate, a test's
 stand-in or a benchmark can implement them (structurally: no base class to inherit). Each method's docstring says
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from evo.records import Attempt, Verdict
+from evo.core.records import Attempt, Verdict
 
 
 @runtime_checkable
@@ -76,11 +76,11 @@ class Backend(Protocol):
 
 @runtime_checkable
 class Gate(Protocol):
-    """One step of an attempt's judgement (evo/campaign.py ``GATES``: build, static, identical SASS, the exact
+    """One step of an attempt's judgement (evo/loop/campaign.py ``GATES``: build, static, identical SASS, the exact
     rule, correctness, perf, recheck, bound, e2e).
 
     The loop calls each gate of ``Campaign.gates`` in order, once per attempt, while the attempt passes: a gate
-    reads the step (``evo.campaign.Step``: the campaign, the proposal, the attempt being filled in and what
+    reads the step (``evo.loop.campaign.Step``: the campaign, the proposal, the attempt being filled in and what
     earlier gates left there, such as the build and the loaded module), fills in the attempt's evidence, and
     returns None to pass it on, or the Verdict that ends its judgement (a rejection or an error; ``accepted``
     also passes on, to the gates that only look at accepted attempts). Decisions read ``Verdict.code``, never the
@@ -100,8 +100,9 @@ class Gate(Protocol):
 
 @runtime_checkable
 class Storage(Protocol):
-    """Where a campaign's attempts and meta live: ``evo.ledger.Ledger`` (an Optuna study; SQLite or PostgreSQL,
-    shared by workers) or ``evo.memory_ledger.MemoryLedger`` (one process, nothing kept: the search benchmark)."""
+    """Where a campaign's attempts and meta live: ``evo.ledger.ledger.Ledger`` (an Optuna study; SQLite or
+    PostgreSQL, shared by workers) or ``evo.ledger.memory_ledger.MemoryLedger`` (one process, nothing kept: the search
+    benchmark)."""
 
     shared: bool  # several processes run this campaign: ask() refuses genomes and budget others hold
     limit: int | None  # shared: the attempt budget ask() enforces
@@ -130,7 +131,7 @@ class Storage(Protocol):
 
     def ask(self, fixed: Mapping[str, Any] | None = None) -> Any:
         """A new trial (with ``.number``) holding genome ``fixed``: when the loop reserves a proposal (at once on a
-        shared storage, where it may raise ``evo.ledger.GenomeTaken`` or ``BudgetTaken``)."""
+        shared storage, where it may raise ``evo.ledger.ledger.GenomeTaken`` or ``BudgetTaken``)."""
         ...
 
     def record(
@@ -149,7 +150,7 @@ class Storage(Protocol):
     def running(self) -> list[Any]: ...
 
     def view(self) -> Any:
-        """Attempts, seen genome keys and running trials from one read (``evo.ledger.View``); once per step."""
+        """Attempts, seen genome keys and running trials from one read (``evo.ledger.ledger.View``); once per step."""
         ...
 
     def recover(self) -> list[int]:

@@ -51,12 +51,12 @@ class Prefetcher:
 
     @staticmethod
     def eligible(genome: Mapping[str, Any]) -> bool:
-        from evo.ideas import idea_slugs
+        from evo.search.ideas import idea_slugs
 
         return not idea_slugs(genome)
 
     def submit(self, genome: Mapping[str, Any]) -> None:
-        from evo.genome import Genome
+        from evo.core.genome import Genome
 
         key = Genome(genome).key
         if key not in self._jobs and self.eligible(genome):
@@ -64,7 +64,7 @@ class Prefetcher:
 
     def wait(self, genome: Mapping[str, Any], timeout: float = 600.0) -> float | None:
         """Block until the genome's build ahead is done; its seconds, or None when none was made."""
-        from evo.genome import Genome
+        from evo.core.genome import Genome
 
         job = self._jobs.pop(Genome(genome).key, None)
         if job is None:

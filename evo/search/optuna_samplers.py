@@ -14,7 +14,7 @@ again. After ``retries`` asks without a new valid genome the proposal is a
 random unseen genome, and its origin says so.
 
 The study lives in an in-memory storage that indexes the trials that did not
-fail (``FailIndexedStorage``; it and the TPE below live in evo/optuna_private.py, beside every other use of
+fail (``FailIndexedStorage``; it and the TPE below live in evo/ledger/optuna_private.py, beside every other use of
 Optuna's private API): the samplers only ever read trials by state
 without FAIL (TPE: COMPLETE, PRUNED and RUNNING), yet Optuna's in-memory
 storage and ``Study._get_trials`` scan every trial to filter them, and a
@@ -43,12 +43,12 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import TrialState
 
-from evo.family import Family, Geometry
-from evo.genome import Genome
-from evo.optuna_private import MemoTPESampler as _MemoTPESampler
-from evo.optuna_private import create_study as _create_study
-from evo.proposers.base import Option, Proposal, Proposer
-from evo.records import Attempt
+from evo.core.family import Family, Geometry
+from evo.core.genome import Genome
+from evo.core.records import Attempt
+from evo.ledger.optuna_private import MemoTPESampler as _MemoTPESampler
+from evo.ledger.optuna_private import create_study as _create_study
+from evo.search.base import Option, Proposal, Proposer
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evo.campaign import Campaign, now
-from evo.proposers import Proposal
-from evo.records import ACCEPTED
-from evo.replay import recording_aside
+from evo.core.records import ACCEPTED
+from evo.loop.campaign import Campaign, now
+from evo.loop.replay import recording_aside
+from evo.search import Proposal
 from gates import PairSamples, perf_gate, threshold
 
 

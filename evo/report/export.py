@@ -9,7 +9,7 @@ that depends only on knobs resolved and removed, so a diff between two steps
 shows the real code change. Conditionals on a geometry's compile-time
 parameters (its specialization, e.g. split count) stay: the exported kernel
 still serves every geometry. A step that switches a source-level idea on
-(evo/ideas.py) has the idea's patch applied to ``kernel.cu`` first, and its
+(evo/search/ideas.py) has the idea's patch applied to ``kernel.cu`` first, and its
 commit message carries the idea's title and rationale.
 """
 
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.family import Family
-from evo.records import ACCEPTED, BASELINE, Attempt
+from evo.core.family import Family
+from evo.core.records import ACCEPTED, BASELINE, Attempt
 from gates.sanitizer import describe as sanitizer_describe
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
@@ -177,14 +177,14 @@ def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str
 
 def idea_book(family: Family, meta: Mapping[str, Any]) -> dict[str, Any]:
     """The ideas a campaign measured (frozen in its ledger), else the family's folder's."""
-    from evo.ideas import book_from_meta, load_folder_ideas
+    from evo.search.ideas import book_from_meta, load_folder_ideas
 
     return {**load_folder_ideas(family)[0], **book_from_meta(meta.get("ideas"))}
 
 
 def step_source(family: Family, genome: Mapping[str, Any], book: Mapping[str, Any]) -> str:
     """kernel.cu with the genome's ideas applied, knob conditionals resolved (ValueError if an idea fails)."""
-    from evo.ideas import IdeaError, apply_ideas, idea_slugs
+    from evo.search.ideas import IdeaError, apply_ideas, idea_slugs
 
     src = family.source()
     if idea_slugs(genome):
@@ -218,7 +218,7 @@ def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str
 
 def _value(genome: Mapping[str, Any], key: str) -> Any:
     """A genome's value of ``key``; an idea gene it lacks is off."""
-    from evo.ideas import is_gene
+    from evo.search.ideas import is_gene
 
     return genome.get(key, False if is_gene(key) else None)
 
@@ -284,7 +284,7 @@ def commit_message(
     """The message of the series' commit ``step`` from ``prev``'s kernel to ``a``'s. ``group``: the accepted steps it
     squashes (``a`` last), when more than one (:func:`lasting_series`): then its figures are ``a``'s cumulative ones,
     measured, and the ratio of the two ends' cumulative medians, which no round measured side by side."""
-    from evo.ideas import describe_change, idea_slugs, knob_part
+    from evo.search.ideas import describe_change, idea_slugs, knob_part
 
     book = idea_book(family, meta) if book is None else book
     group = list(group) if group and len(group) > 1 else []
@@ -538,7 +538,7 @@ def check_final(
     (its SASS digest). On a GPU (``backend`` gpu, or auto with one present) the file also goes through the
     correctness gate against baseline hashes frozen in this process. Returns (passed, report lines).
     """
-    from evo.ideas import inexact_ideas
+    from evo.search.ideas import inexact_ideas
     from gates import correctness_gate
     from harness.build import Builder, BuildError
 

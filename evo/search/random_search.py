@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from evo.proposers.base import Option, Proposal, Proposer
-from evo.records import Attempt
+from evo.core.records import Attempt
+from evo.search.base import Option, Proposal, Proposer
 
 
 class RandomSearch(Proposer):

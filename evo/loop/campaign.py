@@ -5,10 +5,10 @@ attempts already recorded are never repeated, and one left half-done by a
 killed process is recorded as interrupted and may be proposed again.
 
 This is the one campaign loop: ``evo run`` runs it, ``evo worker`` runs it on a
-shared storage (``WorkerCampaign``, evo/workers.py: each proposal reserved in
+shared storage (``WorkerCampaign``, evo/loop/workers.py: each proposal reserved in
 the ledger as it is made), and the search benchmark (tools/search_bench.py)
 runs it on the recorded backend with a ledger in memory. Its seams
-(evo/protocols.py): the backend (evo/backends.py's registry), the storage, and
+(evo/core/protocols.py): the backend (evo/backends.py's registry), the storage, and
 the gates, judged in ``GATES`` order; a ``harness.HarnessError`` is recorded as
 the error it names.
 """
@@ -25,15 +25,15 @@ from typing import Any
 
 from optuna.exceptions import UpdateFinishedTrialError
 
-from evo import ceiling as ceiling_mod
 from evo import stop
 from evo.config import CampaignConfig
-from evo.genome import Genome
-from evo.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
-from evo.ledger import BudgetTaken, GenomeTaken, Ledger, SessionTaken, View, safe_url, worker_name
-from evo.proposers import PROPOSERS, Proposal
-from evo.protocols import Backend, Gate, Storage
-from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.core.genome import Genome
+from evo.core.protocols import Backend, Gate, Storage
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.ledger.ledger import BudgetTaken, GenomeTaken, Ledger, SessionTaken, View, safe_url, worker_name
+from evo.measure import ceiling as ceiling_mod
+from evo.search import PROPOSERS, Proposal
+from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
 from gates import (
     CorrectnessEvidence,
     EarlyStop,
@@ -123,15 +123,15 @@ def config_fingerprint(cfg: CampaignConfig) -> dict[str, Any]:
 class Campaign:
     """One campaign: set-up, then the loop (``run``) of propose, reserve, judge with the gates, record.
 
-    Its seams (evo/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
+    Its seams (evo/core/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
     (NVRTC), ``storage`` (the config's ledger), ``gates`` (``GATES``), ``proposer`` (the config's, seeded per
     session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the search benchmark's
     target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's ablation).
-    A worker (evo/workers.py) is this loop on a shared storage.
+    A worker (evo/loop/workers.py) is this loop on a shared storage.
     """
 
     SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
-    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger.py, "Shared mode")
+    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger/ledger.py, "Shared mode")
 
     def __init__(
         self,
@@ -178,7 +178,7 @@ class Campaign:
         self.taken = 0  # proposals another worker reserved first (shared storage)
         self._view: View | None = None  # the ledger as the loop's current step read it
         self._elapsed: Callable[[], float] | None = None  # the loop: the campaign's elapsed seconds now
-        # ideas (evo/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
+        # ideas (evo/search/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
         used = {s for a in self.ledger.attempts() for s in idea_slugs(a.genome)}
         self.ideas, self._ideas_changed = campaign_book(
             cfg.family, self.ledger.meta("ideas"), used, folder=cfg.ideas.folder if cfg.ideas is not None else True
@@ -246,7 +246,7 @@ class Campaign:
         led = self.ledger
         if led.meta("config") is None:
             # One transaction: a kill between these writes must not leave "config" without "backend".
-            # create_meta: of several workers starting at once exactly one writes them (evo/workers.py).
+            # create_meta: of several workers starting at once exactly one writes them (evo/loop/workers.py).
             led.create_meta(
                 {
                     "config": {
@@ -290,8 +290,8 @@ class Campaign:
             led.set_meta("peer_torch_compile", self.backend.peer_torch_compile(self.cfg.peer.torch_compile, weighted))
 
     def _latency_floor(self) -> None:
-        """Measured once per campaign on the GPU (evo/ceiling.py); the recorded backend has none, and says so in the
-        log. A failure is recorded with its reason: the floor is context, never a reason to stop."""
+        """Measured once per campaign on the GPU (evo/measure/ceiling.py); the recorded backend has none, and says so in
+        the log. A failure is recorded with its reason: the floor is context, never a reason to stop."""
         if self.simulated or self.ledger.meta(ceiling_mod.FLOOR_META) is not None:
             return
         p = self.cfg.gates.perf
@@ -438,7 +438,7 @@ class Campaign:
         b = self.backend.load(None if self.simulated else self.builder.build(base), base)
         p = self.cfg.gates.perf
         floors, timings = {}, {}
-        from evo.records import Timing
+        from evo.core.records import Timing
         from gates.stats import median, spread_pct
 
         for g in self.cfg.geometries:
@@ -478,7 +478,7 @@ class Campaign:
                 )
         self.floors = floors
         self.floor = max(floors.values())
-        # append_meta: under the study lock, so no other worker's session entry is lost (evo/workers.py)
+        # append_meta: under the study lock, so no other worker's session entry is lost (evo/loop/workers.py)
         self.ledger.append_meta(
             "sessions",
             {
@@ -589,7 +589,7 @@ class Campaign:
         if self._cycle_t0 is not None:
             a.cycle_s = round(time.perf_counter() - self._cycle_t0, 3)
 
-    # --- ideas (evo/ideas.py) ---------------------------------------------------
+    # --- ideas (evo/search/ideas.py) ---------------------------------------------------
     def _ideas_meta(self, genome: Mapping[str, Any]) -> dict[str, Any] | None:
         """The ledger's frozen ideas plus any this genome uses for the first time (written with its attempt)."""
         slugs = idea_slugs(genome)
@@ -614,7 +614,7 @@ class Campaign:
     def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
         """The sanitizer gate (issue 31): compute-sanitizer over a step that passed perf, judged against the family's
         suppressions (gates/sanitizer.py); the accepted verdict carries the result in ``detail["sanitizer"]``."""
-        from evo.sanitize import gate_step
+        from evo.measure.sanitize import gate_step
 
         res = gate_step(self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out)
         if not res.verdict.ok:
@@ -622,13 +622,13 @@ class Campaign:
         return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})
 
     def _genome_file(self, a: Attempt) -> Any:
-        from evo.e2e import write_genome_file
+        from evo.measure.e2e import write_genome_file
 
         return write_genome_file(self.cfg.log_dir / "e2e" / f"genome-{a.id}.json", {self.family.name: a.genome})
 
     def _e2e_frozen(self) -> dict[str, Any]:
         """The baseline's token stream hash and tokens/s, measured once per campaign."""
-        from evo.e2e import run_e2e
+        from evo.measure.e2e import run_e2e
 
         frozen = self.ledger.meta("e2e_frozen")
         if frozen is None:
@@ -641,7 +641,7 @@ class Campaign:
 
     def _e2e(self, a: Attempt) -> None:
         """Observe the step end to end: champion and candidate decode interleaved, held against the bound."""
-        from evo.e2e import MEASUREMENT_ERROR, REJECTED, E2EError, compare_e2e, judge
+        from evo.measure.e2e import MEASUREMENT_ERROR, REJECTED, E2EError, compare_e2e, judge
 
         e = self.cfg.e2e
         champ = self.champion or self.baseline
@@ -676,7 +676,7 @@ class Campaign:
         b = self.cfg.bound
         if b is None:
             return None
-        from evo.profile import load_profile
+        from evo.measure.profile import load_profile
         from gates.bound import bound_gate
 
         prof = load_profile(b.profile)
@@ -777,8 +777,9 @@ class Campaign:
         return res.verdict
 
     def ceiling_check(self) -> dict[str, Any] | None:
-        """The champion against the copy ceiling, measured alternately (evo/ceiling.py), appended to the ledger's
-        ``ceiling_checks``. Called at the end of a run; a failure is recorded with its reason and loses nothing."""
+        """The champion against the copy ceiling, measured alternately (evo/measure/ceiling.py), appended to the
+        ledger's ``ceiling_checks``. Called at the end of a run; a failure is recorded with its reason and loses
+        nothing."""
         p = self.cfg.gates.perf
         champ = self.champion or self.baseline
         geos = [g for g in self.cfg.geometries if g.weight > 0 and self.family.bytes_moved(g)]
@@ -818,13 +819,13 @@ class Campaign:
 
     # --- the loop -------------------------------------------------------------
     def _prefetcher(self):
-        """Compile processes ahead of the GPU (evo/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
+        """Compile processes ahead of the GPU (evo/loop/prefetch.py), or None (worker.prefetch 0 / auto off-GPU)."""
         n = self.cfg.worker.prefetch
         if n < 0:
             n = 0 if self.simulated else 1
         if n == 0 or self.cfg.path is None:
             return None
-        from evo.prefetch import Prefetcher
+        from evo.loop.prefetch import Prefetcher
 
         return Prefetcher(str(self.cfg.path), self.builder.arch, n)
 
@@ -900,7 +901,7 @@ class Campaign:
     def make_proposer(self, n_before: int) -> Any:
         """The config's proposer, wrapped in the idea layer (idea toggles, the knob search in the champion's idea
         context, the outside proposer; transparent where no idea is in play)."""
-        from evo.proposers.outside import IdeaLayer
+        from evo.search.outside import IdeaLayer
 
         cfg = self.cfg
         seed = self.proposer_seed(n_before)
@@ -1055,7 +1056,7 @@ class Campaign:
 # --- the gates, in the order the loop runs them ------------------------------------------------------------
 @dataclass
 class Step:
-    """One attempt as the gates see it (evo/protocols.py ``Gate``): what the loop hands each gate in turn, and what
+    """One attempt as the gates see it (evo/core/protocols.py ``Gate``): what the loop hands each gate in turn, and what
     each leaves for the next (the build, the loaded module, the exact-mode knobs)."""
 
     campaign: Campaign
@@ -1162,7 +1163,8 @@ def _recheck(s: Step) -> Verdict | None:
 
 
 def _sanitize(s: Step) -> Verdict | None:
-    """compute-sanitizer over an accepted step before it becomes the champion (gates/sanitizer.py, evo/sanitize.py)."""
+    """compute-sanitizer over an accepted step before it becomes the champion (gates/sanitizer.py,
+    evo/measure/sanitize.py)."""
     return s.campaign._sanitizer(s.attempt, s.source is not None) if s.accepted else None
 
 

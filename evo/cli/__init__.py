@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--attempts", type=int, help="override budget.attempts")
     r.add_argument("--minutes", type=float, help="override budget.minutes")
     r.add_argument("--plain", action="store_true", help="one line per attempt instead of the live view")
-    # workers (evo/workers.py): several processes or hosts share one campaign through its storage
+    # workers (evo/loop/workers.py): several processes or hosts share one campaign through its storage
     w = sub.add_parser("worker", help="join a campaign as one of several workers sharing its storage (e.g. PostgreSQL)")
     w.add_argument("config", help="campaign YAML")
     w.add_argument("--storage", help="the shared storage URL, e.g. postgresql+psycopg2://user:pw@host/db")
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     nw.add_argument("name", help="the family's name (letters, digits, _)")
     nw.add_argument("--kernel", help="your kernel's .cu file: copied in, its entry point and template knobs read")
     nw.add_argument("-o", "--output", default=".", help="the folder to create NAME/ in (default: here)")
-    # ideas (evo/ideas.py): source-level patches as genes
+    # ideas (evo/search/ideas.py): source-level patches as genes
     ia = sub.add_parser("idea", help="register a source-level idea (a patch against a family's kernel.cu)")
     isub = ia.add_subparsers(dest="idea_cmd", metavar="action", parser_class=_Parser)
     add = isub.add_parser("add", help="check that a patch applies to kernel.cu and compiles, then register it")
@@ -180,7 +180,7 @@ def _main(argv: list[str] | None = None) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from evo.config import ConfigError, load_config
-    from evo.ledger import LedgerError
+    from evo.ledger.ledger import LedgerError
 
     cfg = None
     try:
@@ -205,7 +205,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             return _run(cfg, args)
         if args.cmd == "worker":
-            from evo.workers import cli_worker
+            from evo.loop.workers import cli_worker
 
             return cli_worker(cfg, args)
         if args.cmd == "status":
@@ -227,7 +227,7 @@ def _main(argv: list[str] | None = None) -> int:
     except LedgerError as e:
         return _fail(str(e))
     except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)
-        from evo.ledger import _first_line, safe_url
+        from evo.ledger.ledger import _first_line, safe_url
 
         where = safe_url(cfg.storage) if cfg is not None else "the storage"
         return _fail(f"{where}: {_first_line(e)}; what was committed before is kept")
@@ -256,7 +256,7 @@ def _config_schema(section: str | None, markdown: bool) -> int:
 def _families() -> int:
     """Every family evo can find, where it comes from, and its knobs; a broken one is one line, the rest still
     listed. Exit 1 when any failed to load."""
-    from evo.family import FamilyError, find_families, load_source
+    from evo.core.family import FamilyError, find_families, load_source
 
     seen: dict[str, str] = {}
     failed = 0
@@ -307,7 +307,7 @@ def _new(args) -> int:
 
 
 def _family_for(args):
-    from evo.family import FamilyError, is_family_path, load_family
+    from evo.core.family import FamilyError, is_family_path, load_family
 
     root = Path(args.candidates) if getattr(args, "candidates", None) and not is_family_path(args.family) else None
     try:
@@ -323,8 +323,16 @@ class _UsageError(Exception):
 def _idea_add(args) -> int:
     """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
     from evo.config import load_config
-    from evo.family import Geometry
-    from evo.ideas import IdeaError, _read_patch, check_idea, ideas_folder, load_folder_ideas, parse_idea, write_idea
+    from evo.core.family import Geometry
+    from evo.search.ideas import (
+        IdeaError,
+        _read_patch,
+        check_idea,
+        ideas_folder,
+        load_folder_ideas,
+        parse_idea,
+        write_idea,
+    )
     from harness.build import BuildError
     from harness.recorded import recorded_geometries
 
@@ -380,8 +388,8 @@ def _idea_add(args) -> int:
 
 def _ideas(args) -> int:
     """`evo ideas <family>`: every idea (folder and campaigns) with its verdicts across campaigns."""
-    from evo.ideas import ideas_folder, load_folder_ideas, render_ideas
-    from evo.ledger import Ledger
+    from evo.ledger.ledger import Ledger
+    from evo.search.ideas import ideas_folder, load_folder_ideas, render_ideas
 
     try:
         fam = _family_for(args)
@@ -411,7 +419,7 @@ def _ideas(args) -> int:
 
 def _open_ledger(cfg, readonly: bool = False):
     """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
-    from evo.ledger import Ledger
+    from evo.ledger.ledger import Ledger
 
     return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
 
@@ -429,10 +437,10 @@ def _existing(cfg) -> bool:
 
 
 def _run(cfg, args) -> int:
-    from evo.campaign import Campaign, CampaignError
     from evo.config import apply_budget_overrides
-    from evo.logmd import write_log
-    from evo.progress import print_champion, run_with_progress
+    from evo.loop.campaign import Campaign, CampaignError
+    from evo.report.logmd import write_log
+    from evo.report.progress import print_champion, run_with_progress
 
     apply_budget_overrides(cfg, args.attempts, args.minutes)
     if cfg.clocks == "lock":
@@ -461,8 +469,9 @@ def _run(cfg, args) -> int:
 
 
 def _sanitize_after_run(camp, summary) -> None:
-    """compute-sanitizer on a finished GPU campaign's champion (evo/sanitize.py); its trouble never fails the run."""
-    from evo.sanitize import after_run
+    """compute-sanitizer on a finished GPU campaign's champion (evo/measure/sanitize.py); its trouble never fails the
+    run."""
+    from evo.measure.sanitize import after_run
 
     close = getattr(camp.backend, "close", None)
     if callable(close):  # the worker's GPU memory and context are no longer needed
@@ -475,8 +484,8 @@ def _sanitize_after_run(camp, summary) -> None:
 
 def _sanitize(cfg, attempt_id: int | None) -> int:
     """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails."""
-    from evo.logmd import write_log
-    from evo.sanitize import failed_tools, sanitize_attempt, skip_reason
+    from evo.measure.sanitize import failed_tools, sanitize_attempt, skip_reason
+    from evo.report.logmd import write_log
     from harness.gpu import gpu_available
 
     if not _existing(cfg):
@@ -517,9 +526,9 @@ def _run_locked(cfg, args) -> int:
 
 
 def _selfcheck(cfg, aa: int) -> int:
-    from evo.campaign import Campaign, CampaignError
-    from evo.logmd import write_log
-    from evo.selfcheck import selfcheck
+    from evo.loop.campaign import Campaign, CampaignError
+    from evo.loop.selfcheck import selfcheck
+    from evo.report.logmd import write_log
 
     if aa < 1:
         return _fail("--aa must be >= 1")
@@ -549,7 +558,7 @@ def _selfcheck(cfg, aa: int) -> int:
 def _export(cfg, output: str | None, check: bool = False, force: bool = False) -> int:
     import os
 
-    from evo.export import check_final, export
+    from evo.report.export import check_final, export
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -579,9 +588,9 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False) -
 
 
 def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
-    from evo.campaign import Campaign, CampaignError
-    from evo.logmd import write_log
-    from evo.replay import replay
+    from evo.loop.campaign import Campaign, CampaignError
+    from evo.loop.replay import replay
+    from evo.report.logmd import write_log
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -612,7 +621,7 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
 
 
 def _status(cfg) -> int:
-    from evo.logmd import render_status
+    from evo.report.logmd import render_status
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -625,7 +634,7 @@ def _status(cfg) -> int:
 
 def _table(cfg, output: str | None) -> int:
     """`evo table`: one row per attempt and geometry, read from the ledger opened read-only."""
-    from evo.table import TableError, attempt_rows, table_format, write_table
+    from evo.report.table import TableError, attempt_rows, table_format, write_table
 
     path = Path(output).expanduser() if output else cfg.log_dir / "attempts.csv"
     try:
@@ -645,7 +654,7 @@ def _table(cfg, output: str | None) -> int:
 
 
 def _log(cfg, output: str | None) -> int:
-    from evo.logmd import write_log
+    from evo.report.logmd import write_log
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")

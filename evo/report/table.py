@@ -2,7 +2,7 @@
 
 One row per attempt and geometry of the campaign's config, whether or not the attempt was timed there (an
 early-stopped or rejected one has empty time columns where it was not): the genome one column per knob, the
-verdict (label, code, reason) and the Optuna state it is stored with (evo/ledger.py ``trial_outcome``), the time
+verdict (label, code, reason) and the Optuna state it is stored with (evo/ledger/ledger.py ``trial_outcome``), the time
 and its spread, the speedups against the champion then and the baseline with their 95% intervals, % of the copy
 ceiling, the resources of the module that geometry runs, the worker and the backend. Read from the ledger only.
 """
@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.family import Family, Geometry
-from evo.ideas import idea_slugs, is_gene
-from evo.ledger import TRIAL_STATES, trial_outcome
-from evo.records import Attempt, Resources
+from evo.core.family import Family, Geometry
+from evo.core.records import Attempt, Resources
+from evo.ledger.ledger import TRIAL_STATES, trial_outcome
+from evo.search.ideas import idea_slugs, is_gene
 from harness.build import spec_key
 
 FORMATS = (".csv", ".parquet")

@@ -1,7 +1,7 @@
 """`evo replay`: rejected ideas re-judged on this machine with today's gates.
 
-The new attempts go into the campaign's side study ``<campaign>:replay`` (evo/ledger.py ``SideLedger``), never into
-the campaign's own: its attempt count, champion, log, plot and Optuna views stay as the campaign made them.
+The new attempts go into the campaign's side study ``<campaign>:replay`` (evo/ledger/ledger.py ``SideLedger``), never
+into the campaign's own: its attempt count, champion, log, plot and Optuna views stay as the campaign made them.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from evo.campaign import Campaign, CampaignError
-from evo.genome import Genome
-from evo.ideas import outside_answer_replayable
-from evo.ledger import SideLedger
-from evo.proposers import Proposal
-from evo.records import Attempt
+from evo.core.genome import Genome
+from evo.core.records import Attempt
+from evo.ledger.ledger import SideLedger
+from evo.loop.campaign import Campaign, CampaignError
+from evo.search import Proposal
+from evo.search.ideas import outside_answer_replayable
 
 
 def replay(camp: Campaign, *, gate: str | None = None, ids: list[int] | None = None) -> list[tuple[Attempt, Attempt]]:

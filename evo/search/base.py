@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from evo.family import Family, Geometry
-from evo.genome import Genome
-from evo.records import Attempt
+from evo.core.family import Family, Geometry
+from evo.core.genome import Genome
+from evo.core.records import Attempt
 
 
 @dataclass(frozen=True)

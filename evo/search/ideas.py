@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evo.family import Family
-from evo.genome import Genome
+from evo.core.family import Family
+from evo.core.genome import Genome
 from harness.build import BuildError, PatchError, apply_patch
 
 GENE_PREFIX = "idea:"

@@ -4,9 +4,9 @@ Each worker is one process (one per GPU: give each its own
 ``CUDA_VISIBLE_DEVICES``; or one per host) that joins the campaign named in the
 config through its storage URL, typically PostgreSQL
 (``postgresql+psycopg2://user:pw@host/db``; ``pip install -e '.[pg]'``), and
-runs the campaign loop (``Campaign.run`` in evo/campaign.py, the loop of ``evo run``) against the
+runs the campaign loop (``Campaign.run`` in evo/loop/campaign.py, the loop of ``evo run``) against the
 shared ledger. The ledger does the
-coordination (evo/ledger.py, "Shared mode" and "Liveness"):
+coordination (evo/ledger/ledger.py, "Shared mode" and "Liveness"):
 
 * no attempt measured twice: ``ask`` refuses, in the transaction that would
   create the trial and under the study lock, a genome that a RUNNING or
@@ -62,7 +62,7 @@ from typing import Any
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from evo.campaign import POLL_S, RESERVE_TRIES, Campaign, CampaignError
+from evo.loop.campaign import POLL_S, RESERVE_TRIES, Campaign, CampaignError
 
 __all__ = ["POLL_S", "RESERVE_TRIES", "WorkerCampaign", "cli_worker"]
 
@@ -80,8 +80,8 @@ def cli_worker(cfg: Any, args: Any) -> int:
     import os
 
     from evo.config import apply_budget_overrides
-    from evo.logmd import write_log
-    from evo.progress import print_champion, run_with_progress
+    from evo.report.logmd import write_log
+    from evo.report.progress import print_champion, run_with_progress
 
     def fail(msg: str) -> int:
         sys.stderr.write(f"evo: {msg}\n")

@@ -15,7 +15,7 @@ a time limit (``sanitizer.timeout_s``). The result per tool is one of
 
 The binary: ``EVO_SANITIZER`` when set, else ``compute-sanitizer`` on the PATH,
 else /usr/local/cuda/bin/compute-sanitizer. The pass's result is kept in the
-ledger meta under ``sanitizer`` (see :func:`sanitize_attempt`); evo/logmd.py
+ledger meta under ``sanitizer`` (see :func:`sanitize_attempt`); evo/report/logmd.py
 renders it.
 """
 
@@ -43,7 +43,7 @@ DEFAULT_PATH = "/usr/local/cuda/bin/compute-sanitizer"
 META_KEY = "sanitizer"
 MAX_ERROR_LINES = 5
 MAX_FINDINGS = 200  # top-level report lines kept for the gate (each must match a suppression)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # evo/sanitize_target.py's exit codes and its line prefix
 TARGET_NO_GPU, TARGET_FAILED, TARGET_CRASH = 3, 4, 5
@@ -299,7 +299,7 @@ def sanitize_attempt(
     cfg: Any, ledger: Any, attempt: Any, champion_id: int | None = None, out: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Build ``attempt``'s genome, run the configured tools over it, keep the result in the ledger meta."""
-    from evo.ideas import campaign_book, idea_hook, idea_slugs
+    from evo.search.ideas import campaign_book, idea_hook, idea_slugs
     from harness.build import Builder, BuildError
 
     sc = cfg.sanitizer
@@ -394,7 +394,7 @@ def gate_step(
     """The sanitizer gate on a step about to become the champion: the configured tools over its genome (as
     built, with its ideas), judged by gates.sanitizer against the family's suppressions. Where no tool can run
     (recorded backend, no binary under enabled: auto, enabled: off) the step passes, "not sanitizer-checked"."""
-    from evo.records import PASS
+    from evo.core.records import PASS
     from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate, unchecked
 
     why = skip_reason(cfg, backend_name, simulated)
@@ -406,7 +406,7 @@ def gate_step(
         return SanitizerResult(PASS, unchecked(why))
     fam = cfg.family
     genome = dict(attempt.genome)
-    from evo.ideas import idea_slugs
+    from evo.search.ideas import idea_slugs
 
     slugs = idea_slugs(genome)
     gfile = write_genome_file(
@@ -444,7 +444,7 @@ def after_run(
     cfg: Any, ledger: Any, backend_name: str, simulated: bool, stopped: str = "", out: Callable[[str], None] = print
 ) -> dict[str, Any] | None:
     """The pass `evo run` makes on a finished campaign's champion; returns the record when it ran."""
-    from evo.records import BASELINE
+    from evo.core.records import BASELINE
 
     champ = ledger.champion()
     if simulated or backend_name != "gpu":  # nothing of a simulated campaign is written for the sanitizer

@@ -1,7 +1,7 @@
 """The attempt ledger: one Optuna study per campaign, one trial per attempt.
 
 Optuna's RDB storage gives us persistence, resumption and sharing between
-workers on PostgreSQL (``evo worker``, evo/workers.py); each trial carries its
+workers on PostgreSQL (``evo worker``, evo/loop/workers.py); each trial carries its
 full :class:`Attempt` as a JSON user attribute, so the ledger is readable
 without our own schema.
 
@@ -126,11 +126,11 @@ from optuna.distributions import (
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from evo import optuna_private as op
-from evo.family import Knob
-from evo.genome import Genome
-from evo.optuna_private import models
-from evo.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.core.family import Knob
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.ledger import optuna_private as op
+from evo.ledger.optuna_private import models
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -12,8 +12,8 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from evo.ideas import describe_change
-from evo.records import ACCEPTED, BASELINE, Attempt
+from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.search.ideas import describe_change
 
 
 def _short(s: str, n: int = 90) -> str:

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from evo.genome import Genome
-from evo.proposers.base import Option, Proposal, Proposer
-from evo.records import Attempt, Code
+from evo.core.genome import Genome
+from evo.core.records import Attempt, Code
+from evo.search.base import Option, Proposal, Proposer
 
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
 MAX_OBS = 256  # measured genomes the model conditions on, at most (the best half and a seeded sample of the rest)

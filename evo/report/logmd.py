@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
-from evo.ceiling import describe as ceiling_describe
-from evo.ideas import book_from_meta, delta, describe_change, idea_events
-from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code
+from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
+from evo.measure.ceiling import describe as ceiling_describe
+from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
 DASH = "–"
 SIMULATED_BANNER = (
@@ -359,7 +359,7 @@ def _step_sanitizer(a: Attempt) -> str:
 
 
 def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
-    """evo/ceiling.py: at the end of each run, the champion and the copy ceiling measured alternately."""
+    """evo/measure/ceiling.py: at the end of each run, the champion and the copy ceiling measured alternately."""
     checks = meta.get("ceiling_checks") or []
     if not checks:
         return []
@@ -540,7 +540,8 @@ def _rejected(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]
 
 
 def _rejected_sources(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> list[str]:
-    """Source-level ideas (evo/ideas.py) that failed, with their titles and rationales, and failed outside answers."""
+    """Source-level ideas (evo/search/ideas.py) that failed, with their titles and rationales, and failed outside
+    answers."""
     book = book_from_meta(meta.get("ideas"))
     failed = [e for e in idea_events(attempts, meta) if e.verdict != "accepted"]
     if not failed:
@@ -603,7 +604,8 @@ def _selfcheck(meta: Mapping[str, Any]) -> list[str]:
 
 
 def _sanitizer(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
-    """compute-sanitizer over the champion (evo/sanitize.py): per tool its status, count, first errors, command."""
+    """compute-sanitizer over the champion (evo/measure/sanitize.py): per tool its status, count, first errors,
+    command."""
     import shlex
 
     rec = meta.get("sanitizer")
