@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from evo.family import Geometry, load_family  # noqa: E402
-from evo.proposers.surrogate import Surrogate  # noqa: E402
-from evo.records import BASELINE, Attempt, Verdict  # noqa: E402
+from evo.core.family import Geometry, load_family  # noqa: E402
+from evo.core.records import BASELINE, Attempt, Verdict  # noqa: E402
+from evo.search.surrogate import Surrogate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,9 @@ if _stop._evo_command():  # the evo command: a Ctrl-C or SIGTERM during these im
     _stop.install()
 
 from evo.config import CampaignConfig, ConfigError, load_config
-from evo.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec, load_family
-from evo.genome import Genome
-from evo.records import Attempt, Code, Interval, Resources, Timing, Verdict
+from evo.core.family import Family, Geometry, GeometryParam, Knob, Launch, OutputSpec, load_family
+from evo.core.genome import Genome
+from evo.core.records import Attempt, Code, Interval, Resources, Timing, Verdict
 
 __all__ = [
     "Attempt",

@@ -1,11 +1,11 @@
 """The backends a campaign can measure on, registered by name: the config's ``backend`` and the CLI's ``--backend``
-take these names (``BACKENDS``), and ``evo.campaign.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
+take these names (``BACKENDS``), and ``evo.loop.campaign.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
 where a CUDA GPU is visible, else ``recorded`` (the family's recorded sweep).
 
 Each entry names two factories as "module:function" (imported only when used): ``make(cfg, builder)`` builds the
 backend in this process, ``worker(config, backend, storage)`` in an isolated worker process (harness/worker.py
 starts it in a fresh interpreter, so it takes a config path, not objects). A backend implements
-``evo.protocols.Backend``. A new one is one ``register`` call here (its factories in evo/backend_factories.py).
+``evo.core.protocols.Backend``. A new one is one ``register`` call here (its factories in evo/backend_factories.py).
 """
 
 from __future__ import annotations

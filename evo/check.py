@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import CampaignConfig, ConfigError, load_config
-from evo.family import Family, FamilyError, Geometry
-from evo.genome import Genome
+from evo.core.family import Family, FamilyError, Geometry
+from evo.core.genome import Genome
 
 
 class CheckFailed(Exception):

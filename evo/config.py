@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 
 from evo.backends import BACKENDS
-from evo.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
-from evo.genome import Genome
+from evo.core.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
+from evo.core.genome import Genome
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
-from evo.sanitize import DEFAULT_TOOLS, TOOLS
+from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
 class ConfigError(Exception):
@@ -72,7 +72,7 @@ class Budget:
 class ProposerConfig:
     name: str = key(
         "surrogate",  # the default proposer (docs/search-efficiency.md: fewest evaluations on every recorded sweep)
-        "search strategy, one module each in evo/proposers/",
+        "search strategy, one module each in evo/search/",
         custom=True,
         allowed="a proposer's name (below)",
     )
@@ -203,7 +203,7 @@ class WorkerConfig:
     )
     prefetch: int = key(
         -1,
-        "NVRTC processes compiling the next proposals while the GPU measures (evo/prefetch.py)",
+        "NVRTC processes compiling the next proposals while the GPU measures (evo/loop/prefetch.py)",
         lo=0,
         hi=16,
         custom=True,
@@ -214,10 +214,10 @@ class WorkerConfig:
 
 @dataclass(frozen=True)
 class OutsideProposerConfig:
-    """A command that answers the champion's source and the attempt history with a patch (evo.proposers.outside)."""
+    """A command that answers the champion's source and the attempt history with a patch (evo.search.outside)."""
 
     command: tuple[str, ...] = key(
-        doc="the proposer command (e.g. [python, -m, evo.proposers.rules])",
+        doc="the proposer command (e.g. [python, -m, evo.search.rules])",
         custom=True,
         required=True,
         kind="argv list",
@@ -234,7 +234,7 @@ class OutsideProposerConfig:
 
 @dataclass(frozen=True)
 class IdeasConfig:
-    """Source-level ideas (evo/ideas.py): genes switched on and off, and an optional outside proposer."""
+    """Source-level ideas (evo/search/ideas.py): genes switched on and off, and an optional outside proposer."""
 
     toggle: float = key(0.2, "chance per attempt of switching one idea on or off on the champion", lo=0.0, hi=1.0)
     folder: bool = key(True, "use the family's ideas/ folder")
@@ -246,7 +246,7 @@ class IdeasConfig:
 @dataclass(frozen=True)
 class SanitizerConfig:
     """compute-sanitizer over each step before it becomes the champion (gates/sanitizer.py), over the champion
-    after a GPU run if the gate did not check it, and on demand (`evo sanitize`); evo/sanitize.py runs it."""
+    after a GPU run if the gate did not check it, and on demand (`evo sanitize`); evo/measure/sanitize.py runs it."""
 
     enabled: str = key("auto", "auto: where a GPU and compute-sanitizer exist", choices=("auto", "on", "off"))
     tools: tuple[str, ...] = key(
@@ -583,7 +583,7 @@ def load_config(
     path: str | Path, *, backend_override: str | None = None, storage_override: str | None = None
 ) -> CampaignConfig:
     """Read and validate a campaign config; raise ConfigError with one line on any problem."""
-    from evo.proposers import PROPOSERS  # local import: proposers import config types
+    from evo.search import PROPOSERS  # local import: proposers import config types
 
     p = Path(path)
     if not p.is_file():
@@ -822,7 +822,7 @@ def _gates(raw: Any) -> GateConfig:
 
 
 def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> BoundConfig | None:
-    from evo.profile import ProfileError, load_profile
+    from evo.measure.profile import ProfileError, load_profile
 
     if raw is None:
         return None
@@ -848,7 +848,7 @@ def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry])
 
 
 def _e2e(raw: Any, bound: BoundConfig | None) -> E2EConfig | None:
-    from evo.e2e import E2EError, normalize_command
+    from evo.measure.e2e import E2EError, normalize_command
 
     if raw is None:
         return None
@@ -881,14 +881,14 @@ def _env(raw: Any, key: str) -> dict[str, Any]:
 
 
 def _ideas(raw: Any) -> IdeasConfig:
-    from evo.e2e import E2EError, normalize_command
+    from evo.measure.e2e import E2EError, normalize_command
 
     i = _section(raw, "ideas", _keys(IdeasConfig))
     outside = None
     if i.get("proposer") is not None:
         p = _section(i["proposer"], "ideas.proposer", _keys(OutsideProposerConfig))
         if "command" not in p:
-            raise ConfigError("ideas.proposer.command: missing (an argv list, e.g. [python, -m, evo.proposers.rules])")
+            raise ConfigError("ideas.proposer.command: missing (an argv list, e.g. [python, -m, evo.search.rules])")
         try:
             argv = normalize_command(p["command"], "ideas.proposer.command")
         except E2EError as err:
@@ -969,14 +969,14 @@ def sections() -> list[tuple[str, type]]:
 
 def _proposer_rows() -> list[tuple[str, str, list[tuple[str, str, str, str, str]]]]:
     """(name, what it is, option rows) per proposer, the default first."""
-    from evo.proposers import PROPOSERS
+    from evo.search import PROPOSERS
 
     names = sorted(PROPOSERS, key=lambda n: (n != ProposerConfig.name, n))
     out = []
     for n in names:
         cls = PROPOSERS[n]
         what = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip().splitlines()[0]
-        if (cls.__doc__ or "").strip() and cls.__module__ == "evo.proposers.optuna_samplers":
+        if (cls.__doc__ or "").strip() and cls.__module__ == "evo.search.optuna_samplers":
             what = (cls.__doc__ or "").strip().splitlines()[0]  # one module, three proposers: each class says which
         rows = [(o, opt.type_text, opt.allowed_text, opt.default_text, opt.doc) for o, opt in cls.OPTIONS.items()]
         out.append((n, what, rows))

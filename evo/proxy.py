@@ -27,7 +27,7 @@ Prints ``tokens/s: X`` (decode steps only) and ``sha256: <hex>`` (sha256 of
 the generated token ids as int64 little-endian bytes). ``--profile-out``
 writes a CSV ``Name,Total Time (ns)`` of time per decode step of each op
 (torch.profiler; CUDA time on a GPU, CPU time otherwise) that
-``evo.profile.load_profile`` reads; the op ``mhc_pre_big_fuse`` is named so.
+``evo.measure.profile.load_profile`` reads; the op ``mhc_pre_big_fuse`` is named so.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def token_hash(tokens: list[int]) -> str:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from evo.family import Geometry, load_family
+    from evo.core.family import Geometry, load_family
 
     if args.layers < 1 or args.tokens < 1 or args.vocab < 2:
         raise ProxyError("--layers and --tokens must be >= 1 and --vocab >= 2")

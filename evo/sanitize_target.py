@@ -3,9 +3,9 @@ watched (a watched geometry's kernel ships too), on seed-0 inputs.
 
     python -m evo.sanitize_target <config> <genome file>
 
-The genome file is what :func:`evo.sanitize.write_genome_file` writes. Outputs
+The genome file is what :func:`evo.measure.sanitize.write_genome_file` writes. Outputs
 are exact-size tensors (no guard bands: a write past an output's end must fall
-outside its allocation for memcheck to see it; evo.sanitize turns torch's
+outside its allocation for memcheck to see it; evo.measure.sanitize turns torch's
 caching allocator off for the same reason), poisoned before the launch so
 initcheck never blames the harness. Exit codes: 0 ran, 3 no GPU, 4 could not
 set up, 5 the launch failed (the sanitizer's report says why).
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from evo.sanitize import TARGET_CRASH, TARGET_FAILED, TARGET_NO_GPU, TARGET_PREFIX
+from evo.measure.sanitize import TARGET_CRASH, TARGET_FAILED, TARGET_NO_GPU, TARGET_PREFIX
 
 
 def _say(msg: str) -> None:
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         _say("usage: python -m evo.sanitize_target <config> <genome file>")
         return TARGET_FAILED
     from evo.config import ConfigError, load_config
-    from evo.genome import Genome
-    from evo.ideas import book_from_meta, idea_hook
+    from evo.core.genome import Genome
+    from evo.search.ideas import book_from_meta, idea_hook
     from harness.build import Builder, BuildError
 
     try:

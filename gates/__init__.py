@@ -1,4 +1,4 @@
-"""Gates: small pure functions from evidence to a :class:`evo.records.Verdict`: a code (what was decided, what
+"""Gates: small pure functions from evidence to a :class:`evo.core.records.Verdict`: a code (what was decided, what
 the campaign and the proposers read, with the data they need in its detail) and a reason (the same in words, for
 people).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evo.records import PASS, Code, Verdict
+from evo.core.records import PASS, Code, Verdict
 
 
 @dataclass

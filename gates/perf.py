@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evo.records import Code, Interval, Timing, Verdict
+from evo.core.records import Code, Interval, Timing, Verdict
 from gates.stats import geomean, median, median_interval, spread_pct
 
 PHYSICS_SLACK = 1.05  # a few percent over the copy ceiling is still plausible (caches, clock)

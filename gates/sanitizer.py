@@ -1,9 +1,9 @@
 """Sanitizer gate: compute-sanitizer's parsed reports of one step + the family's suppressions -> a verdict.
 
 A step becomes the champion only if no tool reported a finding the family does not declare known
-(evo.family.SanitizerSuppression: tool, kernel, pattern, and the argument a reviewer must read). A tool that could
+(evo.core.family.SanitizerSuppression: tool, kernel, pattern, and the argument a reviewer must read). A tool that could
 not check the step (unavailable, timeout, failed) is no finding: the step stands, and is "not sanitizer-checked"
-by that tool in the log and its commit message. Running the tool is evo/sanitize.py's.
+by that tool in the log and its commit message. Running the tool is evo/measure/sanitize.py's.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evo.records import PASS, Code, Verdict
+from evo.core.records import PASS, Code, Verdict
 
 CLEAN, ERRORS = "clean", "errors"
 SHOWN = 3  # finding lines a rejection's reason quotes
 
 
 class Suppression(Protocol):
-    """What the gate reads of a family's declared suppression (evo.family.SanitizerSuppression)."""
+    """What the gate reads of a family's declared suppression (evo.core.family.SanitizerSuppression)."""
 
     name: str
     tool: str
@@ -32,7 +32,7 @@ class Suppression(Protocol):
 
 @dataclass
 class ToolReport:
-    """One tool's result as evo/sanitize.py parsed it."""
+    """One tool's result as evo/measure/sanitize.py parsed it."""
 
     tool: str
     status: str  # clean | errors | unavailable | timeout | failed
@@ -54,7 +54,7 @@ class ToolReport:
 @dataclass
 class SanitizerResult:
     verdict: Verdict
-    record: dict[str, Any]  # what the step carries: checked, tools, suppressed, unchecked (evo/logmd, evo/export)
+    record: dict[str, Any]  # what the step carries: checked, tools, suppressed, unchecked (evo/report/: logmd, export)
 
 
 def _errors(r: ToolReport) -> list[str]:

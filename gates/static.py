@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from evo.records import PASS, Code, Resources, Verdict
+from evo.core.records import PASS, Code, Resources, Verdict
 
 
 def static_gate(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from evo.records import Interval
+from evo.core.records import Interval
 
 
 def median(xs: Sequence[float]) -> float:

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from evo.family import Family, Geometry
-from evo.records import Resources
+from evo.core.family import Family, Geometry
+from evo.core.records import Resources
 from harness.errors import HarnessError
 
 DEFAULT_ARCH = "sm_90"
@@ -569,7 +569,7 @@ def build_module(
 ) -> Module:
     """Compile (or fetch from the cache) one resolved source.
 
-    ``entry``: a function name, or a template-id (:meth:`evo.family.Family.entry_expression`); ``options``: the
+    ``entry``: a function name, or a template-id (:meth:`evo.core.family.Family.entry_expression`); ``options``: the
     family's and the campaign's NVRTC options (checked by :func:`check_nvrtc_options`). A kernel that includes
     nothing and takes no options has the cache key and identity it always had.
     """
@@ -664,7 +664,7 @@ class Builder:
     ):
         """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
         ``source_hook(body, genome)``: the kernel text a genome with genes beyond the family's knobs builds from
-        (the campaign's source-level ideas, evo/ideas.py ``idea_hook``); the builder knows nothing of them.
+        (the campaign's source-level ideas, evo/search/ideas.py ``idea_hook``); the builder knows nothing of them.
 
         Raises BuildError for an include folder that is not there or an option evo cannot take, and
         ValueError when the family's template entry names something no specialization has.
@@ -743,7 +743,7 @@ class Builder:
         return body
 
     def build(self, genome: Mapping[str, Any], base_source: str | None = None) -> Built:
-        from evo.genome import Genome
+        from evo.core.genome import Genome
 
         built = Built(Genome(genome).key)
         body = self.source_for(genome, base_source)

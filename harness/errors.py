@@ -1,7 +1,7 @@
 """The one error base of the harness: what the campaign loop catches when a candidate cannot be built or judged.
 
 Each subclass says how the loop records it: ``kind`` is the error verdict's kind (``error: compile``, ``error:
-crash``, ...; its code is ``evo.records.error_code(kind)``), ``gate`` the gate the verdict names (None: none), and
+crash``, ...; its code is ``evo.core.records.error_code(kind)``), ``gate`` the gate the verdict names (None: none), and
 ``fatal`` whether the process can go on measuring (a crashed CUDA context cannot: the attempt is recorded, then the
 exception passes on). Anything that is not a HarnessError is a bug of evo: recorded as ``error: harness`` and
 raised.

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo.family import Family, Geometry
+from evo.core.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Builder, Built
 from harness.errors import HarnessError
@@ -29,8 +29,9 @@ from harness.errors import HarnessError
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
 GUARD, GUARD_BYTES = 0xCD, 4096  # bands around every output buffer catch writes past its ends
-# The latency floor's kernel (evo/ceiling.py): nothing but what a launch costs. Under PDL it lets the next launch
-# in at once and then waits for the launch before, as the fastest PDL-safe candidate could (kernel.cu's pdl_wait).
+# The latency floor's kernel (evo/measure/ceiling.py): nothing but what a launch costs. Under PDL it lets the next
+# launch in at once and then waits for the launch before, as the fastest PDL-safe candidate could (kernel.cu's
+# pdl_wait).
 EMPTY_KERNEL = r"""
 extern "C" __global__ void evo_empty() {
 #if EVO_PDL

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evo.family import Family, Geometry
+from evo.core.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
 from harness.errors import HarnessError
@@ -166,7 +166,7 @@ class RecordedBackend:
         return dict(self.sweep.data["copy_ceiling"])  # (one recorded figure, however many trials are asked for)
 
     def load(self, built: Built | None, genome: Mapping[str, Any]) -> Loaded:
-        from evo.genome import Genome
+        from evo.core.genome import Genome
 
         return Loaded(built, genome, {"key": Genome(genome).key})  # type: ignore[arg-type]
 

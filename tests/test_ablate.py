@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evo import ablate as ab
 from evo.cli import main
-from evo.ledger import Ledger
+from evo.ledger.ledger import Ledger
+from evo.report import ablation as ab
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,9 @@ import re
 import zlib
 from pathlib import Path
 
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.genome import Genome
+from evo.core.genome import Genome
+from evo.loop.campaign import Campaign
 from harness.gpu import Samples
 from harness.recorded import RecordedBackend
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evo.profile import ProfileError, load_profile
+from evo.measure.profile import ProfileError, load_profile
 from gates.bound import bound_gate, share_after, step_bound
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,9 +64,9 @@ def _cfg(tmp_path: Path, attempts: int, extra: str = "") -> Path:
 
 
 def test_campaign_records_bound_for_accepted_steps(tmp_path):
-    from evo.campaign import Campaign
     from evo.config import load_config
-    from evo.logmd import render_log
+    from evo.loop.campaign import Campaign
+    from evo.report.logmd import render_log
 
     (tmp_path / "prof.yaml").write_text("decode_noise_floor: 0.007\nkernels: {mhc_pre_big_fuse: 3, rest: 97}\n")
     cfg = load_config(_cfg(tmp_path, 30, "bound: {profile: prof.yaml, geometry: T4096_H4096}\n"))
@@ -85,9 +85,9 @@ def test_campaign_records_bound_for_accepted_steps(tmp_path):
 
 
 def test_replay_links_original_and_reports_changes(tmp_path):
-    from evo.campaign import Campaign
     from evo.config import load_config
-    from evo.replay import replay
+    from evo.loop.campaign import Campaign
+    from evo.loop.replay import replay
 
     cfg = load_config(_cfg(tmp_path, 20))
     Campaign(cfg, out=lambda s: None).run()
@@ -106,9 +106,9 @@ def test_replay_links_original_and_reports_changes(tmp_path):
 
 def test_replay_of_the_committed_h200_campaign_on_the_recorded_backend(tmp_path):
     """The GPU ledger re-judged here: knob genomes replay, source-level faults say they need a GPU."""
-    from evo.campaign import Campaign
     from evo.config import load_config
-    from evo.replay import replay
+    from evo.loop.campaign import Campaign
+    from evo.loop.replay import replay
 
     db = tmp_path / "h200.db"
     with (

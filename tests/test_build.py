@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrtc); no GPU needed
 
 import harness.build as hb  # noqa: E402
-from evo.family import Geometry, load_family  # noqa: E402
+from evo.core.family import Geometry, load_family  # noqa: E402
 from harness.build import (
     Builder,
     BuildError,

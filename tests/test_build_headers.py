@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("cupy")  # NVRTC comes with CuPy (from cupy.cuda import nvrtc); no GPU needed
 
 import harness.build as hb  # noqa: E402
-from evo.family import FamilyError, Geometry, Knob, load_family  # noqa: E402
+from evo.core.family import FamilyError, Geometry, Knob, load_family  # noqa: E402
 from harness.build import (
     Builder,
     BuildError,
@@ -162,7 +162,7 @@ def test_without_a_toolkit_the_headers_come_from_cuda_pathfinder(monkeypatch):
 # A family written to tmp_path, with headers of its own and an extra include folder
 
 FAMILY_PY = """
-from evo.family import Family, GeometryParam, Knob, Launch
+from evo.core.family import Family, GeometryParam, Knob, Launch
 
 
 class Tiny(Family):
@@ -463,7 +463,7 @@ def test_family_attributes_default_to_none():
 
 
 def test_knob_values_that_are_not_words_still_make_macro_names(tmp_path):
-    from evo.family import Family
+    from evo.core.family import Family
 
     class Modes(Family):
         outputs = make_inputs = reference = launch = kernel_args = None

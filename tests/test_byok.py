@@ -16,7 +16,7 @@ import yaml
 
 from evo.check import run_check
 from evo.config import ConfigError, load_config
-from evo.family import CANDIDATES_DIR, FamilyError, find_families, load_family, resolve_family
+from evo.core.family import CANDIDATES_DIR, FamilyError, find_families, load_family, resolve_family
 from evo.scaffold import ScaffoldError, new_family, read_entries
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,7 +247,7 @@ def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path):
 def test_export_of_a_template_family_names_each_steps_instantiation(tmp_path, monkeypatch):
     """A template knob leaves kernel.cu unchanged, so each exported step appends the explicit instantiation it
     launches: the patch shows the template arguments change, and the file still builds to the genome's code."""
-    from evo.export import step_source
+    from evo.report.export import step_source
     from harness.build import Builder
 
     monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))

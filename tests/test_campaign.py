@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evo.campaign import SIMULATED_LABEL, Campaign, CampaignError
 from evo.config import load_config
-from evo.ledger import Ledger
-from evo.logmd import write_log
-from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED
+from evo.ledger.ledger import Ledger
+from evo.loop.campaign import SIMULATED_LABEL, Campaign, CampaignError
+from evo.report.logmd import write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"

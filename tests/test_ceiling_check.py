@@ -1,4 +1,4 @@
-"""gates.perf.ceiling_check (evo/ceiling.py): at the end of a run the champion and the copy ceiling are measured
+"""gates.perf.ceiling_check (evo/measure/ceiling.py): at the end of a run the champion and the copy ceiling are measured
 alternately; the ratios, their record in the ledger, the log's section, and a failure that loses nothing."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from evo import ceiling
-from evo.campaign import Campaign
 from evo.config import ConfigError, load_config
-from evo.logmd import render_log
+from evo.loop.campaign import Campaign
+from evo.measure import ceiling
+from evo.report.logmd import render_log
 from harness.recorded import RecordedBackend
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evo.family import family_names, load_family
+from evo.core.family import family_names, load_family
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evo.config import ConfigError, load_config
-from evo.family import load_family
+from evo.core.family import load_family
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"
@@ -116,7 +116,7 @@ def test_knob_restriction_narrows_the_space_the_campaign_searches(tmp_path):
     assert cfg.family.knob("block").values == (256, 512)  # the family's order, whatever the config's
     assert cfg.family.knob("vec").values == load_family("mhc_pre_big_fuse").knob("vec").values
     assert load_family("mhc_pre_big_fuse").knob("meta").values == ("array", "slice")  # the family is untouched
-    from evo.proposers import PROPOSERS
+    from evo.search import PROPOSERS
 
     p = PROPOSERS["evolutionary"](cfg.family, cfg.geometries, {}, 0)
     seen: set[str] = {cfg.family.baseline().key}

@@ -16,7 +16,7 @@ import yaml
 
 from evo import config as C
 from evo.config import ConfigError, load_config
-from evo.proposers import PROPOSERS
+from evo.search import PROPOSERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE: dict[str, Any] = {
@@ -143,7 +143,7 @@ def test_proposer_options_come_from_the_table(tmp_path, pname):
 
 def test_no_proposer_states_an_option_default_in_code():
     """A default given beside a read (``options.get("x", 0.5)``) would be a second statement of the table's."""
-    for f in sorted((ROOT / "evo" / "proposers").glob("*.py")):
+    for f in sorted((ROOT / "evo" / "search").glob("*.py")):
         literal = re.search(r"options\.get\(\s*\"\w+\"\s*,\s*(?:[-\d.{\[\"']|True|False|None)", f.read_text())
         assert literal is None, f"{f.name}: {literal.group(0)}...: read the table's default with self.opt()"
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("cupy")  # NVRTC comes with CuPy; no GPU needed
 
 from evo.config import load_config  # noqa: E402
-from evo.family import Geometry, load_family  # noqa: E402
+from evo.core.family import Geometry, load_family  # noqa: E402
 from gates.static import static_gate  # noqa: E402
 from harness.build import Builder  # noqa: E402
 from harness.recorded import load_sweeps  # noqa: E402

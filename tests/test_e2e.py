@@ -1,4 +1,4 @@
-"""The end-to-end hook (evo/e2e.py) and the built-in decode proxy (evo/proxy.py)."""
+"""The end-to-end hook (evo/measure/e2e.py) and the built-in decode proxy (evo/proxy.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evo.e2e import (
+from evo.measure.e2e import (
     KERNEL_ONLY,
     MEASUREMENT_ERROR,
     OK,
@@ -254,7 +254,7 @@ def test_proxy_reference_deterministic_and_seeded(capsys):
 
 
 def test_proxy_profile_share(tmp_path, capsys):
-    from evo.profile import load_profile
+    from evo.measure.profile import load_profile
 
     prof_path = tmp_path / "prof.csv"
     _proxy_inproc(SMALL + ["--backend", "reference", "--profile-out", str(prof_path)], capsys)
@@ -334,7 +334,7 @@ def test_proxy_gpu_exact_knob_keeps_the_token_stream(tmp_path):
 
 @pytest.mark.gpu
 def test_proxy_gpu_profile_share(tmp_path, capsys):
-    from evo.profile import load_profile
+    from evo.measure.profile import load_profile
 
     prof_path = tmp_path / "prof.csv"
     _proxy_inproc(

@@ -18,9 +18,9 @@ print("sha256:", ("b" if g["barrier"] == "early" else "a") * 64)
 
 
 def test_campaign_judges_steps_end_to_end(tmp_path):
-    from evo.campaign import Campaign
     from evo.config import load_config
-    from evo.logmd import render_log
+    from evo.loop.campaign import Campaign
+    from evo.report.logmd import render_log
 
     (tmp_path / "fake.py").write_text(FAKE)
     (tmp_path / "prof.yaml").write_text("decode_noise_floor: 0.003\nkernels: {mhc_pre_big_fuse: 3, rest: 97}\n")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from evo.family import Family, Geometry, _load_module
+from evo.core.family import Family, Geometry, _load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "examples" / "fused_add_rmsnorm"

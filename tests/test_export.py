@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evo.export import export, lasting_series, resolve_conditionals, resolved_kernel
-from evo.family import load_family
-from evo.genome import Genome
+from evo.core.family import load_family
+from evo.core.genome import Genome
+from evo.report.export import export, lasting_series, resolve_conditionals, resolved_kernel
 from harness.build import compile_source, resolve_source, sass_digest
 
 FAM = load_family("mhc_pre_big_fuse")
@@ -75,8 +75,8 @@ def _campaign(tmp_path: Path, attempts: int) -> Path:
 
 
 def test_export_series_applies_with_git_am(tmp_path, monkeypatch):
-    from evo.campaign import Campaign
     from evo.config import load_config
+    from evo.loop.campaign import Campaign
 
     root = Path(__file__).resolve().parent.parent
     monkeypatch.chdir(root)
@@ -124,8 +124,8 @@ def _knobs_at(text: str) -> dict[str, str]:
 def test_export_of_a_recorded_campaign_has_no_step_undoing_another(tmp_path, monkeypatch):
     """The recorded campaign moves barrier late->early, then early->late, and unroll 1->2, then 2->1: each such pair
     goes into one patch, the series still applies, and every commit's message gives its steps and true figures."""
-    from evo.campaign import Campaign
     from evo.config import load_config
+    from evo.loop.campaign import Campaign
 
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     cfg = load_config(_campaign(tmp_path, 15))
@@ -189,8 +189,8 @@ def test_export_check_builds_the_final_file(tmp_path, monkeypatch):
     assert "__syncthreads();  // only pre" in text
     final.write_text(text.replace("__syncthreads();  // only pre", "// only pre"))  # a missing barrier
     from evo.config import load_config
-    from evo.export import check_final
-    from evo.ledger import Ledger
+    from evo.ledger.ledger import Ledger
+    from evo.report.export import check_final
 
     c = load_config(cfg)
     led = Ledger(c.storage, c.campaign, c.family.knobs)
@@ -216,7 +216,7 @@ def test_macros_a_family_derives_from_the_geometry_stay_undecided(changes):
     """fp4_matvec derives macros from the geometry's `in` (the H200 export of 2026-12-02 failed on them with a
     KeyError): one value at every geometry is written as a #define, differing ones stay as kernel.cu has them, and
     the exported kernel gives each specialization's machine code."""
-    from evo.export import geometry_defines
+    from evo.report.export import geometry_defines
 
     g = FP4.baseline().replace(**changes)
     text = resolved_kernel(FP4, g, None, FP4_SPECS)

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from evo.config import load_config
-from evo.family import CANDIDATES_DIR, Family, family_names, load_family
+from evo.core.family import CANDIDATES_DIR, Family, family_names, load_family
 from harness.build import Builder
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = family_names()
 ALLOWED_IMPORTS = {"evo", "torch", "__future__"} | set(sys.stdlib_module_names)
+# The public paths families import (evo/family.py, genome.py, records.py re-export evo.core's modules).
 CORE = {"evo.family", "evo.genome", "evo.records"}
 
 
@@ -71,3 +72,19 @@ def test_baseline_compiles_without_spills(name, tmp_path):
     built = Builder(fam, cfg.geometries, "sm_90").build(fam.baseline())
     for spec, m in built.modules.items():
         assert m.resources.registers > 0 and m.resources.spills == 0, (spec, m.resources)
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_the_public_family_api_is_the_core_modules_names(name):
+    """evo.family, evo.genome and evo.records re-export every public name of evo.core's module, the same objects."""
+    import importlib
+
+    public, core = importlib.import_module(name), importlib.import_module(name.replace("evo.", "evo.core.", 1))
+    defined = {
+        k
+        for k, v in vars(core).items()
+        if not k.startswith("_") and getattr(v, "__module__", core.__name__) == core.__name__
+    }
+    defined -= {k for k, v in vars(core).items() if isinstance(v, type(importlib))}  # modules it imports
+    assert defined <= set(public.__all__), sorted(defined - set(public.__all__))
+    assert all(getattr(public, k) is getattr(core, k) for k in public.__all__)

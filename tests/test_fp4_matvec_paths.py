@@ -18,7 +18,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from evo.family import Geometry, load_family
+from evo.core.family import Geometry, load_family
 from harness.build import Builder
 
 FAM = load_family("fp4_matvec")

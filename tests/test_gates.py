@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from evo.records import Code, Resources
+from evo.core.records import Code, Resources
 from gates import (
     CorrectnessEvidence,
     OutputCheck,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evo.family import Geometry, load_family
+from evo.core.family import Geometry, load_family
 from gates import correctness_gate
 from harness.build import Builder
 
@@ -122,8 +122,8 @@ def _baseline_at_t4096():
 
 
 def test_ceiling_check_alternates_on_the_gpu():
-    # evo/ceiling.py on the GPU backend: a copy-ceiling trial of 4 GiB and the kernel's own batches, in turns
-    from evo import ceiling
+    # evo/measure/ceiling.py on the GPU backend: a copy-ceiling trial of 4 GiB and the kernel's own batches, in turns
+    from evo.measure import ceiling
 
     fam, g, be, loaded = _baseline_at_t4096()
     trials = ceiling.run_check(be, loaded, [g], {g.name: be.launches_for(loaded, g)}, 6, 2)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evo.family import Geometry, load_family
+from evo.core.family import Geometry, load_family
 from gates import correctness_gate
 from harness.gpu import GpuBackend, Loaded
 

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from evo.campaign import Campaign, CampaignError
 from evo.config import ConfigError, load_config
-from evo.family import load_family
-from evo.genome import Genome
-from evo.ideas import (
+from evo.core.family import load_family
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Interval, Timing, Verdict
+from evo.loop.campaign import Campaign, CampaignError
+from evo.search.base import Proposal
+from evo.search.ideas import (
     Idea,
     IdeaError,
     apply_ideas,
@@ -39,8 +41,6 @@ from evo.ideas import (
     toggled,
     with_ideas,
 )
-from evo.proposers.base import Proposal
-from evo.records import ACCEPTED, BASELINE, Attempt, Interval, Timing, Verdict
 from harness.build import BuildError, apply_patch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_apply_ideas_verdicts_name_the_idea_and_the_hunk():
 
 
 def test_builder_applies_a_genomes_ideas():
-    from evo.family import Geometry
+    from evo.core.family import Geometry
     from harness.build import Builder
 
     g = Geometry("g", {"T": 4, "H": 4096, "S": 1, "prenorm": False})
@@ -239,8 +239,8 @@ def test_inexact_idea_is_rejected_in_exact_mode_without_measuring(tmp_path):
 
 
 def test_toggles_switch_only_registered_ideas_and_knobs_keep_the_champions_ideas(tmp_path):
-    from evo.proposers.evolutionary import Evolutionary
-    from evo.proposers.outside import IdeaLayer
+    from evo.search.evolutionary import Evolutionary
+    from evo.search.outside import IdeaLayer
 
     cfg = load_config(write_config(tmp_path, 3, "ideas: {toggle: 1.0}\n"))
     book = {"a": idea_from("a", insert_before(ANCHOR, "#pragma unroll\n"))}
@@ -374,7 +374,7 @@ def test_outside_proposer_failures_are_verdicts_and_the_campaign_goes_on(tmp_pat
     assert all(not a.origin.startswith("outside") for a in atts[8:])
     assert sum("no idea this time" in line for line in out) >= 1
     # The log's rejected ideas name the failed answers with their reasons.
-    from evo.logmd import render_log
+    from evo.report.logmd import render_log
 
     md = render_log(atts, camp.ledger.all_meta())
     rej = md.split("## Rejected ideas")[1]
@@ -390,17 +390,17 @@ def test_outside_proposer_is_dropped_after_repeated_failures(tmp_path):
     labels = [a.verdict.label() for a in camp.ledger.attempts()]
     assert labels[1:3] == ["error: proposer"] * 2 and "error: proposer" not in labels[3:]
     assert any("2 failed answers in a row; not asked again" in line for line in out)
-    from evo.replay import replay
+    from evo.loop.replay import replay
 
     assert replay(Campaign(load_config(path), out=lambda s: None), gate="proposer") == []  # nothing to re-judge
 
 
 def test_rule_based_proposer_answers_an_untried_idea_and_then_nothing():
-    from evo.export import resolved_kernel
-    from evo.proposers.outside import parse_answer, run_command
+    from evo.report.export import resolved_kernel
+    from evo.search.outside import parse_answer, run_command
 
     req = {"kernel_cu": SRC, "resolved_cu": resolved_kernel(FAM, FAM.baseline()), "tried_change_sha256": []}
-    cmd = [sys.executable, "-m", "evo.proposers.rules"]
+    cmd = [sys.executable, "-m", "evo.search.rules"]
     ans = parse_answer(run_command(cmd, req, {"kernel.cu": SRC}, 60))
     assert ans is not None and ans.title and ans.rationale and ans.exact
     assert apply_patch(SRC, normalize_patch(ans.patch)) != SRC
@@ -415,7 +415,7 @@ def test_rule_based_proposer_answers_an_untried_idea_and_then_nothing():
 
 
 def test_rule_based_proposer_marked_interchange_and_widen():
-    from evo.proposers.rules import propose
+    from evo.search.rules import propose
 
     src = textwrap.dedent("""\
         typedef uint2 vec_t;  // evo-rule: widen uint2 uint4
@@ -607,7 +607,7 @@ def _hand_campaign() -> tuple[list[Attempt], dict]:
 
 
 def test_export_carries_the_ideas_rationale_and_code(tmp_path):
-    from evo.export import export
+    from evo.report.export import export
 
     atts, meta = _hand_campaign()
     out = tmp_path / "export"
@@ -643,7 +643,7 @@ def test_export_carries_the_ideas_rationale_and_code(tmp_path):
 
 
 def test_exported_idea_step_compiles_to_the_built_machine_code():
-    from evo.export import idea_book, step_source
+    from evo.report.export import idea_book, step_source
     from harness.build import compile_source, resolve_source, sass_digest
 
     atts, meta = _hand_campaign()
@@ -656,7 +656,7 @@ def test_exported_idea_step_compiles_to_the_built_machine_code():
 
 
 def test_log_lists_rejected_ideas_with_their_rationale():
-    from evo.logmd import render_log
+    from evo.report.logmd import render_log
 
     atts, meta = _hand_campaign()
     md = render_log(atts, meta)

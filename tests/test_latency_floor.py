@@ -1,4 +1,5 @@
-"""The latency floor (evo/ceiling.py, harness/gpu.py): its CPU-side logic, and its kernel compiled with NVRTC."""
+"""The latency floor (evo/measure/ceiling.py, harness/gpu.py): its CPU-side logic, and its kernel compiled with
+NVRTC."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from evo import ceiling as c
-from evo.family import Geometry, load_family
-from evo.logmd import render_log
-from evo.records import BASELINE, Attempt, Timing, Verdict
+from evo.core.family import Geometry, load_family
+from evo.core.records import BASELINE, Attempt, Timing, Verdict
+from evo.measure import ceiling as c
+from evo.report.logmd import render_log
 from harness.build import compile_program
 from harness.gpu import EMPTY_KERNEL, EMPTY_KERNEL_NAME, empty_kernel_options
 

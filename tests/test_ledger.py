@@ -8,10 +8,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from evo.family import load_family
-from evo.genome import Genome
-from evo.ledger import Ledger
-from evo.records import Attempt, Interval, Resources, Timing, Verdict
+from evo.core.family import load_family
+from evo.core.genome import Genome
+from evo.core.records import Attempt, Interval, Resources, Timing, Verdict
+from evo.ledger.ledger import Ledger
 
 FAM = load_family("mhc_pre_big_fuse")
 G = "T4096_H4096"

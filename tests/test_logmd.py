@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from evo.family import load_family
-from evo.logmd import SIMULATED_BANNER, rejected_ideas, render_log, render_status, write_log
-from evo.records import Attempt, Interval, Resources, Timing, Verdict
+from evo.core.family import load_family
+from evo.core.records import Attempt, Interval, Resources, Timing, Verdict
+from evo.report.logmd import SIMULATED_BANNER, rejected_ideas, render_log, render_status, write_log
 
 FAM = load_family("mhc_pre_big_fuse")
 BASE = FAM.baseline()

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from evo.config import load_config
-from evo.family import CANDIDATES_DIR, Geometry, load_family
-from evo.genome import Genome
+from evo.core.family import CANDIDATES_DIR, Geometry, load_family
+from evo.core.genome import Genome
 from harness.build import Builder
 
 NAMES = ("moe_q2_matvec", "fp4_matvec")

@@ -18,7 +18,7 @@ import pytest
 import harness.gpu
 import harness.recorded as recorded
 from evo.config import load_config
-from evo.genome import Genome
+from evo.core.genome import Genome
 from harness import sweepfile
 from harness.recorded import RecordedBackend
 from tools import merge_sweeps as ms

@@ -20,7 +20,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from evo.family import Geometry, load_family
+from evo.core.family import Geometry, load_family
 from gates.static import static_gate
 from harness.build import Builder, Resources
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evo.cli import main
-from evo.export import MANIFEST, export, lasting_series
-from evo.family import load_family
+from evo.core.family import load_family
+from evo.report.export import MANIFEST, export, lasting_series
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -52,7 +52,7 @@ def work(campaign, tmp_path, monkeypatch):
 
 def _ledger_attempts(home: Path):
     from evo.config import load_config
-    from evo.ledger import Ledger
+    from evo.ledger.ledger import Ledger
 
     c = load_config(home / "c.yaml")
     led = Ledger(c.storage, c.campaign, c.family.knobs)

@@ -16,8 +16,8 @@ import sqlalchemy.exc
 import yaml
 
 from evo.cli import main
-from evo.family import load_family
-from evo.ledger import Ledger
+from evo.core.family import load_family
+from evo.ledger.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -253,7 +253,7 @@ def test_a_killed_runs_time_counts_against_the_time_budget(tmp_path):
     cfg = _cfg(tmp_path)
     script = (
         "import sys, time\n"
-        "from evo.campaign import Campaign\n"
+        "from evo.loop.campaign import Campaign\n"
         "from evo.config import load_config\n"
         "Campaign.setup = lambda self: time.sleep(60)  # a long A/A or baseline measurement\n"
         f"Campaign(load_config({str(cfg)!r}), out=lambda s: None, command='pytest').run()\n"

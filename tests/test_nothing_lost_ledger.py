@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from evo.cli import main
-from evo.family import load_family
-from evo.ledger import SESSION_ATTR, Ledger, SessionTaken
+from evo.core.family import load_family
+from evo.ledger.ledger import SESSION_ATTR, Ledger, SessionTaken
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -221,7 +221,7 @@ def test_the_plain_postgresql_form_uses_the_installed_driver(monkeypatch):
     it as psycopg 3, which the extra does not install; the error is then the server's, not "no database driver"."""
     import importlib.util
 
-    from evo.ledger import LedgerError, with_installed_driver
+    from evo.ledger.ledger import LedgerError, with_installed_driver
 
     assert with_installed_driver("postgresql+psycopg2://u@h/db") == "postgresql+psycopg2://u@h/db"
     assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"
@@ -318,7 +318,7 @@ def test_a_killed_run_does_not_block_the_next(home):
     _fake_session(db, ledger="stale", beat=time.time() - 3600)
     # this host, its process gone (kill -9): at once
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    from evo.ledger import _process
+    from evo.ledger.ledger import _process
 
     me = _process()
     _fake_session(

@@ -1,5 +1,5 @@
 """One campaign loop behind `evo run` and `evo worker`, and its seams: the gate list, the harness's one error base,
-the backend registry and the protocols (evo/protocols.py)."""
+the backend registry and the protocols (evo/core/protocols.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from evo.backends import BACKENDS, REGISTRY, BackendEntry, register
-from evo.campaign import GATES, Campaign, CampaignError, CampaignGate, make_backend
 from evo.config import load_config
-from evo.ledger import Ledger
-from evo.memory_ledger import MemoryLedger
-from evo.protocols import Backend, Gate, Storage
-from evo.records import ERROR, REJECTED, Code, Verdict
-from evo.workers import WorkerCampaign
+from evo.core.protocols import Backend, Gate, Storage
+from evo.core.records import ERROR, REJECTED, Code, Verdict
+from evo.ledger.ledger import Ledger
+from evo.ledger.memory_ledger import MemoryLedger
+from evo.loop.campaign import GATES, Campaign, CampaignError, CampaignGate, make_backend
+from evo.loop.workers import WorkerCampaign
 from harness import HarnessError
 from harness.recorded import RecordedBackend
 from tests.test_campaign import write_config
@@ -181,7 +181,7 @@ def test_a_worker_measures_against_a_champion_another_worker_accepted_meanwhile(
     import dataclasses
     import itertools
 
-    from evo.genome import Genome
+    from evo.core.genome import Genome
 
     camp = WorkerCampaign(load_config(write_config(tmp_path, 8)), out=lambda s: None)
     other = Ledger(camp.cfg.storage, camp.cfg.campaign, camp.family.knobs, shared=True)

@@ -1,4 +1,4 @@
-"""Optuna's private API is used in evo/optuna_private.py only, and every private name used there exists in the
+"""Optuna's private API is used in evo/ledger/optuna_private.py only, and every private name used there exists in the
 installed optuna and does what the adapter relies on: an Optuna upgrade that moves one fails here, by name.
 
 The indexed study and the memoizing TPE are held to a plain study and an unmodified TPESampler proposal by
@@ -18,10 +18,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from evo import optuna_private as op
+from evo.ledger import optuna_private as op
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTER = ROOT / "evo" / "optuna_private.py"
+ADAPTER = ROOT / "evo" / "ledger" / "optuna_private.py"
 SCANNED = ("evo", "harness", "gates", "tools", "candidates")
 PRIVATE_ATTRS = {name for _, name in op.PRIVATE_NAMES}
 
@@ -62,7 +62,9 @@ def test_every_private_name_exists_in_the_installed_optuna(live, where, name):
         obj = live[where.removesuffix(" instance")]
     else:
         obj = _resolve(where)
-    assert hasattr(obj, name), f"optuna {optuna.__version__}: {where} has no {name} (evo/optuna_private.py uses it)"
+    assert hasattr(obj, name), (
+        f"optuna {optuna.__version__}: {where} has no {name} (evo/ledger/optuna_private.py uses it)"
+    )
 
 
 def _private_uses(tree: ast.AST) -> set[str]:
@@ -96,7 +98,7 @@ def _own_names(tree: ast.AST) -> set[str]:
 def test_the_adapter_lists_every_private_name_it_uses():
     tree = ast.parse(ADAPTER.read_text())
     unlisted = _private_uses(tree) - PRIVATE_ATTRS - _own_names(tree)
-    assert not unlisted, f"evo/optuna_private.py uses {sorted(unlisted)}: add them to PRIVATE_NAMES"
+    assert not unlisted, f"evo/ledger/optuna_private.py uses {sorted(unlisted)}: add them to PRIVATE_NAMES"
 
 
 def test_no_other_module_touches_optunas_private_api():
@@ -117,7 +119,7 @@ def test_no_other_module_touches_optunas_private_api():
             bad |= (_private_uses(tree) & PRIVATE_ATTRS) - _own_names(tree)
             if bad:
                 offenders.append(f"{f.relative_to(ROOT)}: {sorted(bad)}")
-    assert not offenders, "Optuna's private API outside evo/optuna_private.py:\n" + "\n".join(offenders)
+    assert not offenders, "Optuna's private API outside evo/ledger/optuna_private.py:\n" + "\n".join(offenders)
 
 
 def test_the_scan_would_catch_a_private_use():

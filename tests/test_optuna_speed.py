@@ -1,4 +1,4 @@
-"""The Optuna proposers' indexed study (evo/proposers/optuna_samplers.py) changes speed, not behaviour.
+"""The Optuna proposers' indexed study (evo/search/optuna_samplers.py) changes speed, not behaviour.
 
 The proposers tell every ask that family.check rules out as FAIL, so their studies fill with FAIL trials; the
 indexed storage serves state-filtered reads without scanning them. These tests check that the samplers propose
@@ -15,8 +15,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-import evo.proposers.optuna_samplers as osamp
-from evo import optuna_private
+import evo.search.optuna_samplers as osamp
+from evo.ledger import optuna_private
 from tools import search_bench as sb
 
 

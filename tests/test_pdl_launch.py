@@ -78,7 +78,7 @@ def test_pdl_kernel_waits_before_x_and_y_only_under_evo_pdl():
 
 
 def test_a_pdl_campaign_without_a_gpu_says_why(tmp_path, monkeypatch):
-    from evo.campaign import CampaignError, make_backend
+    from evo.loop.campaign import CampaignError, make_backend
 
     monkeypatch.setattr("harness.gpu.gpu_available", lambda: False)
     cfg = load_config(_variant(tmp_path, ", launch: pdl", backend="recorded"))
@@ -131,7 +131,7 @@ def test_fp4_tma_with_pdl_matches_plain_launches_in_a_chain():
 def test_attempt_log_says_how_launches_were_made():
     from test_logmd import _campaign
 
-    from evo.logmd import render_log
+    from evo.report.logmd import render_log
 
     atts, meta = _campaign()
     assert "- Launches:" not in render_log(atts, meta)  # plain launches: nothing added
@@ -145,7 +145,7 @@ def test_every_timing_names_each_parts_launch():
     # the method string beside a timing: which part took PDL (the family's pdl_safe), which did not
     from types import SimpleNamespace
 
-    from evo.campaign import Campaign
+    from evo.loop.campaign import Campaign
 
     cfg = load_config(PDL_CFG)
     fam, geo = cfg.family, cfg.geometries[0]

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from evo.config import load_config
-from evo.family import Geometry, load_family
+from evo.core.family import Geometry, load_family
 from harness.build import Builder
 
 ROOT = Path(__file__).resolve().parent.parent

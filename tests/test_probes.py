@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from evo.config import load_config
-from evo.genome import Genome
+from evo.core.genome import Genome
 from harness.recorded import RecordedBackend
 from tools.probes import genome as probe
 

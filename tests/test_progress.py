@@ -1,4 +1,5 @@
-"""The live view (evo/progress.py) at a fixed console width: change, time, verdict, champion, elapsed and budget."""
+"""The live view (evo/report/progress.py) at a fixed console width: change, time, verdict, champion, elapsed and
+budget."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from evo.family import Geometry
-from evo.progress import Progress
-from evo.records import BASELINE, Attempt, Interval, Timing, Verdict
+from evo.core.family import Geometry
+from evo.core.records import BASELINE, Attempt, Interval, Timing, Verdict
+from evo.report.progress import Progress
 
 
 def _att(i, genome, verdict, us=None, vs=None, vb=None):

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from evo.family import Family, Geometry, Knob, Launch, OutputSpec, load_family
-from evo.genome import Genome
-from evo.proposers import PROPOSERS, Evolutionary, RandomSearch
-from evo.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.core.family import Family, Geometry, Knob, Launch, OutputSpec, load_family
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.search import PROPOSERS, Evolutionary, RandomSearch
 
 FAM = load_family("mhc_pre_big_fuse")
 GEOS = [

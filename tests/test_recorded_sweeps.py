@@ -14,8 +14,8 @@ import json
 import pytest
 
 from evo.config import load_config
-from evo.family import Geometry
-from evo.genome import Genome
+from evo.core.family import Geometry
+from evo.core.genome import Genome
 from harness.recorded import load_sweeps
 
 FAMILIES = ("mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec", "fp4_matvec")
@@ -97,7 +97,7 @@ def test_a_geometry_recorded_under_its_name_with_other_parameters_is_told_apart(
     (it used to name the same geometry as missing and as recorded)."""
     import pytest
 
-    from evo.family import Geometry, load_family
+    from evo.core.family import Geometry, load_family
     from harness.recorded import NotRecorded, find_sweep
 
     fam = load_family("mhc_pre_big_fuse")

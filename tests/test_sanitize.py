@@ -1,4 +1,5 @@
-"""The sanitizer pass (evo/sanitize.py) against a fake compute-sanitizer: parsing, statuses, time limit, hook, log."""
+"""The sanitizer pass (evo/measure/sanitize.py) against a fake compute-sanitizer: parsing, statuses, time limit, hook,
+log."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from evo import sanitize as sz
 from evo.cli import _sanitize_after_run, main
 from evo.config import ConfigError, load_config
-from evo.ledger import Ledger
-from evo.logmd import render_log
+from evo.ledger.ledger import Ledger
+from evo.measure import sanitize as sz
+from evo.report.logmd import render_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -505,7 +506,7 @@ def test_hook_skips_a_baseline_champion(fake, tmp_path):
     fake("clean")
     cfg = load_config(write_config(tmp_path))
     led = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
-    from evo.records import Attempt, Verdict
+    from evo.core.records import Attempt, Verdict
 
     g = cfg.family.baseline()
     t = led.ask(fixed=g)

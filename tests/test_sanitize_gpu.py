@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evo import sanitize as sz
 from evo.config import load_config
+from evo.measure import sanitize as sz
 from gates.sanitizer import ToolReport, sanitizer_gate
 
 ROOT = Path(__file__).resolve().parent.parent

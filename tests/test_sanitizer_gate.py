@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from evo import sanitize as sz
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.export import commit_message
-from evo.family import SanitizerSuppression, family_problem, load_family
-from evo.logmd import render_log
-from evo.records import ACCEPTED, Code
+from evo.core.family import SanitizerSuppression, family_problem, load_family
+from evo.core.records import ACCEPTED, Code
+from evo.loop.campaign import Campaign
+from evo.measure import sanitize as sz
+from evo.report.export import commit_message
+from evo.report.logmd import render_log
 from gates.sanitizer import ToolReport, describe, sanitizer_gate
 from harness.recorded import RecordedBackend
 
@@ -212,7 +212,7 @@ def test_without_the_tool_every_step_says_not_sanitizer_checked(tmp_path, monkey
 def test_a_suppressed_finding_is_printed_in_the_step_table_and_commit_message(tmp_path, monkeypatch):
     camp, atts, _ = _run(tmp_path, monkeypatch, None)
     a = next(x for x in atts if x.verdict.status == ACCEPTED)
-    from evo.records import Verdict
+    from evo.core.records import Verdict
 
     rec = sanitizer_gate([ToolReport("racecheck", "errors", 1, [RACE])], fp4().sanitizer_suppressions, TMA).record
     a.verdict = Verdict.accepted(a.verdict.reason, {"sanitizer": rec})

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from evo.family import Family, Geometry, Knob, Launch
-from evo.genome import Genome
-from evo.proposers import NSGA2, PROPOSERS, TPE, OptunaSampler
-from evo.records import BASELINE, Attempt, Verdict
+from evo.core.family import Family, Geometry, Knob, Launch
+from evo.core.genome import Genome
+from evo.core.records import BASELINE, Attempt, Verdict
+from evo.search import NSGA2, PROPOSERS, TPE, OptunaSampler
 from tools import search_bench as sb
 
 
@@ -357,11 +357,11 @@ def test_bench_bound_median_lower_bound(space, capsys):
 
 # --- the benchmark drives the campaign loop ------------------------------------------------------------
 def test_a_bench_run_is_the_campaign_loop_on_the_recorded_backend(space, tmp_path):
-    """run_proposer is evo.campaign.Campaign on the recorded backend: the same proposer and seed in a Campaign of the
-    shipped config (its NVRTC build, its gates, an SQLite ledger) propose the same genomes, and every verdict the
+    """run_proposer is evo.loop.campaign.Campaign on the recorded backend: the same proposer and seed in a Campaign of
+    the shipped config (its NVRTC build, its gates, an SQLite ledger) propose the same genomes, and every verdict the
     benchmark did not take from the recorded objective (its perf gate) is the campaign's own."""
-    from evo.campaign import Campaign
     from evo.config import load_config
+    from evo.loop.campaign import Campaign
     from tests.test_campaign import write_config
 
     def proposer():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.family import load_family
-from evo.logmd import render_log
-from evo.selfcheck import selfcheck
+from evo.core.family import load_family
+from evo.loop.campaign import Campaign
+from evo.loop.selfcheck import selfcheck
+from evo.report.logmd import render_log
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from evo.family import Family, Geometry, Knob, Launch, OutputSpec
-from evo.genome import Genome
-from evo.proposers import PROPOSERS, Surrogate
-from evo.records import Attempt, Verdict
+from evo.core.family import Family, Geometry, Knob, Launch, OutputSpec
+from evo.core.genome import Genome
+from evo.core.records import Attempt, Verdict
+from evo.search import PROPOSERS, Surrogate
 from gates.correctness import CorrectnessEvidence, correctness_gate
 from tests.test_proposer import FAM, GEOS, PICKY, TINY_GEO, _baseline_attempt, _tiny, drive
 

@@ -12,8 +12,8 @@ import pytest
 
 from evo.cli import main
 from evo.config import load_config
-from evo.ledger import Ledger
-from evo.records import Code
+from evo.core.records import Code
+from evo.ledger.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evo.export import export
 from evo.family import load_family
-from evo.ideas import apply_ideas, gene, knob_part, load_folder_ideas
 from evo.records import Attempt, Interval, Verdict
-from evo.tree_export import (
+from evo.report.export import export
+from evo.report.tree_export import (
     TreeError,
     set_knob_defaults,
     set_macro_defaults,
@@ -23,6 +22,7 @@ from evo.tree_export import (
     tree_paths,
     tree_series,
 )
+from evo.search.ideas import apply_ideas, gene, knob_part, load_folder_ideas
 from harness.build import Builder, compile_source, resolve_source, sass_digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +186,7 @@ def _config(repo: Path, rel: str, attempts: int) -> Path:
 def test_tree_series_of_a_recorded_campaign_applies_with_git_am_and_ends_at_the_champion(tmp_path, monkeypatch, capsys):
     from evo.cli import main
     from evo.config import load_config
-    from evo.ledger import Ledger
+    from evo.ledger.ledger import Ledger
 
     monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(ROOT)

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.genome import Genome
-from evo.ledger import Ledger
-from evo.proposers import PROPOSERS
-from evo.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code, Verdict, legacy_code, verdict_from_dict
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code, Verdict, legacy_code, verdict_from_dict
+from evo.ledger.ledger import Ledger
+from evo.loop.campaign import Campaign
+from evo.search import PROPOSERS
 from gates.correctness import CorrectnessEvidence, correctness_gate
 from gates.static import identical_sass
 from tests.test_campaign import write_config
@@ -245,7 +245,7 @@ def _harness_errors() -> list[type]:
 
     from harness.errors import HarnessError
 
-    for mod in ("harness.build", "harness.gpu", "harness.recorded", "harness.worker", "evo.ideas"):
+    for mod in ("harness.build", "harness.gpu", "harness.recorded", "harness.worker", "evo.search.ideas"):
         importlib.import_module(mod)
     out, todo = [], [HarnessError]
     while todo:
@@ -302,7 +302,7 @@ def _reads_reason(node: ast.AST) -> bool:
 
 def test_no_decision_compares_reason_text():
     """No comparison, ``in`` test or string method (startswith, split, ...) on a verdict's reason outside
-    ``evo.records.legacy_code``, which reads old records once."""
+    ``evo.core.records.legacy_code``, which reads old records once."""
     bad = []
     for p, tree in _trees():
         for node in ast.walk(tree):

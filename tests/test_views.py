@@ -12,9 +12,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.ledger import (
+from evo.core.records import Attempt, Code, Interval, Verdict
+from evo.ledger.ledger import (
     CHAMPION,
     FAILED,
     MEASURED,
@@ -25,8 +25,8 @@ from evo.ledger import (
     trial_outcome,
     trial_value,
 )
-from evo.logmd import render_log, render_status
-from evo.records import Attempt, Code, Interval, Verdict
+from evo.loop.campaign import Campaign
+from evo.report.logmd import render_log, render_status
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_CONFIGS = ["mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec", "fp4_matvec"]
@@ -112,8 +112,8 @@ def test_best_trial_is_the_champion_in_a_recorded_campaign(tmp_path, name):
 
 
 def test_replay_and_selfcheck_leave_the_campaign_as_it_was(tmp_path):
-    from evo.replay import replay
-    from evo.selfcheck import selfcheck
+    from evo.loop.replay import replay
+    from evo.loop.selfcheck import selfcheck
 
     cfg = load_config(_config(tmp_path, "mhc_pre_big_fuse", 20))
     Campaign(cfg, out=lambda s: None).run()
@@ -148,7 +148,7 @@ def test_replay_and_selfcheck_leave_the_campaign_as_it_was(tmp_path):
 
 def test_an_old_ledger_reads_and_replays_beside_itself(tmp_path):
     """The committed H200 ledger (recorded before the state table: rejected attempts COMPLETE with their score)."""
-    from evo.replay import replay
+    from evo.loop.replay import replay
 
     db = tmp_path / "h200.db"
     with (

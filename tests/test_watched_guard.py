@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evo.config import ConfigError, load_config
-from evo.records import Code
+from evo.core.records import Code
 from gates.perf import PairSamples, perf_gate
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evo.campaign import Campaign
 from evo.config import load_config
-from evo.records import Code
+from evo.core.records import Code
+from evo.loop.campaign import Campaign
 from harness.worker import WorkerBackend
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""`evo worker` reserves each genome when it proposes it (evo/workers.py), and reads the ledger once per step.
+"""`evo worker` reserves each genome when it proposes it (evo/loop/workers.py), and reads the ledger once per step.
 
 Two workers with the shipped surrogate proposer (deterministic on the attempts:
 two workers reading the same ledger propose the same genome) and compile-ahead
@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 
 from evo.config import load_config
-from evo.genome import Genome
-from evo.ledger import GenomeTaken, Ledger
-from evo.proposers import Proposal
-from evo.records import BASELINE
-from evo.workers import RESERVE_TRIES, WorkerCampaign
+from evo.core.genome import Genome
+from evo.core.records import BASELINE
+from evo.ledger.ledger import GenomeTaken, Ledger
+from evo.loop.workers import RESERVE_TRIES, WorkerCampaign
+from evo.search import Proposal
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "configs" / "mhc_pre_big_fuse.yaml"

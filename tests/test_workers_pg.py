@@ -36,10 +36,10 @@ import sqlalchemy
 import yaml
 from optuna.trial import TrialState
 
-from evo.family import load_family
-from evo.genome import Genome
-from evo.ledger import ATTEMPT_ATTR, GENOME_KEY_ATTR, WORKER_ATTR, BudgetTaken, GenomeTaken, Ledger
-from evo.records import BASELINE, Attempt, Verdict
+from evo.core.family import load_family
+from evo.core.genome import Genome
+from evo.core.records import BASELINE, Attempt, Verdict
+from evo.ledger.ledger import ATTEMPT_ATTR, GENOME_KEY_ATTR, WORKER_ATTR, BudgetTaken, GenomeTaken, Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")
@@ -190,7 +190,7 @@ def _check(url: str, campaign: str, procs: list[subprocess.Popen], interrupted: 
     finally:
         eng.dispose()
     assert [n for _, n, _ in rows] == list(range(len(rows)))
-    assert {st for _, _, st in rows} <= {"COMPLETE", "PRUNED", "FAIL"}  # PRUNED: stopped early (evo/ledger.py)
+    assert {st for _, _, st in rows} <= {"COMPLETE", "PRUNED", "FAIL"}  # PRUNED: stopped early (evo/ledger/ledger.py)
     verdicts = [attrs[tid]["verdict"] for tid, _, _ in rows]
     assert verdicts.count("baseline") == 1
     judged = [attrs[tid]["genome_key"] for tid, _, _ in rows if attrs[tid]["verdict"] != "error: interrupted"]
@@ -214,8 +214,8 @@ def test_three_workers_share_one_campaign(storage, tmp_path):
 
 ASKER = """
 import sys, time
-from evo.family import load_family
-from evo.ledger import Ledger
+from evo.core.family import load_family
+from evo.ledger.ledger import Ledger
 fam = load_family("mhc_pre_big_fuse")
 led = Ledger(sys.argv[1], sys.argv[2], fam.knobs, shared=True)
 led.limit = int(sys.argv[3])  # as a worker does: a trial beyond the budget is refused, not taken

@@ -21,7 +21,7 @@ Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
 
 * evo's proposers (``surrogate``, the configs' default, ``evolutionary``,
   ``random``, ``tpe``, ``nsga2``) are driven by the campaign loop itself
-  (``evo.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
+  (``evo.loop.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
   ``bench_campaign``) on the recorded backend replaying the sweep, with a ledger
   in memory and the campaign's gates in their order: identical SASS (the
   sweep's digest of the genome equals that of a genome already measured in the
@@ -86,9 +86,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evo.config import PerfGateConfig  # noqa: E402
-from evo.family import Family, Geometry, load_family  # noqa: E402
-from evo.genome import Genome  # noqa: E402
-from evo.records import Attempt, Code, Verdict  # noqa: E402
+from evo.core.family import Family, Geometry, load_family  # noqa: E402
+from evo.core.genome import Genome  # noqa: E402
+from evo.core.records import Attempt, Code, Verdict  # noqa: E402
 from gates.correctness import correctness_gate  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
@@ -350,8 +350,8 @@ def objective_gate(space: Space) -> Any:
     It stands in for the campaign's paired-interval perf gate: the benchmark counts evaluations to the sweep's best,
     and a recorded objective has no noise to test.
     """
-    from evo.campaign import CampaignGate
-    from evo.records import Timing
+    from evo.core.records import Timing
+    from evo.loop.campaign import CampaignGate
 
     gain = f"{100 * space.min_gain:g}%"
 
@@ -388,14 +388,14 @@ def bench_campaign(
     name: str = "",
     options: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The campaign loop (evo.campaign.Campaign) on the space's recorded sweep, driving ``proposer``: the recorded
+    """The campaign loop (evo.loop.campaign.Campaign) on the space's recorded sweep, driving ``proposer``: the recorded
     backend, the campaign's gates with the perf gate replaced by :func:`objective_gate`, a ledger in memory, a
     budget of ``cap`` attempts (the baseline included) and, ``until_target``, a stop at the first attempt within
     1% of the best. Returned unrun (``.run()``)."""
-    from evo.campaign import GATES, Campaign
     from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
-    from evo.memory_ledger import MemoryLedger
+    from evo.ledger.memory_ledger import MemoryLedger
+    from evo.loop.campaign import GATES, Campaign
 
     perf = dataclasses.replace(space.perf, ceiling_check=0)  # (no end-of-run ceiling check: nothing to quote)
     cfg = CampaignConfig(
@@ -458,7 +458,7 @@ def run_proposer(
     rejects it (identical SASS: same machine code, not measured again; no score) and counts as an attempt.
     ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU compile tells).
     """
-    from evo.proposers import PROPOSERS
+    from evo.search import PROPOSERS
 
     cap = cap or space.size
     prop = PROPOSERS[name](space.family, space.geometries, dict(options or {}), seed)
@@ -707,7 +707,7 @@ STRATEGIES = [
 
 def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
     """The strategy's proposer options, with ``retries`` set when it is given and the proposer is an Optuna one."""
-    from evo.proposers import PROPOSERS, OptunaSampler
+    from evo.search import PROPOSERS, OptunaSampler
 
     if retries is None or s.kind != "evo" or not issubclass(PROPOSERS[s.name], OptunaSampler):
         return dict(s.options)
@@ -1038,7 +1038,7 @@ def write_doc(
 
 
 def _retries_text(retries: int | None) -> str:
-    from evo.proposers import OptunaSampler
+    from evo.search import OptunaSampler
 
     return (
         f"{OptunaSampler.RETRIES} (their default)"

@@ -52,7 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evo.config import load_config  # noqa: E402
-from evo.genome import Genome  # noqa: E402
+from evo.core.genome import Genome  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.build import Builder, BuildError  # noqa: E402
 
@@ -264,7 +264,7 @@ def main() -> int:
             if not broken:
                 entry["t"], entry["b"], entry["disc"], entry["clk"], entry["n"] = {}, {}, {}, {}, {}
                 for geo in geos:
-                    # each graph about batch_ms of its own launches, as a campaign times them (evo/campaign.py)
+                    # each graph about batch_ms of its own launches, as a campaign times them (evo/loop/campaign.py)
                     n = launches[geo.name] if g == base else be.launches_for(loaded, geo)
                     s = be.measure(
                         [("g", loaded), ("b", base_loaded)], geo, args.rounds, {"g": n, "b": launches[geo.name]}

@@ -1,0 +1,1335 @@
+"""The attempt ledger: one Optuna study per campaign, one trial per attempt.
+
+Optuna's RDB storage gives us persistence, resumption and sharing between
+workers on PostgreSQL (``evo worker``, evo/loop/workers.py); each trial carries its
+full :class:`Attempt` as a JSON user attribute, so the ledger is readable
+without our own schema.
+
+Crash safety (a SIGKILL at any moment, then ``evo run`` again): every write
+that must not be seen half-done is one SQL transaction, so the database holds
+either all of it or none of it (SQLite rolls a killed writer's journal back).
+
+* ``ask(fixed)`` creates the trial RUNNING with all its params in one
+  transaction (Optuna's enqueue-then-ask takes one for the WAITING trial and
+  one per param, and a kill in between leaves a WAITING trial or a partial
+  genome).
+* ``record()`` writes the attempt JSON, the ``verdict`` and ``genome_key``
+  attrs, the intermediate values, the value, the final state (see "States
+  and values" below) and any study meta that belongs to the
+  attempt (e.g. ``baseline_id``; ``evo worker``'s ``elapsed_s``, only ever
+  raised) in one transaction: that commit is the attempt. A trial is never
+  COMPLETE/FAIL without its attempt, nor the other way round.
+* ``set_meta_many()`` writes several study attrs in one transaction;
+  ``create_meta()`` does so only if none of them exists yet (under the study
+  lock: of several workers creating a campaign, exactly one writes its meta),
+  and ``append_meta()`` appends to a list attr under that lock.
+* ``recover()`` (at start, and periodically in ``evo worker``) turns what a
+  dead process left behind into ``error: interrupted`` attempts, each in one
+  transaction: RUNNING trials (asked, never recorded) and WAITING ones
+  (enqueued by older versions). Their genomes are left out of ``seen_keys``
+  and may be proposed again; the campaign does not count them against the
+  attempt budget. Only trials whose owner is gone are touched (see below), so
+  it is safe while other workers are running.
+
+States and values (:func:`trial_outcome`; ledgers recorded before keep what they were given: COMPLETE with
+the score for every attempt that had one). Optuna's ``best_trial`` is the champion:
+
+=============================================  =========  ====================================================
+attempt                                        state      value
+=============================================  =========  ====================================================
+baseline, accepted step                        COMPLETE   its score (weighted geometric-mean speedup against
+                                                          the baseline), above every earlier champion's
+rejected by perf for speed (not faster,        COMPLETE   its score, or just under the champion's where it
+slower), every geometry measured                          reaches it
+stopped by the early-out                       PRUNED     none
+any other rejection (watched geometry,         FAIL       none
+physics, correctness, static, e2e), any error
+=============================================  =========  ====================================================
+
+Every attempt timed anywhere carries its speedup against the baseline at each geometry it reached as an
+intermediate value; step i is the i-th geometry of the campaign's config (meta ``config.geometries``).
+
+Side studies (:meth:`Ledger.side`): ``evo replay`` and ``evo selfcheck`` record their attempts into a study of
+their own beside the campaign's (``<campaign>:replay``, ``<campaign>:selfcheck``), reading the campaign's
+attempts and meta through it, so the campaign's attempts, its log and its Optuna views stay as the campaign
+made them. A replayed attempt names its original in ``derived_from`` and its origin ("replay of #N").
+
+Liveness (several processes on one ledger, ``evo worker``): ``ask(fixed)``
+stamps the new trial, in its creating transaction, with the owner's identity
+(system attr ``evo:worker``: host, pid, the process's start time, the kernel's
+boot id and pid namespace, and a per-Ledger token) and with Optuna's first
+heartbeat row; a daemon thread then records Optuna's heartbeat
+(``RDBStorage(heartbeat_interval=..., grace_period=...)``) for every trial the
+Ledger holds until ``record()`` lets go of it. A RUNNING trial is dead when
+
+* its Ledger lives in this process but no longer holds it (``record()``
+  failed) or is gone, or
+* its owner ran on this kernel and pid namespace and that process has exited
+  (a SIGKILLed ``evo run`` is recovered at once by the next one), or
+* otherwise (another host): it had no heartbeat for ``grace_period`` seconds.
+
+A trial without the stamp (older versions, ``ask()`` without ``fixed``) has
+no heartbeat and is taken as dead, as before. Intervals: ``EVO_HEARTBEAT_S``
+(default 10) and ``EVO_GRACE_S`` (default 60) or the Ledger's arguments.
+
+Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)``
+first locks the study row (a no-op UPDATE: a row lock on PostgreSQL, the write
+lock on SQLite) and, in that same transaction, refuses with
+:class:`GenomeTaken` when a non-interrupted trial (RUNNING or recorded) already
+holds the genome, and with :class:`BudgetTaken` when RUNNING plus recorded
+non-interrupted trials already fill ``Ledger.limit``. Trial creation is
+serialised by that lock, so two workers can never both hold one genome and
+the budget is never overshot; a refused ask writes nothing (no trial, no
+"withdrawn" marker: numbers stay contiguous). ``record()`` also stamps the
+attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
+
+So every trial ends up finished with exactly one complete attempt, ids are the
+contiguous trial numbers, and nothing judged is lost or judged twice. A trial
+finished by ``record()`` is finished only if it is still unfinished in the
+same transaction (another worker may have recovered it as stale meanwhile:
+then ``record()`` raises optuna's ``UpdateFinishedTrialError`` and writes
+nothing). Not covered: ``ask()`` without ``fixed`` (the sampler's params are
+written one by one; a kill between leaves an interrupted attempt with a
+partial genome), and files outside the ledger (the markdown log is rewritten
+by the next run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import sqlalchemy
+import sqlalchemy.exc
+import sqlalchemy.orm
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    check_distribution_compatibility,
+    json_to_distribution,
+)
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
+
+from evo.core.family import Knob
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.ledger import optuna_private as op
+from evo.ledger.optuna_private import models
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+ATTEMPT_ATTR = "attempt"
+GENOME_KEY_ATTR = "evo:genome_key"  # system attr: the genome a RUNNING trial holds (written at ask)
+WORKER_ATTR = "evo:worker"  # system attr: who asked it (see "Liveness" above)
+INTERRUPTED = "error: interrupted"
+INTERRUPTED_REASON = "the campaign process stopped while this attempt was running; it will be proposed again"
+HEARTBEAT_S = 10
+GRACE_S = 60
+SESSION_ATTR = "evo:session:"  # study system attr prefix: one per live evo run / evo worker (Ledger.claim)
+
+
+class GenomeTaken(Exception):
+    """Shared mode: another trial (``holder``, RUNNING or recorded) already holds this genome."""
+
+    def __init__(self, holder: int, genome_key: str):
+        super().__init__(f"genome already held by attempt #{holder}")
+        self.holder = holder
+        self.genome_key = genome_key
+
+
+class SessionTaken(Exception):
+    """Another live process runs this campaign (``holder``: its session record, see :meth:`Ledger.claim`)."""
+
+    def __init__(self, holder: Mapping[str, Any]):
+        self.holder = dict(holder)
+        super().__init__(describe_session(holder))
+
+
+def describe_session(h: Mapping[str, Any]) -> str:
+    kind = "evo worker" if h.get("mode") == "worker" else "evo run"
+    return f"{kind} on {h.get('host', '?')} pid {h.get('pid', '?')} (since {h.get('since', '?')})"
+
+
+class BudgetTaken(Exception):
+    """Shared mode: running plus recorded attempts already fill ``Ledger.limit``."""
+
+    def __init__(self, taken: int, limit: int):
+        super().__init__(f"{taken} attempt(s) recorded or running fill the budget of {limit}")
+        self.taken = taken
+        self.limit = limit
+
+
+def heartbeat_settings() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
+
+    def seconds(name: str, default: int) -> int:
+        raw = os.environ.get(name)
+        if not raw:
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            v = 0
+        if not 1 <= v <= 86400:
+            raise LedgerError(f"{name}={raw[:40]!r}: expected whole seconds from 1 to 86400")
+        return v
+
+    hb = seconds("EVO_HEARTBEAT_S", HEARTBEAT_S)
+    grace = seconds("EVO_GRACE_S", max(GRACE_S, 3 * hb))
+    return hb, grace
+
+
+class LedgerError(Exception):
+    """The storage cannot be used as this campaign's ledger (one line for the user; nothing was written)."""
+
+
+def safe_url(url: str) -> str:
+    """The storage URL without its password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (None for other storages and in-memory ones)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///") :]
+    return Path(path) if path and path != ":memory:" and not path.startswith("file:") else None
+
+
+_OPTUNA_TABLES = frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(Path(models.__file__).with_name("alembic"))).get_current_head()
+    assert head is not None, "optuna ships its alembic migrations"
+    return head
+
+
+def check_sqlite_ledger(path: Path) -> None:
+    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema (read only, never written).
+
+    A zero-length file, a folder, garbage, a truncated or damaged database, one of something else's tables, or one
+    missing some of Optuna's tables would otherwise be taken (and written) as a new campaign."""
+    import sqlite3
+    from urllib.parse import quote
+
+    where = str(path)
+    if path.is_dir():
+        raise LedgerError(
+            f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)"
+        )
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as e:
+        raise LedgerError(f"cannot read the ledger {where}: {e.strerror or e}") from None
+    if not head:
+        raise LedgerError(
+            f"{where} is an empty file (0 bytes), not an evo ledger; move it away or give another storage"
+        )
+    if not head.startswith(_SQLITE_MAGIC):
+        raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
+        try:
+            ok = con.execute("PRAGMA quick_check").fetchone()[0]
+            tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            versions: list[Any] = []
+            if {"version_info", "alembic_version"} <= tables:
+                versions = [
+                    con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
+                    con.execute("SELECT version_num FROM alembic_version").fetchone(),
+                ]
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise LedgerError(
+            f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage"
+        ) from None
+    if ok != "ok":
+        raise LedgerError(
+            f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give another storage"
+        )
+    ours = tables & _OPTUNA_TABLES
+    if not ours:
+        other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
+        raise LedgerError(
+            f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; give another storage"
+        )
+    missing = sorted(_OPTUNA_TABLES - tables)
+    if missing:
+        raise LedgerError(
+            f"{where} is not a whole evo ledger: table {missing[0]} is missing"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + "; restore it from a copy, or give another storage"
+        )
+    if versions and (versions[0] is None or versions[1] is None):
+        raise LedgerError(f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy")
+    if versions:
+        (schema, lib), (rev,) = versions
+        current = _head_revision()
+        if rev != current:
+            raise LedgerError(
+                f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
+                f"{optuna.__version__} reads schema {current}: install optuna {lib}, or run `optuna storage "
+                f"upgrade --storage sqlite:///{where}` on a copy"
+            )
+
+
+def _create_sqlite(path: Path) -> None:
+    """A new SQLite ledger appears whole or not at all: its tables are made in a temporary file, linked into place.
+
+    A kill while Optuna creates its tables would otherwise leave an empty or part-made file, which no later run
+    could tell from a damaged one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f".{path.name}.new-*"):  # left by a killed creation
+        pid = old.name.rsplit("-", 2)[-2] if old.name.count("-") >= 2 else ""
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            old.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.RDBStorage(f"sqlite:///{tmp}").engine.dispose()
+        try:
+            os.link(tmp, path)  # never replaces: of several workers creating it at once, one file wins
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.rename(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def with_installed_driver(url: str) -> str:
+    """A plain ``postgresql://`` URL with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.1 reads the plain form as psycopg (3), while evo's ``pg`` extra installs psycopg2: the form users
+    type first would fail with everything installed. An explicit ``+driver`` is always kept as written."""
+    if not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://" + url[len("postgresql://") :]
+    return url  # no driver at all: opening it says so, with the hint
+
+
+def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -> optuna.storages.RDBStorage:
+    """RDB storage with Optuna's heartbeat; for SQLite, checked to be a whole ledger first (or made whole).
+
+    ``readonly``: the SQLite file is opened read-only and no table is created anywhere. Several workers may open
+    a fresh database at once (table creation races): retried a few times.
+    """
+    kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
+    path = sqlite_path(url)
+    if path is not None:
+        if path.exists() or readonly:
+            if not path.exists():
+                raise LedgerError(f"no ledger at {path} (start the campaign with evo run)")
+            check_sqlite_ledger(path)
+        else:
+            _create_sqlite(path)
+        if readonly:
+            from urllib.parse import quote
+
+            url = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+            kw = {}
+        # The rollback journal, not write-ahead logging: with WAL a copy of ledger.db alone (what users copy and
+        # commit) can miss the newest attempts while a campaign has it open.
+        kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
+        kw["skip_table_creation"] = True
+    elif readonly:
+        kw = {"skip_table_creation": True}
+    url = with_installed_driver(url)
+    for n in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **kw)
+        # a lock, a busy server, or another worker creating the schema at the same moment (PostgreSQL: a
+        # UniqueViolation on Optuna's enum types): the next try finds what the other made
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError, optuna.exceptions.StorageInternalError):
+            if n == 4:
+                raise
+            time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")
+
+
+# --- who owns a RUNNING trial, and is it alive? ---------------------------------
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()  # every Ledger of this process
+_PROCESS: dict[str, Any] = {}
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) from /proc/<pid>/stat, or None."""
+    text = _read(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    rest = text[text.rindex(")") + 1 :].split()
+    return (rest[0], rest[19]) if len(rest) > 19 else None
+
+
+def _process() -> dict[str, Any]:
+    """This process's identity (recomputed after a fork)."""
+    pid = os.getpid()
+    if _PROCESS.get("pid") != pid:
+        try:
+            ns = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            ns = None
+        st = _stat(pid)
+        _PROCESS.clear()
+        _PROCESS.update(
+            host=socket.gethostname(),
+            pid=pid,
+            start=st[1] if st else None,
+            boot=_read("/proc/sys/kernel/random/boot_id"),
+            pidns=ns,
+        )
+    return dict(_PROCESS)
+
+
+def worker_name() -> str:
+    p = _process()
+    return f"{p['host']} pid {p['pid']}"
+
+
+def _certainly_dead(owner: Mapping[str, Any]) -> bool:
+    """True only when the owner surely exited: same kernel and pid namespace, and its pid is gone or reused.
+
+    Whatever cannot be told from here (another host or container, no /proc) is False: the heartbeat decides.
+    """
+    me = _process()
+    pid = owner.get("pid")
+    if not me["boot"] or not me["pidns"] or owner.get("boot") != me["boot"] or owner.get("pidns") != me["pidns"]:
+        return False
+    if not isinstance(pid, int) or pid <= 0 or not owner.get("start"):
+        return False
+    if pid == me["pid"]:
+        # This very process, and none of its Ledgers holds the trial (checked by the caller): abandoned.
+        return owner.get("start") == me["start"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # exists, another user's
+    st = _stat(pid)
+    if st is None:
+        return False
+    state, start = st
+    return start != owner.get("start") or state in ("Z", "X")
+
+
+def _beat(ref: weakref.ref[Ledger], rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
+    """Optuna's heartbeat for every trial the Ledger holds, until the Ledger is gone."""
+    while not stop.wait(interval):
+        led = ref()
+        if led is None:
+            return
+        with led._lock:
+            held = list(led._held)
+        del led
+        for trial_id in held:
+            try:
+                rdb.record_heartbeat(trial_id)
+            except Exception:  # a lost connection: the next beat tries again (the grace period covers it)
+                pass
+
+
+def _session_beat(
+    ref: weakref.ref[Ledger], key: str, mine: dict[str, Any], interval: float, stop: threading.Event
+) -> None:
+    """Renew a session's heartbeat until it is released or its Ledger is gone (re-added if taken for dead)."""
+    sa = models.StudySystemAttributeModel
+    while not stop.wait(interval):
+        led = ref()
+        if led is None or led._session_key != key:
+            return
+        try:
+            with led._session() as session:
+                value = json.dumps({**mine, "beat": time.time()})
+                n = (
+                    session.query(sa)
+                    .filter(sa.study_id == op.study_id(led.study), sa.key == key)
+                    .update({sa.value_json: value}, synchronize_session=False)
+                )
+                if n == 0:
+                    session.add(sa(study_id=op.study_id(led.study), key=key, value_json=value))
+                elapsed = led.elapsed_fn
+                if elapsed is not None:
+                    led._raise_meta_in(session, {"elapsed_s": float(elapsed())})
+        except Exception:  # a lost connection: the next beat tries again
+            pass
+        del led
+
+
+# --- what Optuna's state and value say about an attempt ----------------------------
+CHAMPION = "champion"  # the baseline or an accepted step: COMPLETE, valued by its score
+MEASURED = "measured"  # turned down for speed after every geometry was measured: COMPLETE, below the champion
+STOPPED = "stopped"  # the early-out stopped it: PRUNED, no value
+FAILED = "failed"  # every other verdict (a gate failed for another reason, or it could not be judged): FAIL
+_SPEED = frozenset({Code.PERF_NOT_FASTER, Code.PERF_SLOWER})
+
+
+def trial_outcome(attempt: Attempt) -> str:
+    """How an attempt is stored as an Optuna trial: CHAMPION, MEASURED, STOPPED or FAILED (see ``TRIAL_STATES``).
+
+    Optuna's ``best_trial`` (and optuna-dashboard's) must be the campaign's champion, so a value is given only for
+    what was fully measured and compared as a win is: a step the perf gate turned down for speed alone (not faster,
+    slower). Its score may still read above the champion's (a 1.005x step that misses a 1% bar) and is then stored
+    just under the champion's value. Every other rejection carries no value, even when it was timed in full: a
+    watched geometry's regression, a correctness recheck after timing, a changed token stream or a physics
+    violation leave a weighted score that may beat the champion's, so it cannot be COMPLETE.
+    """
+    v = attempt.verdict
+    finite = attempt.score is not None and math.isfinite(attempt.score)
+    if v.status in (ACCEPTED, BASELINE) and finite:
+        return CHAMPION
+    if v.code in _SPEED and finite:
+        return MEASURED
+    if v.code is Code.PERF_EARLY_STOP:
+        return STOPPED
+    return FAILED
+
+
+TRIAL_STATES = {
+    CHAMPION: TrialState.COMPLETE,
+    MEASURED: TrialState.COMPLETE,
+    STOPPED: TrialState.PRUNED,
+    FAILED: TrialState.FAIL,
+}
+
+
+def trial_value(outcome: str, score: float | None, best: float | None) -> float | None:
+    """The Optuna value of an attempt of this outcome, given ``best``: the highest value of a champion so far.
+
+    A champion's is its score, above every earlier champion's: a step is accepted only where it beat the champion in
+    the same rounds, so its score is higher, save where drift between sessions made the baseline read differently;
+    then it is stored just above ``best`` (its true score stays in its attempt record). A measured attempt's is its
+    score, or just under ``best`` where its score reaches it. Ties are never stored: Optuna's best_trial is an
+    ORDER BY on the value, and the order of equal values is the database's to pick.
+    """
+    if outcome not in (CHAMPION, MEASURED) or score is None:
+        return None
+    if best is None:
+        return float(score)
+    if outcome == CHAMPION:
+        return float(score) if score > best else math.nextafter(best, math.inf)
+    return float(score) if score < best else math.nextafter(best, -math.inf)
+
+
+def intermediate_values(attempt: Attempt, geometries: Sequence[str]) -> dict[int, float]:
+    """Step -> the attempt's speedup against the baseline at the campaign's ``geometries[step]``, where measured
+    (the baseline: 1.0 where it was timed). What an early-stopped attempt reached, the others' per-geometry results."""
+    out = {}
+    for i, g in enumerate(geometries):
+        iv = attempt.speedup_vs_baseline.get(g)
+        if iv is not None and math.isfinite(iv.value):
+            out[i] = float(iv.value)
+        elif attempt.verdict.status == BASELINE and g in attempt.timings:
+            out[i] = 1.0
+    return out
+
+
+@dataclass
+class View:
+    """What one step of a campaign loop looks at, from one read of the trials (:meth:`Ledger.view`).
+
+    ``attempts``: every recorded attempt by id (as ``Ledger.attempts()``); ``seen``: genomes judged or being
+    judged (as ``seen_keys()``); ``running``: trials asked and not yet recorded (as ``running()``).
+    """
+
+    attempts: list[Attempt]
+    seen: set[str]
+    running: list[FrozenTrial]
+
+    def champion(self) -> Attempt | None:
+        """As ``Ledger.champion()``, from these attempts."""
+        return _champion(self.attempts)
+
+
+def _champion(atts: Sequence[Attempt]) -> Attempt | None:
+    for a in reversed(atts):
+        if a.verdict.status == ACCEPTED:
+            return a
+    return next((a for a in atts if a.verdict.status == BASELINE), None)
+
+
+def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
+    out = set()
+    for t in trials:
+        ua = t.user_attrs
+        if t.state == TrialState.RUNNING:
+            key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
+            if key:
+                out.add(key)
+        elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
+            out.add(ua["genome_key"])
+    return out
+
+
+def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s: int, readonly: bool) -> optuna.Study:
+    """The campaign's study; every way the storage can fail to open is a LedgerError (one line). ``readonly``:
+    loaded, never created (a mistyped campaign name must not add an empty study)."""
+    try:
+        storage = _storage(url, heartbeat_s, grace_s, readonly)
+        if not readonly:
+            return optuna.create_study(
+                storage=storage, study_name=campaign, direction="maximize", sampler=sampler, load_if_exists=True
+            )
+        try:
+            return optuna.load_study(study_name=campaign, storage=storage, sampler=sampler)
+        except KeyError:
+            names = optuna.get_all_study_names(storage)
+            raise LedgerError(
+                f"storage {safe_url(url)} holds no campaign {campaign!r} (it holds: "
+                f"{', '.join(names[:5]) or 'none'}); check the config's campaign: name"
+            ) from None
+    except LedgerError:
+        raise
+    except ImportError as e:  # no driver for this URL
+        raise LedgerError(
+            f"cannot open the storage {safe_url(url)}: no database driver for it "
+            f"({_first_line(e.__cause__ or e)}); for PostgreSQL: pip install psycopg2-binary"
+        ) from None
+    except (
+        sqlalchemy.exc.SQLAlchemyError,
+        optuna.exceptions.StorageInternalError,
+        RuntimeError,
+        OSError,
+        ValueError,
+    ) as e:
+        raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    """The driver's own error under the wrappers: SQLAlchemy's ``orig``, Optuna's StorageInternalError (raised
+    from the SQLAlchemy error), so a full disk reads "database or disk is full", not Optuna's guess at the cause."""
+    seen = {id(e)}
+    while True:
+        nxt = getattr(e, "orig", None) or e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+        if not isinstance(nxt, BaseException) or id(nxt) in seen:
+            return e
+        seen.add(id(nxt))
+        e = nxt
+
+
+def _first_line(e: BaseException) -> str:
+    cause = _root_cause(e)
+    text = " ".join(str(cause).split())
+    return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
+
+
+class Ledger:
+    """All attempts of one campaign, stored as trials of the Optuna study named after it."""
+
+    def __init__(
+        self,
+        storage_url: str,
+        campaign: str,
+        knobs: Sequence[Knob],
+        sampler: optuna.samplers.BaseSampler | None = None,
+        *,
+        shared: bool = False,
+        heartbeat_s: int | None = None,
+        grace_s: int | None = None,
+        readonly: bool = False,
+    ):
+        self.storage_url = storage_url
+        self.campaign = campaign
+        hb, grace = heartbeat_settings()
+        self.heartbeat_s = int(heartbeat_s or hb)
+        self.grace_s = int(grace_s or max(grace, 2 * self.heartbeat_s))
+        if self.grace_s <= self.heartbeat_s:
+            raise LedgerError(
+                f"grace period {self.grace_s}s (EVO_GRACE_S) must exceed the heartbeat interval "
+                f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)"
+            )
+        self.readonly = readonly
+        self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
+        self.distributions: dict[str, BaseDistribution] = {
+            k.name: CategoricalDistribution(list(k.values)) for k in knobs
+        }
+        self.shared = shared  # several workers on this campaign: see "Shared mode" above
+        self.limit: int | None = None  # shared mode: the attempt budget ask() enforces
+        self._token = uuid.uuid4().hex
+        self._held: set[int] = set()  # trial ids this Ledger asked and has not recorded (heartbeat on)
+        self._lock = threading.Lock()
+        self._beat_thread: threading.Thread | None = None
+        # trial id -> its parsed Attempt, for finished trials (never rewritten): the loop reads every attempt
+        # several times per step, and parsing each one's JSON every time made a step O(attempts)
+        self._parsed: dict[int, Attempt] = {}
+        self._checked: set[str] = set()  # knobs whose distribution ask() held against the study's stored one
+        self.damaged: dict[int, str] = {}  # trial number -> why its attempt record could not be read (skipped)
+        self.knobs = list(knobs)
+        self._geometries: list[str] | None = None  # _geometry_order(), read once from the config meta
+        self._session_key: str | None = None  # claim(): this process's session row
+        # The campaign's elapsed seconds now, while its loop runs: each session heartbeat raises elapsed_s to it, so a
+        # killed run's time since its last attempt (or in its set-up) still counts against budget.minutes.
+        self.elapsed_fn: Callable[[], float] | None = None
+        self._session_stop: threading.Event | None = None
+        _LIVE.add(self)
+
+    def side(self, kind: str) -> SideLedger:
+        """The side study ``<campaign>:<kind>`` of this campaign (made on first use), for replay and selfcheck."""
+        return SideLedger(self, kind)
+
+    # --- campaign metadata (study user attrs) ---------------------------
+    def meta(self, key: str, default: Any = None) -> Any:
+        return self.study.user_attrs.get(key, default)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.study.set_user_attr(key, value)
+
+    def all_meta(self) -> dict[str, Any]:
+        """Every meta key at once (what the log renderer takes)."""
+        return dict(self.study.user_attrs)
+
+    def set_meta_many(self, items: Mapping[str, Any]) -> None:
+        """Several meta keys in one transaction: after a kill, all of them or none."""
+        with self._session() as session:
+            self._set_meta_in(session, items)
+
+    def create_meta(self, items: Mapping[str, Any]) -> bool:
+        """Write ``items`` in one transaction unless one of their keys exists already (then write nothing).
+
+        Under the study lock, so of several workers creating a campaign's meta exactly one does; True if this one did.
+        """
+        with self._session() as session:
+            self._lock_study(session)
+            study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
+            if any(models.StudyUserAttributeModel.find_by_study_and_key(study, k, session) is not None for k in items):
+                return False
+            self._set_meta_in(session, items)
+        return True
+
+    def append_meta(self, key: str, item: Any) -> None:
+        """Append ``item`` to the list meta ``key`` under the study lock (no append from another worker is lost)."""
+        with self._session() as session:
+            self._lock_study(session)
+            study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
+            attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
+            items = json.loads(attr.value_json) if attr is not None else []
+            self._set_meta_in(session, {key: [*(items or []), item]})
+
+    # --- asking and recording -------------------------------------------
+    def ask(self, fixed: Mapping[str, Any] | None = None) -> optuna.trial.Trial:
+        """A new trial: exactly ``fixed`` when given, else whatever the sampler proposes.
+
+        A fixed trial is created RUNNING with all its params, its genome key, its owner and its first
+        heartbeat in one transaction; from then on this Ledger keeps its heartbeat until ``record()``.
+        Shared mode: raises :class:`GenomeTaken` or :class:`BudgetTaken` instead, having written nothing.
+        """
+        if fixed is None:  # not stamped, no heartbeat: recover() takes it as dead if it is left RUNNING
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Heartbeat of storage")
+                return self.study.ask(self.distributions)
+        params = {k: fixed[k] for k in self.distributions if k in fixed}
+        key = Genome(fixed).key
+        template = FrozenTrial(
+            number=-1,
+            state=TrialState.RUNNING,
+            value=None,
+            datetime_start=dt.datetime.now(),
+            datetime_complete=None,
+            params=params,
+            distributions={k: self.distributions[k] for k in params},
+            user_attrs={},
+            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
+            intermediate_values={},
+            trial_id=-1,
+        )
+        rdb = self._rdb()
+        with self._session() as session:
+            self._lock_study(session)  # serialises trial creation with every other worker's
+            if self.shared:
+                holder = self._holder(session, key)
+                if holder is not None:
+                    raise GenomeTaken(holder, key)
+                if self.limit is not None:
+                    taken = self._taken(session)
+                    if taken >= self.limit:
+                        raise BudgetTaken(taken, self.limit)
+            trial_id = self._new_trial(session, rdb, template)
+            session.add(models.TrialHeartbeatModel(trial_id=trial_id))
+        self._hold(trial_id)
+        trial = optuna.trial.Trial(self.study, trial_id)
+        for name, dist in self.distributions.items():  # knobs ``fixed`` left out: the sampler's
+            if name not in params:
+                op.suggest(trial, name, dist)
+        return trial
+
+    def _new_trial(self, session: Any, rdb: optuna.storages.RDBStorage, template: FrozenTrial) -> int:
+        """What Optuna's ``_get_prepared_new_trial`` writes for a RUNNING template, in ``session``; the trial id.
+
+        Cheaper, as ask() runs it under the study lock: each param's distribution is held against the study's
+        stored one once per Ledger, not at every ask (Optuna's check reads the params table per param), and
+        the rows are flushed together rather than one INSERT before each param's read of the trial.
+        """
+        row = models.TrialModel(
+            study_id=op.study_id(self.study),
+            number=None,
+            state=TrialState.RUNNING,
+            datetime_start=template.datetime_start,
+        )
+        session.add(row)
+        session.flush()
+        p = models.TrialParamModel
+        with session.no_autoflush:
+            for name, value in template.params.items():
+                dist = template.distributions[name]
+                prev = dist if name in self._checked else None
+                if prev is None:
+                    old = (
+                        session.query(p.distribution_json)
+                        .join(models.TrialModel)
+                        .filter(models.TrialModel.study_id == op.study_id(self.study), p.param_name == name)
+                        .first()
+                    )
+                    if old is not None:
+                        prev = json_to_distribution(old[0])
+                        check_distribution_compatibility(prev, dist)
+                op.set_trial_param(rdb, session, row.trial_id, name, dist.to_internal_repr(value), dist, prev)
+        for key, value in template.system_attrs.items():  # a new trial has none: no upsert needed
+            session.add(models.TrialSystemAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value)))
+        row.number = row.count_past_trials(session)
+        self._checked.update(template.params)  # a stored distribution never changes: once per knob is enough
+        return row.trial_id
+
+    def record(
+        self,
+        trial: optuna.trial.Trial,
+        attempt: Attempt,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        meta_max: Mapping[str, float] | None = None,
+    ) -> None:
+        """Store the attempt and finish its trial (state and value: :func:`trial_outcome`) in one transaction.
+
+        ``meta``: study meta that belongs to this attempt, written in the same transaction. ``meta_max``:
+        numeric study meta raised to at least these values (never lowered) in that transaction too: several
+        workers each keep the campaign's ``elapsed_s`` current without a transaction of their own.
+        """
+        if attempt.id != trial.number:
+            attempt.id = trial.number
+        if self.shared:
+            attempt.device.setdefault("worker", worker_name())
+        state = TRIAL_STATES[trial_outcome(attempt)]
+        score = [float(attempt.score)] if state == TrialState.COMPLETE and attempt.score is not None else None
+        try:
+            try:  # what study.tell does: the sampler hears of the result, then the trial is finished regardless
+                # the trial as asked (Optuna's Trial keeps it current) rather than one more read of it
+                frozen = op.asked_trial(self.study, trial)
+                self.study.sampler.after_trial(self.study, frozen, state, score)
+            finally:
+                self._commit(op.trial_id(trial), attempt, True, meta, meta_max)
+        finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
+            self._release(op.trial_id(trial))
+
+    # --- one live evo run per campaign ----------------------------------------
+    def claim(self, mode: str = "run") -> None:
+        """Register this process as running the campaign, or raise :class:`SessionTaken`.
+
+        ``mode`` "run" (``evo run``, replay, selfcheck) excludes every other live session; "worker" shares with
+        other workers only (their asks are serialised by the study lock; an ``evo run`` does not take part in
+        that). A session is live while its process is (same host and pid namespace), else while its heartbeat,
+        renewed every ``heartbeat_s``, is younger than ``grace_s``: a killed run never blocks the next one for
+        long. Idempotent; :meth:`release` ends it.
+        """
+        if self._session_key is not None:
+            return
+        key = SESSION_ATTR + self._token
+        mine = {
+            **_process(),
+            "ledger": self._token,
+            "mode": mode,
+            "beat": time.time(),
+            "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        }
+        sa = models.StudySystemAttributeModel
+        with self._session() as session:
+            self._lock_study(session)  # of two runs starting at once, the second sees the first's row
+            rows = session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key.like(SESSION_ATTR + "%"))
+            for row in rows.all():
+                try:
+                    other = json.loads(row.value_json)
+                    assert isinstance(other, dict)
+                except (ValueError, AssertionError):
+                    session.delete(row)
+                    continue
+                if not self._session_alive(other):
+                    session.delete(row)
+                elif mode != "worker" or other.get("mode") != "worker":
+                    raise SessionTaken(other)
+            session.add(sa(study_id=op.study_id(self.study), key=key, value_json=json.dumps(mine)))
+        self._session_key = key
+        stop = threading.Event()
+        self._session_stop = stop
+        threading.Thread(
+            target=_session_beat,
+            args=(weakref.ref(self), key, mine, self.heartbeat_s, stop),
+            name="evo-session",
+            daemon=True,
+        ).start()
+        weakref.finalize(self, stop.set)
+
+    def release(self) -> None:
+        """End this process's session (see :meth:`claim`); a no-op without one."""
+        key, self._session_key = self._session_key, None
+        if key is None:
+            return
+        if self._session_stop is not None:
+            self._session_stop.set()
+        sa = models.StudySystemAttributeModel
+        with contextlib.suppress(Exception):  # a lost storage: the session goes stale by itself
+            with self._session() as session:
+                session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key == key).delete(
+                    synchronize_session=False
+                )
+
+    def _session_alive(self, other: Mapping[str, Any]) -> bool:
+        for led in list(_LIVE):
+            if led._token == other.get("ledger"):
+                return led._session_key is not None
+        if _certainly_dead(other):
+            return False
+        beat = other.get("beat")
+        return isinstance(beat, (int, float)) and time.time() - beat <= self.grace_s
+
+    # --- holding trials (heartbeat) ------------------------------------------
+    def _hold(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.add(trial_id)
+            if self._beat_thread is None or not self._beat_thread.is_alive():
+                stop = threading.Event()
+                self._beat_thread = threading.Thread(
+                    target=_beat,
+                    args=(weakref.ref(self), self._rdb(), self.heartbeat_s, stop),
+                    name="evo-heartbeat",
+                    daemon=True,
+                )
+                weakref.finalize(self, stop.set)
+                self._beat_thread.start()
+
+    def _release(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.discard(trial_id)
+
+    def _lock_study(self, session: Any) -> None:
+        """A no-op UPDATE of the study row: a row lock on PostgreSQL, the database write lock on SQLite."""
+        s = models.StudyModel
+        session.query(s).filter(s.study_id == op.study_id(self.study)).update(
+            {s.study_name: s.study_name}, synchronize_session=False
+        )
+
+    def _holder(self, session: Any, key: str) -> int | None:
+        """The lowest-numbered trial holding genome ``key``: RUNNING, or recorded and not interrupted."""
+        t, u, sa = models.TrialModel, models.TrialUserAttributeModel, models.TrialSystemAttributeModel
+        v = sqlalchemy.orm.aliased(u)
+        sid, kj = op.study_id(self.study), json.dumps(key)
+        running = (
+            session.query(t.number)
+            .join(sa, sa.trial_id == t.trial_id)
+            .filter(t.study_id == sid, t.state == TrialState.RUNNING, sa.key == GENOME_KEY_ATTR, sa.value_json == kj)
+        )
+        recorded = (
+            session.query(t.number)
+            .join(u, u.trial_id == t.trial_id)
+            .join(v, v.trial_id == t.trial_id)
+            .filter(
+                t.study_id == sid,
+                u.key == "genome_key",
+                u.value_json == kj,
+                v.key == "verdict",
+                v.value_json != json.dumps(INTERRUPTED),
+            )
+        )
+        numbers = [n for (n,) in running.all()] + [n for (n,) in recorded.all()]
+        return min(numbers) if numbers else None
+
+    def _taken(self, session: Any) -> int:
+        """RUNNING trials plus finished trials with a non-interrupted attempt."""
+        t, u = models.TrialModel, models.TrialUserAttributeModel
+        sid = op.study_id(self.study)
+        running = (
+            session.query(sqlalchemy.func.count(t.trial_id))
+            .filter(t.study_id == sid, t.state == TrialState.RUNNING)
+            .scalar()
+        )
+        recorded = (
+            session.query(sqlalchemy.func.count(t.trial_id))
+            .join(u, u.trial_id == t.trial_id)
+            .filter(
+                t.study_id == sid,
+                t.state != TrialState.RUNNING,
+                u.key == "verdict",
+                u.value_json != json.dumps(INTERRUPTED),
+            )
+            .scalar()
+        )
+        return int(running or 0) + int(recorded or 0)
+
+    def _rdb(self) -> optuna.storages.RDBStorage:
+        return op.rdb_storage(self.study)
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[Any]:
+        """One transaction on the RDB storage (committed on exit, rolled back on an exception)."""
+        with op.scoped_session(self._rdb()) as session:
+            yield session
+        op.forget_cached_trials(self.study)
+
+    def _set_meta_in(self, session: Any, items: Mapping[str, Any]) -> None:
+        self._write_meta_in(session, items, lambda old, new: True)
+
+    def _raise_meta_in(self, session: Any, items: Mapping[str, float]) -> None:
+        """Numeric meta to at least ``items``' values; a stored larger value stays."""
+        self._write_meta_in(session, items, lambda old, new: not isinstance(old, (int, float)) or old < new)
+
+    def _write_meta_in(self, session: Any, items: Mapping[str, Any], replace: Callable[[Any, Any], bool]) -> None:
+        """Each meta item inserted, or written over the stored value where ``replace(stored, new)``."""
+        study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
+        for key, value in items.items():
+            attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
+            if attr is None:
+                session.add(
+                    models.StudyUserAttributeModel(study_id=study.study_id, key=key, value_json=json.dumps(value))
+                )
+            elif replace(json.loads(attr.value_json), value):
+                attr.value_json = json.dumps(value)
+
+    def _put_attrs(self, session: Any, trial_id: int, items: Sequence[tuple[str, Any]]) -> None:
+        """User attrs of one trial, inserted or updated, with one read of those it has (not one per attr)."""
+        u = models.TrialUserAttributeModel
+        have = {
+            row.key: row for row in session.query(u).filter(u.trial_id == trial_id, u.key.in_([k for k, _ in items]))
+        }
+        for key, value in items:
+            if key in have:
+                have[key].value_json = json.dumps(value)
+            else:
+                session.add(u(trial_id=trial_id, key=key, value_json=json.dumps(value)))
+
+    def _attr_items(self, attempt: Attempt) -> list[tuple[str, Any]]:
+        return [
+            ("verdict", attempt.verdict.label()),
+            ("genome_key", attempt.genome_key),
+            (ATTEMPT_ATTR, attempt.to_json()),
+        ]
+
+    def _commit(
+        self,
+        trial_id: int,
+        attempt: Attempt,
+        finish: bool,
+        meta: Mapping[str, Any] | None = None,
+        meta_max: Mapping[str, float] | None = None,
+    ) -> None:
+        """One transaction: the attempt attrs, then (with ``finish``) intermediate values, value and final state
+        (:func:`trial_outcome`), then meta.
+
+        The final state is set only where the trial is still unfinished in this transaction (the trial row is
+        written first, so the transaction holds it, or on SQLite the database, from its start), else nothing is
+        written and ``UpdateFinishedTrialError`` is raised: of two workers finishing one trial, one wins.
+        """
+        rdb = self._rdb()
+        t = models.TrialModel
+        outcome = trial_outcome(attempt) if finish else None
+        state = TRIAL_STATES[outcome] if outcome is not None else None
+        # read before the transaction: a meta read inside it would take the same scoped session and end it
+        steps = intermediate_values(attempt, self._geometry_order(attempt)) if finish else {}
+        with self._session() as session:
+            if meta or meta_max or state == TrialState.COMPLETE:
+                # study meta: two workers' first writes of a key must not both insert it (on PostgreSQL a
+                # UniqueViolation of elapsed_s seen in CI); a value: read against the champions' under the lock, so
+                # that two workers' steps cannot both be valued above the same champion. The study lock first, then
+                # the trial's row, the order ask() and append_meta() take them in.
+                self._lock_study(session)
+            # A no-op UPDATE first: on SQLite it takes the database write lock before anything is read (the FOR
+            # UPDATE below is no lock there), so of two workers recovering one dead trial the second reads it
+            # finished, instead of inserting its attrs after the first's commit (UNIQUE constraint failed).
+            session.query(t).filter(t.trial_id == trial_id).update({t.state: t.state}, synchronize_session=False)
+            row = t.find_or_raise_by_id(trial_id, session, for_update=True)
+            rdb.check_trial_is_updatable(trial_id, row.state)
+            self._put_attrs(session, trial_id, self._attr_items(attempt))
+            if outcome is not None and state is not None:
+                for step, v in steps.items():
+                    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, v)
+                best = self._best_champion_value(session) if state == TrialState.COMPLETE else None
+                value = trial_value(outcome, attempt.score, best)
+                if value is not None:
+                    op.set_trial_value(rdb, session, row, 0, value)
+                n = (
+                    session.query(t)
+                    .filter(t.trial_id == trial_id, t.state.in_([TrialState.RUNNING, TrialState.WAITING]))
+                    .update(
+                        {
+                            t.state: state,  # Optuna stores naive UTC (the model's datetime_complete converts)
+                            op.TRIAL_COMPLETE_UTC: dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                        },
+                        synchronize_session=False,
+                    )
+                )
+                if n != 1:
+                    raise UpdateFinishedTrialError(f"trial {trial_id} was finished by another process meanwhile")
+            if meta:
+                self._set_meta_in(session, meta)
+            if meta_max:
+                self._raise_meta_in(session, meta_max)
+
+    def _write_attrs(self, trial_id: int, attempt: Attempt) -> None:
+        """The attempt attrs alone, in one transaction, leaving the trial's state as it is."""
+        self._commit(trial_id, attempt, False)
+
+    def _best_champion_value(self, session: Any) -> float | None:
+        """The highest stored value of a COMPLETE baseline or accepted trial (None before the baseline)."""
+        t, v, u = models.TrialModel, models.TrialValueModel, models.TrialUserAttributeModel
+        best = (
+            session.query(sqlalchemy.func.max(v.value))
+            .join(t, t.trial_id == v.trial_id)
+            .join(u, u.trial_id == t.trial_id)
+            .filter(
+                t.study_id == op.study_id(self.study),
+                t.state == TrialState.COMPLETE,
+                v.objective == 0,
+                v.value_type == models.TrialValueModel.TrialValueType.FINITE,
+                u.key == "verdict",
+                u.value_json.in_([json.dumps(ACCEPTED), json.dumps(BASELINE)]),
+            )
+            .scalar()
+        )
+        return None if best is None else float(best)
+
+    def _geometry_order(self, attempt: Attempt) -> list[str]:
+        """The campaign's geometries in its config's order (an intermediate value's step indexes them); without a
+        config (tests), the attempt's own, sorted."""
+        if self._geometries is None:
+            cfg = self.meta("config") or {}
+            names = [g.get("name") for g in cfg.get("geometries") or [] if isinstance(g, Mapping)]
+            if names and all(isinstance(n, str) for n in names):
+                self._geometries = [str(n) for n in names]  # fixed for a campaign: resuming checks it
+        return self._geometries if self._geometries is not None else sorted(attempt.speedup_vs_baseline)
+
+    # --- reading -----------------------------------------------------------
+    def _trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
+        try:
+            return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+        except ValueError:  # a row Optuna cannot parse (not JSON): read trial by trial, skipping the damaged ones
+            return self._trials_one_by_one(states)
+
+    def _trials_one_by_one(self, states: Sequence[TrialState] | None) -> list[FrozenTrial]:
+        t = models.TrialModel
+        with self._session() as session:
+            q = session.query(t.trial_id, t.number).filter(t.study_id == op.study_id(self.study))
+            if states:
+                q = q.filter(t.state.in_(list(states)))
+            rows = q.order_by(t.number).all()
+        out = []
+        for trial_id, number in rows:
+            try:
+                out.append(self._rdb().get_trial(trial_id))
+            except ValueError as e:
+                self.damaged[number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+        return out
+
+    def damaged_note(self) -> str | None:
+        """One line on the attempt records that could not be read, or None."""
+        if not self.damaged:
+            return None
+        first = min(self.damaged)
+        return (
+            f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
+            "the other attempts are read as recorded"
+        )
+
+    def attempts(self) -> list[Attempt]:
+        """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""
+        return self._attempts(self._trials())
+
+    def _attempts(self, trials: Sequence[FrozenTrial]) -> list[Attempt]:
+        out = []
+        for t in trials:
+            a = self._parsed.get(op.trial_id(t))
+            if a is None:
+                if ATTEMPT_ATTR not in t.user_attrs:
+                    continue
+                try:
+                    a = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
+                    if a.id != t.number:
+                        raise ValueError(f"it names attempt #{a.id}")
+                except Exception as e:  # one damaged record: reported (``damaged``), the rest stays readable
+                    self.damaged[t.number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+                    continue
+                if t.state.is_finished():
+                    self._parsed[op.trial_id(t)] = a
+            out.append(a)
+        return sorted(out, key=lambda a: a.id)
+
+    def seen_keys(self) -> set[str]:
+        """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
+        return _seen(self._trials())
+
+    def running(self) -> list[FrozenTrial]:
+        """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
+        return self._trials([TrialState.RUNNING])
+
+    def champion(self) -> Attempt | None:
+        """The newest accepted attempt, else the baseline, else None."""
+        return _champion(self.attempts())
+
+    def view(self) -> View:
+        """Attempts, seen genomes and running trials from one read (each is one read of its own otherwise).
+
+        Called once per step of the worker loop: with several processes on one database every read is also
+        a chance to wait on another's write.
+        """
+        trials = self._trials()
+        return View(self._attempts(trials), _seen(trials), [t for t in trials if t.state == TrialState.RUNNING])
+
+    # --- crash recovery ----------------------------------------------------
+    def recover(self) -> list[int]:
+        """Finish trials a dead process left RUNNING; return their numbers.
+
+        Safe while other workers run: a RUNNING trial whose owner is alive (see
+        "Liveness" in the module docstring) is left alone; one finished by
+        someone else meanwhile is skipped. A RUNNING trial without an
+        attempt becomes ``error: interrupted`` (FAIL); one whose attempt was
+        stored but whose state was not (ledgers written before record() was one
+        transaction) is finished with that attempt. Trials enqueued but never
+        asked (WAITING, left by older versions between enqueue and ask) become
+        interrupted attempts too, but are not counted in the returned list.
+        Each trial is finished in one transaction, so a kill during recovery
+        is recovered by the next run.
+        """
+        handled: list[int] = []
+        running = self._trials([TrialState.RUNNING])
+        stale = set(op.stale_trial_ids(self._rdb(), op.study_id(self.study))) if running else set()
+        for t in running:
+            if self._alive(t, stale):
+                continue
+            if ATTEMPT_ATTR in t.user_attrs:
+                attempt = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
+            else:
+                attempt = self._interrupted(t)
+            try:
+                self._commit(op.trial_id(t), attempt, True)
+            except UpdateFinishedTrialError:
+                continue  # recorded by its owner, or recovered by another worker, meanwhile
+            handled.append(t.number)
+        for t in self._trials([TrialState.WAITING]):
+            attempt = self._interrupted(t)
+            with contextlib.suppress(UpdateFinishedTrialError):
+                self._commit(op.trial_id(t), attempt, True)
+        return handled
+
+    def _alive(self, t: FrozenTrial, stale: set[int]) -> bool:
+        """Whether the owner of RUNNING trial ``t`` may still record it (see "Liveness" above)."""
+        owner = t.system_attrs.get(WORKER_ATTR)
+        if not isinstance(owner, dict):
+            return False  # no owner stamp, no heartbeat: an older version's or an unfixed ask's
+        for led in list(_LIVE):
+            if led._token == owner.get("ledger"):
+                with led._lock:
+                    return op.trial_id(t) in led._held
+        if _certainly_dead(owner):
+            return False
+        return op.trial_id(t) not in stale
+
+    def _interrupted(self, t: FrozenTrial) -> Attempt:
+        config = self.meta("config") or {}
+        # An enqueued trial holds its genome as fixed_params until asked; an older ask may have set only some params.
+        genome = Genome({**(t.system_attrs.get("fixed_params") or {}), **t.params})
+        return Attempt(
+            id=t.number,
+            campaign=config.get("campaign", self.campaign),
+            family=config.get("family", ""),
+            genome=dict(genome),
+            genome_key=genome.key,
+            backend=self.meta("backend") or config.get("backend") or "gpu",
+            verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
+            started_at=t.datetime_start.isoformat() if t.datetime_start else "",
+        )
+
+
+class SideLedger(Ledger):
+    """A study beside a campaign's (``<campaign>:<kind>``) that ``evo replay`` / ``evo selfcheck`` record into.
+
+    It reads the campaign's attempts, champion and seen genomes (what a re-judged attempt is held against), and
+    meta from its own study first, then the campaign's; it writes attempts and meta into its own study only, so
+    nothing of the campaign changes. Its own attempts: :meth:`own_attempts`.
+    """
+
+    def __init__(self, base: Ledger, kind: str):
+        super().__init__(
+            base.storage_url,
+            side_study_name(base.campaign, kind),
+            base.knobs,
+            heartbeat_s=base.heartbeat_s,
+            grace_s=base.grace_s,
+        )
+        self.base = base
+        self.kind = kind
+        self.create_meta({"side_of": base.campaign, "kind": kind})
+
+    def own_attempts(self) -> list[Attempt]:
+        """The attempts recorded into this side study (ids are its own trial numbers)."""
+        return super().attempts()
+
+    def attempts(self) -> list[Attempt]:
+        return self.base.attempts()
+
+    def seen_keys(self) -> set[str]:
+        return self.base.seen_keys()
+
+    def champion(self) -> Attempt | None:
+        return self.base.champion()
+
+    def view(self) -> View:
+        return self.base.view()
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        mine = self.study.user_attrs
+        return mine[key] if key in mine else self.base.meta(key, default)
+
+    def all_meta(self) -> dict[str, Any]:
+        return {**self.base.all_meta(), **self.study.user_attrs}
+
+
+def side_study_name(campaign: str, kind: str) -> str:
+    """``<campaign>:<kind>``: a campaign's name has no colon (evo/config.py), so no campaign can be named so."""
+    return f"{campaign}:{kind}"
