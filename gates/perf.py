@@ -62,11 +62,28 @@ class EarlyStop:
     after: int
     cand: str = "cand"
     ref: str = "champ"
+    # rule weighted: the weighted geometries measured before this one, as (per-round speed ratios champion/candidate,
+    # weight), and this one's weight; a pair is "slower" when the weighted mean of that round's ratios is below 1,
+    # so a candidate slower here but faster where it was measured before is not stopped for this geometry alone
+    prior: tuple[tuple[tuple[float, ...], float], ...] = ()
+    weight: float = 1.0
 
     def hit(self, times_us: dict[str, list[float]]) -> bool:
         c, r = times_us.get(self.cand, []), times_us.get(self.ref, [])
         n = min(len(c), len(r))
-        return n == self.after and all(r[i] < c[i] for i in range(n))
+        if n != self.after:
+            return False
+        if not self.prior:
+            return all(r[i] < c[i] for i in range(n))
+        for i in range(n):
+            values = [rs[i % len(rs)] for rs, _ in self.prior if rs] + [r[i] / c[i]]
+            weights = [w for rs, w in self.prior if rs] + [self.weight]
+            if geomean(values, weights) >= 1.0:
+                return False
+        return True
+
+    def with_prior(self, prior: Sequence[tuple[Sequence[float], float]], weight: float) -> EarlyStop:
+        return EarlyStop(self.after, self.cand, self.ref, tuple((tuple(rs), w) for rs, w in prior), weight)
 
     def describe(self, rounds: int) -> str:
         return (

@@ -30,7 +30,7 @@ def test_shipped_config_loads():
     assert dict(cfg.geometries[2].params) == {"T": 1, "H": 4096, "S": 32, "prenorm": False}
     assert cfg.budget.attempts == 150 and cfg.budget.minutes == 8.0
     assert cfg.proposer.name == "surrogate" and cfg.proposer.options == {}
-    assert cfg.gates.correctness.mode == "exact" and cfg.gates.perf.rule == "every"
+    assert cfg.gates.correctness.mode == "exact" and cfg.gates.perf.rule == "weighted"
     assert cfg.backend == "auto" and cfg.clocks == "record" and cfg.peer.torch_compile == "default"
 
 

@@ -429,3 +429,49 @@ def test_identical_sass():
     v = identical_sass("abc", {"abc": 7, "def": 3})
     assert v.status == "rejected" and v.gate == "static" and "#7" in v.reason
     assert identical_sass("xyz", {"abc": 7}).ok
+
+
+def test_early_stop_under_rule_weighted_judges_the_mean_of_each_round():
+    from gates.perf import EarlyStop
+
+    slower_here = {"cand": [101.0] * 6, "champ": [100.0] * 6}  # 0.99x at this geometry in every pair
+    plain = EarlyStop(6)
+    assert plain.hit(slower_here)  # rule every: slower in every pair here is enough
+    faster_before = plain.with_prior([([1.12] * 12, 1.0)], 1.0)  # 1.12x at the weighted geometry measured before
+    assert not faster_before.hit(slower_here)  # the mean of each round is ~1.05: not a loser
+    slower_before = plain.with_prior([([0.98] * 12, 1.0)], 1.0)
+    assert slower_before.hit(slower_here)
+    assert not faster_before.hit({"cand": [101.0] * 5, "champ": [100.0] * 5})  # only after `after` rounds
+
+
+def test_a_step_that_wins_the_mean_is_not_stopped_early_at_the_geometry_it_gives_back(tmp_path):
+    """The H200 campaign of 2026-12-02 under rule weighted: from champion #8 (h_split 2), #12 (h_split 1) was
+    1.13x at T4096_H4096 and 0.99x at T4096_H7168, and the early-out stopped it at T4096_H7168. On the recorded
+    sweep the same step is accepted under rule weighted, and refused under rule every."""
+    import re
+    from pathlib import Path
+
+    from evo.config import load_config
+    from evo.core.genome import Genome
+    from evo.loop.campaign import Campaign
+    from evo.search import Proposal
+
+    root = Path(__file__).resolve().parent.parent
+    champ = {"barrier": "early", "block": 128, "h_split": 2, "meta": "slice", "vec": 8}
+    verdicts = {}
+    for rule in ("weighted", "every"):
+        text = (root / "configs" / "mhc_pre_big_fuse.yaml").read_text()
+        text = re.sub(r"rule: \w+", f"rule: {rule}", text)
+        text = re.sub(r"^backend: .*$", "backend: recorded", text, flags=re.M)
+        p = tmp_path / f"{rule}.yaml"
+        p.write_text(text + f"storage: sqlite:///{tmp_path / rule}.db\n")
+        camp = Campaign(load_config(p), out=lambda s: None)
+        camp.setup()
+        base = camp.family.baseline()
+        first = camp.evaluate(Proposal(base.replace(**champ), "test: #8 of the H200 run", [0]))
+        assert first.verdict.status == "accepted", first.verdict.reason
+        camp.champion = first
+        step = camp.evaluate(Proposal(Genome({**first.genome, "h_split": 1}), "test: #12", [first.id]))
+        verdicts[rule] = step.verdict
+    assert verdicts["weighted"].status == "accepted", verdicts["weighted"].reason
+    assert verdicts["every"].status == "rejected" and "T4096_H7168" in verdicts["every"].reason

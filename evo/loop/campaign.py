@@ -494,7 +494,8 @@ class Campaign:
         self.ledger.set_meta("floor", self.floor)
         msg = ", ".join(f"{k} {v:.3%}" for k, v in floors.items())
         self.out(
-            f"A/A noise floor: {msg}; a win needs > {threshold(p.min_gain, self.floor):.4f}x on every weighted geometry"
+            f"A/A noise floor: {msg}; a win needs > {threshold(p.min_gain, self.floor):.4f}x "
+            + ("on every weighted geometry" if p.rule == "every" else "in the weighted mean of the weighted geometries")
         )
         if self.floor > p.max_floor:
             self.out(
@@ -710,13 +711,29 @@ class Campaign:
         devinfo: dict[str, Any] = {}
         stop = EarlyStop(p.early_rounds) if p.early_rounds else None
         stopping = stop.describe(p.rounds) if stop else f"fixed {p.rounds} rounds"
+        if stop is not None and p.rule != "every":
+            stopping += (
+                "; rule weighted: only at the last weighted geometry, on the weighted mean of each round's ratios "
+                "over every weighted geometry"
+            )
         early_at = None
         # Weighted geometries first: a clear loser there ends the attempt before the watched ones cost time.
-        for g in sorted(self.cfg.geometries, key=lambda g: g.weight <= 0):
-            # watched geometries only must not regress beyond noise, which "slower in every pair" does not show
-            s = self.backend.measure(
-                parts, g, p.rounds, self.part_launches(parts, keys, g), stop=stop if g.weight > 0 else None
-            )
+        order = sorted(self.cfg.geometries, key=lambda g: g.weight <= 0)
+        last_weighted = [g for g in order if g.weight > 0][-1:]
+        prior: list[tuple[list[float], float]] = []  # rule weighted: the weighted geometries measured so far
+        for g in order:
+            # watched geometries only must not regress beyond noise, which "slower in every pair" does not show;
+            # under rule weighted a geometry slower alone may still win the mean, so the early-out waits for the
+            # last weighted geometry and judges the mean of each round there
+            gstop = None
+            if stop is not None and g.weight > 0:
+                if p.rule == "every":
+                    gstop = stop
+                elif g in last_weighted:
+                    gstop = stop.with_prior(prior, g.weight)
+            s = self.backend.measure(parts, g, p.rounds, self.part_launches(parts, keys, g), stop=gstop)
+            if g.weight > 0:
+                prior.append(([ch / c for ch, c in zip(s.times_us["champ"], s.times_us["cand"])], g.weight))
             method = (
                 f"batch: {s.batch_text()}; pairs: {len(s.times_us['cand'])} interleaved "
                 f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
@@ -762,10 +779,15 @@ class Campaign:
         if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
             assert stop is not None  # only an early stop sets early_at
             iv = res.vs_parent[early_at]
+            where = (
+                f"at {early_at} in all of the first {stop.after} pairs ({iv.fmt()})"
+                if p.rule == "every"
+                else f"in the weighted mean of each of the first {stop.after} rounds of {early_at} and the weighted "
+                f"geometries before it ({early_at} {iv.fmt()})"
+            )
             res.verdict = Verdict.rejected(
                 "perf",
-                f"slower than the champion at {early_at} in all of the first {stop.after} pairs "
-                f"({iv.fmt()}); stopped early, geometries after it not measured",
+                f"slower than the champion {where}; stopped early, geometries after it not measured",
                 Code.PERF_EARLY_STOP,
                 {"geometry": early_at, "after": stop.after},
             )

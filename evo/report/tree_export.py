@@ -1,6 +1,7 @@
 """`evo export --tree`: the export's series again, as patches to the family's own files in the user's repository.
 
-The resolved series (evo/report/export.py) applies to the exported ``baseline-<family>.cu``, every knob ``#if`` resolved.
+The resolved series (evo/report/export.py) applies to the exported ``baseline-<family>.cu``, every knob ``#if``
+resolved.
 The tree series applies with ``git am`` in the repository that holds the family folder, to its ``kernel.cu`` and
 ``family.py`` as they are now:
 
