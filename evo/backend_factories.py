@@ -18,7 +18,7 @@ def recorded_for_config(cfg: Any, builder: Any = None) -> Any:
     from harness.recorded import RecordedBackend
 
     c = cfg.gates.correctness
-    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
+    return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs, launch=cfg.gates.perf.launch)
 
 
 def gpu_backend(config: str, backend: str | None = None, storage: str | None = None) -> Any:

@@ -57,6 +57,7 @@ register(
         "evo.backend_factories:recorded_for_config",
         "evo.backend_factories:recorded_backend",
         unavailable="no GPU here and ",
+        pdl=True,  # from a sweep timed with PDL launches (tools/sweep.py on a launch: pdl config), where one exists
     )
 )
 

@@ -63,11 +63,25 @@ def recorded_geometries(family: Family) -> list[dict[str, Any]]:
     return [g for d in load_sweeps(family) for g in d["geometries"]]
 
 
-def find_sweep(family: Family, geometries: Sequence[Geometry]) -> Sweep:
-    """The sweep that covers every geometry of the campaign (matched by parameters, not names)."""
+def sweep_launch(d: Mapping[str, Any]) -> str:
+    """How a sweep's timed launches were made (sweeps before 2026-12-02 say nothing: plain)."""
+    return str(d.get("launch") or "plain")
+
+
+def find_sweep(family: Family, geometries: Sequence[Geometry], launch: str = "plain") -> Sweep:
+    """The sweep that covers every geometry of the campaign (matched by parameters, not names), timed with the
+    campaign's launches (gates.perf.launch: plain, or pdl)."""
     sweeps = load_sweeps(family)
     if not sweeps:
         raise NotRecorded(f"family {family.name} has no recorded measurements under {family.folder / 'recorded'}")
+    timed = [d for d in sweeps if sweep_launch(d) == launch]
+    if not timed:
+        kinds = ", ".join(sorted({sweep_launch(d) for d in sweeps}))
+        raise NotRecorded(
+            f"no recorded sweep of family {family.name} timed {launch} launches (gates.perf.launch; recorded: "
+            f"{kinds}); run on a GPU, or record one with tools/sweep.py on a config that launches {launch}"
+        )
+    sweeps = timed
     for d in sweeps:
         by_params = {_params_key(g["params"]): g["name"] for g in d["geometries"]}
         mapping = {g.name: by_params.get(_params_key(g.params)) for g in geometries}
@@ -124,11 +138,14 @@ class RecordedBackend:
         seeds: int = 3,
         runs: int = 2,
         sweep: Sweep | None = None,
+        launch: str = "plain",
     ):
-        """``sweep``: the one to replay (default: the family's recorded sweep that covers ``geometries``)."""
+        """``sweep``: the one to replay (default: the family's recorded sweep that covers ``geometries``, timed with
+        ``launch`` launches)."""
         self.family = family
         self.geometries = list(geometries)
-        self.sweep = sweep if sweep is not None else find_sweep(family, geometries)
+        self.sweep = sweep if sweep is not None else find_sweep(family, geometries, launch)
+        self.pdl = sweep_launch(self.sweep.data) == "pdl"
         d = self.sweep.data
         self.seeds = min(seeds, d["seeds"])
         self.runs = min(runs, d["runs"])

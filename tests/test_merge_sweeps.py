@@ -286,7 +286,7 @@ def fake_gpu(monkeypatch, real):
             return SimpleNamespace(genome_key=k, sass_sha256=real["genomes"][state.twins.get(k, k)]["sass"])
 
     class Gpu(RecordedBackend):
-        def __init__(self, fam, geos, builder, *, seeds, runs, batch_ms, nvml=None):
+        def __init__(self, fam, geos, builder, *, seeds, runs, batch_ms, nvml=None, pdl=False):
             super().__init__(fam, geos, seeds=seeds, runs=runs)
 
         def measure(self, parts, g, rounds, launches=None, stop=None):

@@ -82,8 +82,45 @@ def test_a_pdl_campaign_without_a_gpu_says_why(tmp_path, monkeypatch):
 
     monkeypatch.setattr("harness.gpu.gpu_available", lambda: False)
     cfg = load_config(_variant(tmp_path, ", launch: pdl", backend="recorded"))
-    with pytest.raises(CampaignError, match="gates.perf.launch: pdl needs a GPU"):
+    with pytest.raises(CampaignError, match="no recorded sweep of family fp4_matvec timed pdl launches"):
         make_backend(cfg, Builder(cfg.family, cfg.geometries, "sm_90", defines=cfg.build_defines))
+
+
+def test_a_sweep_timed_with_pdl_serves_pdl_campaigns_and_only_them(tmp_path, monkeypatch):
+    """tools/sweep.py on a launch: pdl config writes launch: pdl; the recorded backend replays a campaign only from a
+    sweep timed with its own launches (older sweeps say nothing: plain)."""
+    import shutil
+
+    from evo.loop.campaign import Campaign
+    from harness import sweepfile
+    from harness.recorded import find_sweep, sweep_launch
+
+    monkeypatch.setattr("harness.gpu.gpu_available", lambda: False)
+    fam_dir = tmp_path / "mhc_pre_big_fuse"
+    shutil.copytree(ROOT / "candidates" / "mhc_pre_big_fuse", fam_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    (plain,) = sweepfile.sweep_files(fam_dir / "recorded")
+    d = sweepfile.load(plain)
+    assert sweep_launch(d) == "plain"
+    d["launch"] = "pdl"
+    sweepfile.save(fam_dir / "recorded" / "h200-pdl-sweep.json.xz", d)
+    text = (ROOT / "configs" / "mhc_pre_big_fuse.yaml").read_text()
+    text = re.sub(r"^family: .*$", f"family: {fam_dir}", text, flags=re.M)
+    text = re.sub(r"^backend: .*$", "backend: recorded", text, flags=re.M)
+    text = re.sub(r"^budget: .*$", "budget: {attempts: 3}", text, flags=re.M)
+    for launch in ("pdl", "plain"):
+        p = tmp_path / f"{launch}.yaml"
+        body = re.sub(r"(rule: \w+)\}", rf"\1, launch: {launch}}}", text)
+        p.write_text(body + f"storage: sqlite:///{tmp_path / launch}.db\n")
+        cfg = load_config(p)
+        assert cfg.gates.perf.launch == launch
+        sweep = find_sweep(cfg.family, cfg.geometries, launch)
+        assert sweep_launch(sweep.data) == launch and sweep.path.name.startswith(
+            "h200-pdl" if launch == "pdl" else "h200-sweep"
+        )
+        camp = Campaign(cfg, out=lambda s: None)
+        assert camp.backend.name == "recorded" and camp.backend.pdl == (launch == "pdl")
+        camp.run()
+        assert len(camp.ledger.attempts()) == 3
 
 
 @pytest.mark.gpu

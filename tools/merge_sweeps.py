@@ -47,7 +47,19 @@ from harness import sweepfile  # noqa: E402
 from tools.sweep import in_shard  # noqa: E402
 
 # Fields every shard of one sweep must agree on (a missing field counts as None, so older files compare too).
-SAME = ("format", "family", "geometries", "seed", "seeds", "runs", "rounds", "aa_rounds", "batch_ms", "baseline_key")
+SAME = (
+    "format",
+    "family",
+    "geometries",
+    "seed",
+    "seeds",
+    "runs",
+    "rounds",
+    "aa_rounds",
+    "batch_ms",
+    "baseline_key",
+    "launch",
+)
 
 
 class MergeError(ValueError):
@@ -283,6 +295,7 @@ def merge(
             "aa_rounds": ref.get("aa_rounds"),
             "launches": ref.get("launches"),
             "batch_ms": ref.get("batch_ms"),
+            "launch": ref.get("launch", "plain"),
             "baseline_key": base_key,
             "baseline_hashes": ref["baseline_hashes"],
             "baseline_errors": ref["baseline_errors"],

@@ -208,6 +208,7 @@ def main() -> int:
         runs=cfg.gates.correctness.runs,
         batch_ms=args.batch_ms,
         nvml=nvml if nvml.available() else None,
+        pdl=cfg.gates.perf.launch == "pdl",  # timed as the config's campaigns launch (the builder has EVO_PDL)
     )
     facts = be.facts()
     ceiling = be.copy_ceiling()
@@ -302,6 +303,7 @@ def main() -> int:
         "aa_rounds": args.aa_rounds,
         "launches": launches,
         "batch_ms": args.batch_ms,
+        "launch": cfg.gates.perf.launch,  # plain or pdl: a campaign is replayed only from a sweep timed its way
         "baseline_key": base.key,
         "baseline_hashes": be.baseline_hashes,
         "baseline_errors": be.baseline_errors,

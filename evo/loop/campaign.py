@@ -89,7 +89,7 @@ def make_backend(cfg: CampaignConfig, builder: Builder) -> Backend:
         raise CampaignError(f"backend: {kind} was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
     if cfg.gates.perf.launch != "plain" and not entry.pdl:
         raise CampaignError(
-            f"gates.perf.launch: {cfg.gates.perf.launch} needs a GPU (the recorded sweeps time plain launches)"
+            f"gates.perf.launch: {cfg.gates.perf.launch} needs a backend that times such launches ({kind} does not)"
         )
     isolate = cfg.worker.isolation == "worker" or (cfg.worker.isolation == "auto" and entry.isolate_by_default)
     try:
