@@ -77,8 +77,10 @@ def test_ablate_a_recorded_campaign(tmp_path, capsys):
     assert "## Ablation" in md and f"Champion #{champ.id} with each of its changes" in md
     assert main(["export", str(cfg), "-o", str(tmp_path / "export")]) == 0
     msgs = "".join(p.read_text() for p in sorted((tmp_path / "export").glob("*.patch")))
-    assert f"Which changes carry the gain (evo ablate of champion #{champ.id}" in msgs
-    assert all(f"- {e['change']}: set back alone" in msgs for e in rec["changes"] if "error" not in e)
+    assert f"Which changes carry the gain (evo ablate of champion #{champ.id}" in " ".join(msgs.split())
+    flat = " ".join(msgs.split())
+    assert all(f"- {e['change']}, set back alone" in flat for e in rec["changes"] if "error" not in e)
+    assert "on the recorded backend; simulated from recorded H200 measurements" in flat
     assert "Caveats: measured on NVIDIA H200 only" in msgs.replace("\n", " ")
 
 
@@ -101,3 +103,38 @@ def test_nothing_to_ablate_is_one_line(tmp_path, capsys):
     assert err.startswith("evo: ") and "champion is the baseline" in err and "\n" not in err
     assert main(["ablate", str(tmp_path / "c.yaml"), "--rounds", "1"]) == 2
     assert "at least 3" in capsys.readouterr().err
+
+
+def test_shares_need_a_total_gain_and_an_incomplete_table_says_so():
+    rec = {
+        "changes": [
+            {"key": "a", "change": "a 1->2"},
+            {"key": "b", "change": "b 1->2", "error": "incorrect without it"},
+        ],
+        "geometries": {
+            "G": {
+                "weight": 1,
+                "champion_us": 10.0,
+                "baseline_us": 20.0,
+                "total": {"value": 2.0, "lo": 1.9, "hi": 2.1, "n": 12},
+                "rounds": 12,
+                "changes": {"a": {"us": 14.0, "gain": {"value": 1.4, "lo": 1.3, "hi": 1.5}, "share": 0.49}},
+                "share_sum": None,
+            },
+            "W": {
+                "weight": 0,
+                "champion_us": 10.0,
+                "baseline_us": 10.0,
+                "total": {"value": 1.0, "lo": 0.99, "hi": 1.01, "n": 12},
+                "rounds": 12,
+                "changes": {"a": {"us": 9.0, "gain": {"value": 0.9, "lo": 0.89, "hi": 0.91}, "share": None}},
+                "share_sum": None,
+            },
+        },
+    }
+    text = "\n".join(ab.table(rec))
+    assert "– (1 change(s) not measured)" in text and "| b 1->2 | – | not measured: incorrect without it | – |" in text
+    said = ab.carried(rec, ["a", "b"])
+    assert said[0].startswith("a 1->2, set back alone") and "at G 1.400x [1.300, 1.500], 49%" in said[0]
+    assert "at watched W the champion is faster without it (0.900x" in said[0]
+    assert said[1] == "b 1->2: not measured (incorrect without it)"

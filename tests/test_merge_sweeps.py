@@ -454,3 +454,15 @@ def test_sweep_resume_redo_measures_the_matching_genomes_again(fake_gpu, monkeyp
         run_sweep(monkeypatch, "--resume", str(whole), "--redo", "nope=1", "--out", str(out))
     with pytest.raises(SystemExit):
         run_sweep(monkeypatch, "--redo", "meta=slice", "--out", str(out))
+
+
+def test_a_sweep_from_before_launch_was_recorded_merges_with_a_plain_one_not_a_pdl_one():
+    """Files before 2026-12-02 say nothing of their launches: they timed plainly (a resume of one must not be
+    refused after its GPU run for `launch: None vs 'plain'`)."""
+    from tools.merge_sweeps import MergeError, _check_same
+
+    old = {"space": {"knobs": {}, "order": []}, "device": {"name": "H200"}, "baseline_hashes": {}}
+    plain, pdl = {**old, "launch": "plain"}, {**old, "launch": "pdl"}
+    _check_same([("old", old), ("new", plain)])
+    with pytest.raises(MergeError, match="launch differs"):
+        _check_same([("old", old), ("new", pdl)])

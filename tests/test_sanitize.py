@@ -84,6 +84,9 @@ elif mode == "meet":  # each tool waits (up to 30 s) until every tool named in F
     print("evo-sanitize-target: done")
     print(P + ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck"
                else "ERROR SUMMARY: 0 errors"))
+elif mode == "launched":  # a target that says which kernel it launched
+    print("evo-sanitize-target: launched _Z9other_kernILi4EEvPf at G: grid (1,), block (32,), 0 B shared")
+    print(P + "ERROR SUMMARY: 0 errors")
 elif mode == "exec":  # run the real target, as compute-sanitizer would
     r = subprocess.run(target, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout, end="")
@@ -312,6 +315,17 @@ def test_parallel_tools_each_keep_their_time_limit(fake, tmp_path, monkeypatch):
     assert all("did not finish within 2 s" in r.reason for r in res.values())
 
 
+def test_a_kernel_filter_that_matches_no_launched_kernel_is_no_clean_result(fake, tmp_path):
+    fake("launched")
+    gf = sz.write_genome_file(tmp_path / "g.json", "mhc_pre_big_fuse", {"block": 256})
+    r = sz.run_pass(write_config(tmp_path), gf, ("memcheck",), 60, options=["--kernel-name", "kns=mhc_pre"])
+    assert (
+        r["memcheck"].status == "failed" and "matches none of the kernels the target launched" in r["memcheck"].reason
+    )
+    r = sz.run_pass(write_config(tmp_path), gf, ("memcheck",), 60, options=["--kernel-name", "kns=other_kern"])
+    assert r["memcheck"].status == "clean"
+
+
 def test_kernel_options_name_the_entry_not_its_template_arguments():
     from types import SimpleNamespace as NS
 
@@ -321,6 +335,7 @@ def test_kernel_options_name_the_entry_not_its_template_arguments():
     ]
     assert sz.kernel_options(NS(entry="mhc_pre_big_fuse"), False) == ["--kernel-name", "kns=mhc_pre_big_fuse"]
     assert sz.kernel_options(NS(entry="mhc_pre_big_fuse"), True) == []
+    assert sz.kernel_options(NS(entry="ns::k<{vec}>"), False) == ["--kernel-name", "kns=k"]
 
 
 def test_missing_binary_is_unavailable(tmp_path, monkeypatch):

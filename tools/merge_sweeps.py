@@ -93,11 +93,16 @@ def _shard(d: Mapping[str, Any], name: str) -> tuple[int, int]:
     return int(d["shard"]["index"]), int(d["shard"]["count"])
 
 
+def _field(d: Mapping[str, Any], key: str) -> Any:
+    """A field as the shards are compared on it: a sweep from before files said how they launched timed plainly."""
+    return d.get(key) or "plain" if key == "launch" else d.get(key)
+
+
 def _check_same(files: Sequence[tuple[str, dict[str, Any]]]) -> None:
     (name0, d0), rest = files[0], files[1:]
     for name, d in rest:
         for k in SAME:
-            if d.get(k) != d0.get(k):
+            if _field(d, k) != _field(d0, k):
                 shown = f" ({d0.get(k)!r} vs {d.get(k)!r})" if k != "geometries" else ""
                 raise MergeError(f"{name} and {name0} are not shards of one sweep: {k} differs{shown}")
         if d["space"].get("knobs") != d0["space"].get("knobs"):

@@ -154,6 +154,11 @@ def main() -> int:
         if shard_n > 1:
             ap.error("--resume continues an unsharded sweep")
         prev = load_sweep(args.resume)
+        if (prev.get("launch") or "plain") != cfg.gates.perf.launch:  # before any GPU time is spent on it
+            ap.error(
+                f"{args.resume} timed {prev.get('launch') or 'plain'} launches; this config launches "
+                f"{cfg.gates.perf.launch} (gates.perf.launch)"
+            )
         if prev.get("space", {}).get("order") != [g.key for g in full]:
             ap.error(f"{args.resume} is not a sweep of this config's knob space and seed (the seeded order differs)")
         if args.redo:

@@ -20,7 +20,9 @@ from typing import Any
 from evo.core.genome import Genome
 from evo.core.records import BASELINE, Attempt
 from evo.report.ablation import META_KEY, changes, describe_change, share, without
+from gates import correctness_gate
 from gates.stats import median, median_interval
+from harness.errors import HarnessError
 
 
 class AblateError(Exception):
@@ -32,8 +34,6 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
     to the ledger meta and return it. ``camp`` is an :class:`evo.campaign.Campaign` that has not run (its
     builder, backend and ledger are used; no attempt is recorded)."""
     import datetime as dt
-
-    from harness.errors import HarnessError
 
     led = camp.ledger
     attempts: list[Attempt] = led.attempts()
@@ -56,23 +56,38 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
         "device": camp.backend.facts(),
         "rounds": rounds,
         "method": (
-            f"the champion, the baseline and each ablation (the champion with one change set back) interleaved, "
-            f"{rounds} rounds in rotating order per geometry, graphs of about {p.batch_ms:g} ms of each part's own "
-            "launches, throttled rounds dropped; a change's gain: median of the per-round ratios ablation/champion "
-            "with its 95% order-statistic interval; its share: ln(that) / ln(baseline/champion)"
+            "the champion, the baseline and each ablation (the champion with one change set back) interleaved, "
+            f"up to {rounds} rounds in rotating order per geometry (each row gives the rounds kept), graphs of about "
+            f"{p.batch_ms:g} ms of each part's own launches, throttled rounds dropped; each ablation timed only if "
+            "it passes the correctness gate; a change's gain: median of the per-round ratios ablation/champion "
+            "with its 95% order-statistic interval; its share: ln(that) / ln(baseline/champion), none where the "
+            "champion's own gain there is within its interval of 1"
         ),
         "changes": [{"key": k, "change": describe_change(k, base.genome, champ.genome)} for k in keys],
         "geometries": {},
     }
 
+    c = camp.cfg.gates.correctness
+
     def load(genome: Genome) -> Any:
         built = None if camp.simulated else camp.builder.build(genome)
-        loaded = camp._load(built, genome)
-        if camp.simulated:  # a genome the sweep did not record (or recorded as failing) cannot be timed
-            camp.backend.correctness(loaded)
-        return loaded
+        return camp._load(built, genome)
 
-    champ_loaded, base_loaded = load(Genome(champ.genome)), load(Genome(base.genome))
+    def wrong(genome: Genome, loaded: Any) -> str | None:
+        """An ablation is timed only if its outputs pass the campaign's correctness gate: the speed of a wrong
+        kernel says nothing of what a change carries."""
+        inexact = {g.name: camp.family.inexact_knobs(genome, g) for g in camp.cfg.geometries}
+        ev = camp.backend.correctness(loaded)
+        v = correctness_gate(
+            ev, camp.backend.baseline_hashes, c.mode, inexact, camp.backend.baseline_errors, c.tolerance_factor
+        )
+        return None if v.ok else f"incorrect without it: {' '.join((v.reason or '').split())[:240]}"
+
+    try:
+        champ_loaded, base_loaded = load(Genome(champ.genome)), load(Genome(base.genome))
+        camp.backend.correctness(base_loaded, freeze=True)  # the reference hashes (the recorded sweep has its own)
+    except HarnessError as e:
+        raise AblateError(f"the champion or the baseline cannot be loaded: {type(e).__name__}: {e}") from None
     parts: list[tuple[str, Any]] = [("champion", champ_loaded), ("baseline", base_loaded)]
     part_keys = [champ.genome_key, base.genome_key]
     for entry in record["changes"]:
@@ -86,12 +101,18 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
             entry["same_as"] = "baseline"
             continue
         try:
-            parts.append((entry["key"], load(g)))
-            part_keys.append(g.key)
+            loaded = load(g)
+            why = wrong(g, loaded)
         except HarnessError as e:
             entry["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-            if getattr(e, "fatal", False):
-                raise
+            if getattr(e, "fatal", False):  # the CUDA context is gone: nothing more can be timed in this process
+                raise AblateError(f"ablation {entry['change']} crashed the GPU context: {e}") from None
+            continue
+        if why:
+            entry["error"] = why
+            continue
+        parts.append((entry["key"], loaded))
+        part_keys.append(g.key)
     measured = [c for c in record["changes"] if "error" not in c]
     if not measured:
         raise AblateError(
@@ -103,7 +124,10 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
         f"{camp.backend.name} backend: {len(parts)} parts interleaved, {rounds} rounds a geometry"
     )
     for geo in sorted(camp.cfg.geometries, key=lambda g: g.weight <= 0):
-        s = camp.backend.measure(parts, geo, rounds, camp.part_launches(parts, part_keys, geo))
+        try:
+            s = camp.backend.measure(parts, geo, rounds, camp.part_launches(parts, part_keys, geo))
+        except HarnessError as e:
+            raise AblateError(f"timing at {geo.name} failed: {type(e).__name__}: {e}") from None
         t = s.times_us
         c = t["champion"]
         total = median_interval([b / x for b, x in zip(t["baseline"], c)])
@@ -121,9 +145,12 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
             k = m["key"]
             v = t["baseline"] if m.get("same_as") == "baseline" else t[k]
             gain = median_interval([a / x for a, x in zip(v, c)])
-            row["changes"][k] = {"us": median(v), "gain": _iv(gain), "share": share(gain.value, total.value)}
+            # no share where the champion's own gain here is within noise: the ratio of two logs near 0 is noise
+            sh = share(gain.value, total.value) if total.lo > 1.0 or total.hi < 1.0 else None
+            row["changes"][k] = {"us": median(v), "gain": _iv(gain), "share": sh}
         shares = [r["share"] for r in row["changes"].values() if r["share"] is not None]
-        row["share_sum"] = sum(shares) if len(shares) == len(row["changes"]) else None
+        complete = len(shares) == len(record["changes"])  # every change measured, each with a share
+        row["share_sum"] = sum(shares) if complete else None
         record["geometries"][geo.name] = row
     led.append_meta(META_KEY, record)
     return record

@@ -263,19 +263,34 @@ def run_tools(
         started.append(proc)
         return proc, argv, time.monotonic()
 
+    kns = next((o[len("kns=") :] for o in options if o.startswith("kns=")), None)
+
     def collect(tool: str, proc: subprocess.Popen[str], argv: list[str], t0: float) -> None:
-        timed_out = False
         try:
-            out, _ = proc.communicate(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            out, _ = proc.communicate()
-        dur = round(time.monotonic() - t0, 2)
-        status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
-        results[tool] = ToolResult(
-            tool, status, p.count, p.warnings, p.errors, p.findings, argv, version, dur, reason, proc.returncode
-        )
+            timed_out = False
+            try:
+                out, _ = proc.communicate(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                out, _ = proc.communicate()
+            dur = round(time.monotonic() - t0, 2)
+            status, p, reason = judge(tool, out or "", proc.returncode, timed_out, timeout_s)
+            if status == CLEAN and kns is not None:
+                # a filter that matched none of the kernels launched would read "clean" on anything
+                launched = [ln for ln in (out or "").splitlines() if TARGET_PREFIX in ln and " launched " in ln]
+                if launched and not any(kns in ln for ln in launched):
+                    status = FAILED
+                    reason = (
+                        f"the kernel filter kns={kns} matches none of the kernels the target launched "
+                        f"({launched[0].split(TARGET_PREFIX, 1)[1].strip()[:160]}); "
+                        "sanitizer.all_kernels: true checks all"
+                    )
+            results[tool] = ToolResult(
+                tool, status, p.count, p.warnings, p.errors, p.findings, argv, version, dur, reason, proc.returncode
+            )
+        except Exception as e:  # in a collector thread: a result the gate can see, never a silently missing tool
+            results[tool] = ToolResult(tool, FAILED, argv=argv, version=version, reason=f"evo could not read it: {e}")
 
     try:
         with stop.interruptible():  # only waiting on the tools: a stop request ends them at once
@@ -326,7 +341,8 @@ def kernel_options(family: Any, all_kernels: bool) -> list[str]:
     mhc_pre_big_fuse step from 20.06 s to 8.85 s (benchmarks/results/2026-12-02-sanitizer-cost)."""
     if all_kernels:
         return []
-    name = str(getattr(family, "entry", "") or "").split("<", 1)[0].strip()
+    # the identifier alone: a template's arguments and a namespace are not in its mangled name as written
+    name = str(getattr(family, "entry", "") or "").split("<", 1)[0].strip().split("::")[-1]
     return ["--kernel-name", f"kns={name}"] if name else []
 
 

@@ -78,7 +78,10 @@ def table(record: Mapping[str, Any]) -> list[str]:
             same = " (= the baseline)" if e.get("same_as") == "baseline" else ""
             note = " (faster without it)" if r["gain"]["hi"] < 1 else ""
             lines.append(f"| {e['change']} | {r['us']:.2f}{same} | {_fmt(r['gain'])}{note} | {sh} |")
-        if row.get("share_sum") is not None:
+        unmeasured = [e for e in record.get("changes", []) if e["key"] not in row["changes"]]
+        if unmeasured:
+            lines.append(f"| sum of shares | | | – ({len(unmeasured)} change(s) not measured) |")
+        elif row.get("share_sum") is not None:
             lines.append(
                 f"| sum of shares | | | {100 * row['share_sum']:.0f}%"
                 + (" (the changes interact)" if abs(row["share_sum"] - 1) > 0.1 else "")
@@ -88,33 +91,33 @@ def table(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _effect(iv: Mapping[str, float]) -> str:
-    """What setting a change back alone does to the champion, in words a reviewer reads the right way round."""
-    if iv["hi"] < 1:
-        return f"set back alone, the champion gets faster ({_fmt(iv)}: it costs time here)"
-    if iv["lo"] > 1:
-        return f"set back alone, the champion is {_fmt(iv)} slower"
-    return f"set back alone, no clear change ({_fmt(iv)})"
-
-
 def _fmt(iv: Mapping[str, float]) -> str:
     return f"{iv['value']:.3f}x [{iv['lo']:.3f}, {iv['hi']:.3f}]"
 
 
 def carried(record: Mapping[str, Any] | None, keys: Sequence[str]) -> list[str]:
-    """For a commit message: what each of ``keys`` (a patch's changes) carries at the first weighted geometry."""
+    """For a commit message: what each of ``keys`` (a patch's changes) carries at every weighted geometry, and at a
+    watched one where the champion is faster without it (the change costs time there)."""
     if not record or not record.get("geometries"):
         return []
-    name, row = next(
-        ((n, r) for n, r in record["geometries"].items() if r.get("weight", 1) > 0),
-        next(iter(record["geometries"].items())),
-    )
     names = {e["key"]: e["change"] for e in record.get("changes", [])}
+    errors = {e["key"]: e["error"] for e in record.get("changes", []) if e.get("error")}
+    geos = record["geometries"]
     out = []
     for k in keys:
-        r = row["changes"].get(k)
-        if r is None:
+        if k in errors:
+            out.append(f"{names.get(k, k)}: not measured ({errors[k]})")
             continue
-        sh = "" if r["share"] is None else f"; {100 * r['share']:.0f}% of the champion's gain"
-        out.append(f"{names.get(k, k)}: {_effect(r['gain'])} at {name}{sh}")
+        parts = []
+        for name, row in geos.items():
+            r = row["changes"].get(k)
+            if r is None:
+                continue
+            sh = "" if r["share"] is None else f", {100 * r['share']:.0f}% of the champion's gain there"
+            if row.get("weight", 1) > 0:
+                parts.append(f"at {name} {_fmt(r['gain'])}{sh}")
+            elif r["gain"]["hi"] < 1:
+                parts.append(f"at watched {name} the champion is faster without it ({_fmt(r['gain'])})")
+        if parts:
+            out.append(f"{names.get(k, k)}, set back alone (champion's speed over it): " + "; ".join(parts))
     return out

@@ -453,7 +453,11 @@ def _carried(a: Attempt, prev: Attempt, meta: Mapping[str, Any], champion_id: in
     said = carried(rec, changes(prev.genome, a.genome))
     if not said:
         return []
-    head = f"Which changes carry the gain (evo ablate of champion #{champion_id}, {rec.get('at', '?')}):"
+    sim = "; simulated from recorded H200 measurements" if rec.get("simulated") else ""
+    head = (
+        f"Which changes carry the gain (evo ablate of champion #{champion_id} on the {rec.get('backend', '?')} "
+        f"backend{sim}, {rec.get('at', '?')}):"
+    )
     return ["", head] + [ln for s in said for ln in _wrap(f"- {s}", 72)]
 
 
@@ -469,6 +473,11 @@ def _caveats(a: Attempt, meta: Mapping[str, Any]) -> list[str]:
         out.append(f"{', '.join(str(g) for g in watched)} watched (guarded against regression, not optimized)")
     if meta.get("simulated"):
         out.append("every time is simulated from recorded H200 measurements")
+    if ((cfg.get("gates") or {}).get("perf") or {}).get("launch") == "pdl":
+        out.append(
+            "timed with PDL launches (gates.perf.launch: pdl; every module built with EVO_PDL=1, which the "
+            "exported kernel's own default leaves off)"
+        )
     if not (a.bound or {}).get("summary"):
         out.append("no end-to-end claim")
     return out
