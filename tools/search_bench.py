@@ -624,6 +624,9 @@ def kt_key(space: Space, genome: Mapping[str, Any]) -> str:
     return ",".join(str(genome[k.name]) for k in space.family.knobs)
 
 
+# A strategy that keeps asking for configurations it was served before (free: no new evaluation) is stopped after
+# this many servings per genome of the space, as if its budget were spent (Kernel Tuner 1.5's greedy_ils can loop so).
+SERVED_MAX = 20
 PENALTY = 2.0  # a Bayesian optimizer's invalid genome: this many times the slowest valid genome's time
 
 
@@ -707,7 +710,7 @@ def _simulation_hooks(space: Space, served: list[str]):
             g = Genome({n: r[n] for n in names})
             served.append(g.key)
             score = space.objective(g)
-            if score is not None and score >= space.target:
+            if (score is not None and score >= space.target) or len(served) > SERVED_MAX * space.size:
                 b = tuning_options.budget
                 b.max_fevals = b.num_fevals
         return results
