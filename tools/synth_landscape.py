@@ -162,6 +162,7 @@ def landscape(family_name: str, kind: str, seed: int, template: dict[str, Any] |
                 status="ok",
                 checks=bentry["checks"],
                 t={n: [round(bt[n] / math.exp(float(fv)), 6)] * 3 for n in weighted},
+                b={n: [bt[n]] * 3 for n in weighted},  # the baseline's interleaved times (no drift)
             )
         genomes[g.key] = e
     out["genomes"] = genomes
