@@ -915,7 +915,7 @@ def _evo_runs(
 ) -> list[Run]:
     """One evo strategy over the seeds, in ``jobs`` forked processes (every run is seeded: the same runs)."""
     if jobs <= 1 or len(seeds) <= 1:
-        return [run_proposer(space, name, seed, options, cap, tabu=tabu, static_key=static_key) for seed in seeds]
+        return [run_proposer(space, name, seed, options, cap=cap, tabu=tabu, static_key=static_key) for seed in seeds]
     import concurrent.futures as cf
     import multiprocessing as mp
 
