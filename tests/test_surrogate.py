@@ -248,7 +248,7 @@ def test_calibration_finds_a_sharp_optimum():
     from tools import search_bench as sb
 
     space = sb.load_space("mhc_prenorm_gemm")
-    calibrated = sb.run_proposer(space, "surrogate", 103)
+    calibrated = sb.run_proposer(space, "surrogate", 103, {"calibrate": True})
     fixed = sb.run_proposer(space, "surrogate", 103, {"calibrate": False})
     assert calibrated.ok and calibrated.evals <= 80, calibrated.evals
     assert not fixed.ok or fixed.evals > 300, fixed.evals  # what the option is for

@@ -1,4 +1,4 @@
-"""Search efficiency on a recorded sweep: evaluations to come within 1% of the sweep's best.
+"""Search efficiency on a recorded sweep: evaluations to come within 1%, 2%, 3% and 5% of the sweep's best.
 
     python tools/search_bench.py [--family mhc_pre_big_fuse] [--seeds 20] [--out docs/search-efficiency.md]
 
@@ -54,8 +54,22 @@ same one: on a space where the sampler keeps proposing genomes ``family.check`` 
 study fills with FAIL trials and every strategy x seed costs about ``retries`` asks per evaluation. The table
 block of such a run is its own (``-retries-N`` in its markers) and its "Seeds:" line says the value.
 
+**Evaluations** are GPU measurements. A proposal the campaign rejects before any GPU time (identical SASS to an
+attempt with timings; in exact mode, a knob that changes the summation order) is an attempt, not an evaluation; it
+is counted apart ("rejected before the GPU"), by one rule for every strategy (:func:`before_gpu`), Kernel Tuner's
+included. Attempt 0, the baseline, is evaluation 1 of evo's runs.
+
+**Targets**: evaluations to within 1%, 2%, 3% and 5% of the sweep's best (:data:`TARGETS`; 2% is the bar's,
+:data:`HEADLINE`), each ratio to the best peer with a seeded percentile-bootstrap 95% interval; ``--curves`` writes
+the mean best-so-far curve (best objective so far / the sweep's best, against evaluations) per strategy as CSV.
+The tables also say how many distinct runs the seeds made per strategy.
+
+**What the surrogate knows** is what it knows in ``evo run``: the sweep's SASS digests (``static_key``) are not
+given unless ``--static-key`` says so (``evo.loop.campaign`` does not wire them).
+
 A run that never reaches the target is a failure and counts as the space size
-(the cap) in the statistics; the success column says how many runs got there.
+(or, stopped by ``--cap``, as one evaluation more than it made) in the statistics; the success column says how
+many runs got there.
 """
 
 from __future__ import annotations
@@ -94,7 +108,9 @@ from harness import sweepfile  # noqa: E402
 from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
 
-TOLERANCE = 0.01  # "within 1% of the best"
+TOLERANCE = 0.01  # "within 1% of the best": the tightest target; a run stops when it reaches it
+TARGETS = (0.01, 0.02, 0.03, 0.05)  # evaluations to within each of these of the sweep's best are reported
+HEADLINE = 0.02  # the target of the bar: median evaluations to within 2% of the best
 MIN_GAIN = 0.01  # the campaign's perf.min_gain by default: a champion must be beaten by more than this
 EVO = "evo surrogate"  # evo's proposer in the configs; the row the "at most half" bar is about
 
@@ -119,6 +135,7 @@ class Space:
     tolerance_factor: float = 2.0
     perf: Any = None  # the campaign's gates.perf (evo.config.PerfGateConfig): A/A rounds, rounds
     data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
+    ruled: frozenset[str] = frozenset()  # exact mode: genomes with a knob that changes the summation order
     _backend: Any = field(default=None, repr=False, compare=False)
 
     def recorded_backend(self) -> Any:
@@ -144,6 +161,10 @@ class Space:
     @property
     def target(self) -> float:
         return (1.0 - TOLERANCE) * self.best
+
+    def goal(self, tol: float) -> float:
+        """The objective a genome needs to be within ``tol`` of the sweep's best."""
+        return (1.0 - tol) * self.best
 
     def objective(self, genome: Mapping[str, Any]) -> float | None:
         return self.scores.get(Genome(genome).key)
@@ -274,10 +295,12 @@ def load_space(
     genomes = [g for g in genomes if family.check(g, geometries) is None]
     mode = settings["mode"]
     scores = sweep_objectives(data, mode, settings["tolerance_factor"], settings["seeds"], settings["runs"])
+    ruled = set()
     for g in genomes:  # a valid genome the sweep does not hold cannot be measured here
         scores.setdefault(g.key, None)
         if mode == "exact" and any(family.inexact_knobs(g, geo) for geo in geometries):
             scores[g.key] = None  # rejected before the GPU, whatever the sweep measured
+            ruled.add(g.key)
     sass = {k: e["sass"] for k, e in data["genomes"].items() if e.get("sass")}
     return Space(
         family,
@@ -295,6 +318,7 @@ def load_space(
         settings["tolerance_factor"],
         settings["perf"],
         data,
+        frozenset(ruled),
     )
 
 
@@ -303,13 +327,85 @@ def load_space(
 class Run:
     strategy: str
     seed: int
-    evals: int | None  # evaluations up to and including the first within 1% of the best; None: never
-    keys: list[str] = field(default_factory=list)  # genome keys in evaluation order (unique)
+    evals: int | None  # evaluations (GPU measurements) up to and including the first within 1% of the best; None: never
+    keys: list[str] = field(default_factory=list)  # genome keys in proposal order (unique), pre-GPU rejections too
     notes: dict[str, Any] = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)  # per key: why it was rejected before the GPU ("": measured)
+    to: dict[float, int | None] = field(default_factory=dict)  # target -> evaluations to reach it (None: never)
 
     @property
     def ok(self) -> bool:
         return self.evals is not None
+
+    def evals_to(self, tol: float = TOLERANCE) -> int | None:
+        return self.to.get(tol, self.evals) if self.to else self.evals
+
+    @property
+    def pre_gpu(self) -> int:
+        """Attempts rejected before any GPU time (identical SASS, the exact-mode rule)."""
+        return sum(1 for why in self.rejected if why)
+
+
+def before_gpu(space: Space, keys: Sequence[str]) -> list[str]:
+    """Why each proposal of a run is rejected before it reaches the GPU, as the campaign's gates rule it ("": it is
+    measured). The same rule for every strategy, whatever tool proposed the genomes:
+
+    * identical SASS: its machine code (the sweep's digest from a CPU compile) equals that of an earlier attempt
+      with timings (one that passed correctness) -- the campaign's ``identical_sass`` gate;
+    * exact rule: exact mode and a knob that changes the summation order -- the ``exact_rule`` gate.
+
+    The static gate (registers, spills) is not replayed: the sweeps record no resources, and every genome in them
+    compiled and ran.
+    """
+    timed: set[str] = set()
+    out: list[str] = []
+    for k in keys:
+        d = space.sass.get(k)
+        if d and d in timed:
+            out.append("identical SASS")
+            continue
+        if k in space.ruled:
+            out.append("exact rule")
+            continue
+        out.append("")
+        if d and space.scores.get(k) is not None:
+            timed.add(d)
+    return out
+
+
+def finish(space: Space, run: Run) -> Run:
+    """Set a run's pre-GPU rejections and its evaluations to each target (counting GPU measurements only)."""
+    run.rejected = before_gpu(space, run.keys)
+    run.to = {}
+    n = 0
+    for k, why in zip(run.keys, run.rejected):
+        if why:
+            continue
+        n += 1
+        score = space.scores.get(k)
+        for tol in TARGETS:
+            if tol not in run.to and score is not None and score >= space.goal(tol):
+                run.to[tol] = n
+    for tol in TARGETS:
+        run.to.setdefault(tol, None)
+    run.evals = run.to[TOLERANCE]
+    return run
+
+
+def best_so_far(space: Space, run: Run, n: int) -> list[float]:
+    """Relative performance (best objective so far / the sweep's best) after each of the first n evaluations; 0
+    before the first valid one; a run that stopped (at the 1% target) keeps its last value."""
+    out: list[float] = []
+    best = 0.0
+    rejected = run.rejected or before_gpu(space, run.keys)
+    for k, why in zip(run.keys, rejected):
+        if why:
+            continue
+        best = max(best, space.scores.get(k) or 0.0)
+        out.append(best / space.best)
+        if len(out) >= n:
+            break
+    return out + [best / space.best] * (n - len(out))
 
 
 @dataclass
@@ -387,6 +483,7 @@ def bench_campaign(
     until_target: bool = True,
     name: str = "",
     options: Mapping[str, Any] | None = None,
+    tol: float = TOLERANCE,
 ) -> Any:
     """The campaign loop (evo.loop.campaign.Campaign) on the space's recorded sweep, driving ``proposer``: the recorded
     backend, the campaign's gates with the perf gate replaced by :func:`objective_gate`, a ledger in memory, a
@@ -422,7 +519,7 @@ def bench_campaign(
     )
     gates = [objective_gate(space) if g.name == "perf" else g for g in GATES]
 
-    goal = space.target  # (a property over the whole space: read once)
+    goal = space.goal(tol)  # (a property over the whole space: read once)
 
     def target(attempts: list[Attempt]) -> str | None:
         last = attempts[-1] if attempts else None
@@ -450,27 +547,28 @@ def run_proposer(
     cap: int | None = None,
     tabu: bool = True,
     until_target: bool = True,
-    static_key: bool = True,
+    static_key: bool = False,
+    tol: float = TOLERANCE,
 ) -> Run:
     """Drive one of evo's proposers through the campaign loop (:func:`bench_campaign`) on the recorded sweep.
 
     A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
-    rejects it (identical SASS: same machine code, not measured again; no score) and counts as an attempt.
-    ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU compile tells).
+    rejects it (identical SASS: same machine code, not measured again; no score): an attempt, not an evaluation
+    (:func:`before_gpu`). ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU
+    compile tells); off by default, because ``evo run`` does not give it (what the surrogate knows in the bench it
+    knows in a campaign). ``cap``: attempts, the baseline and pre-GPU rejections included.
     """
-    from evo.search import PROPOSERS
-
     cap = cap or space.size
-    prop = PROPOSERS[name](space.family, space.geometries, dict(options or {}), seed)
+    prop = proposer_class(name)(space.family, space.geometries, dict(options or {}), seed)
     if static_key and space.sass and hasattr(prop, "static_key"):
         prop.static_key = lambda g: space.sass.get(Genome(g).key)
-    camp = bench_campaign(space, prop, cap, seed, tabu, until_target, name, options)
+    camp = bench_campaign(space, prop, cap, seed, tabu, until_target, name, options, tol)
     camp.run()
     attempts = camp.ledger.attempts()
-    run = Run(name, seed, None, [a.genome_key for a in attempts])
+    run = finish(space, Run(name, seed, None, [a.genome_key for a in attempts]))
+    if cap < space.size:  # stopped by the cap: a target not reached needs more than the evaluations made
+        run.notes["censored"] = len(run.keys) - run.pre_gpu + 1
     assert len(set(run.keys)) == len(run.keys), f"{name} proposed a genome twice"
-    goal = space.target
-    run.evals = next((i + 1 for i, a in enumerate(attempts) if (a.score or 0.0) >= goal), None)
     same = sum(a.verdict.code is Code.STATIC_IDENTICAL_SASS for a in attempts)
     if same:
         run.notes["identical_sass"] = same
@@ -479,8 +577,26 @@ def run_proposer(
     return run
 
 
+def proposer_class(name: str) -> Any:
+    """An evo proposer by name, or one of the bench's own peers (tools/bench_peers.py)."""
+    from evo.search import PROPOSERS
+    from tools.bench_peers import BENCH_PROPOSERS
+
+    return BENCH_PROPOSERS.get(name) or PROPOSERS[name]
+
+
 # --- Kernel Tuner's simulation mode -------------------------------------------------------
-KT_STRATEGIES = ("genetic_algorithm", "bayes_opt")
+KT_STRATEGIES = (
+    "genetic_algorithm",
+    "bayes_opt",
+    "simulated_annealing",
+    "dual_annealing",
+    "basinhopping",
+    "pso",
+    "diff_evo",
+    "greedy_ils",
+    "mls",
+)
 # What one evaluation costs on the H200, for the cache's timing fields: the first campaign made 213 attempts
 # in 5 min 01 s (benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign/status.txt). Compile, check and measurement
 # are not separated, so it is all stored as benchmark_time.
@@ -496,7 +612,11 @@ def kernel_tuner_missing() -> str | None:
 
 
 def kt_tune_params(space: Space) -> dict[str, list[Any]]:
-    return {k.name: list(k.values) for k in space.family.knobs}
+    """The knobs as Kernel Tuner's tune_params: numeric knobs' values sorted ascending (its strategies move along
+    the value index: neighbours should be neighbouring values); other knobs in the family's order."""
+    from tools.bench_peers import ordered_values
+
+    return {k.name: ordered_values(k.values) or list(k.values) for k in space.family.knobs}
 
 
 def kt_key(space: Space, genome: Mapping[str, Any]) -> str:
@@ -504,11 +624,24 @@ def kt_key(space: Space, genome: Mapping[str, Any]) -> str:
     return ",".join(str(genome[k.name]) for k in space.family.knobs)
 
 
-def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Path:
+# A strategy that keeps asking for configurations it was served before (free: no new evaluation) is stopped after
+# this many servings per genome of the space, as if its budget were spent (Kernel Tuner 1.5's greedy_ils can loop so).
+SERVED_MAX = 20
+PENALTY = 2.0  # a Bayesian optimizer's invalid genome: this many times the slowest valid genome's time
+
+
+def kt_penalty(space: Space) -> float:
+    """The finite time a Bayesian optimizer is told for an invalid genome: PENALTY x the slowest valid one's."""
+    return PENALTY / min(v for v in space.scores.values() if v is not None)
+
+
+def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int], penalty: float | None = None) -> Path:
     """A Kernel Tuner cache file (the JSON that util.process_cache / read_cache take) holding the whole sweep.
 
     Valid genomes get time = 1 / objective (relative to the baseline's 1.0); invalid ones are stored as
-    RuntimeFailedConfig, the error Kernel Tuner records for a configuration that ran but gave no usable time.
+    RuntimeFailedConfig, the error Kernel Tuner records for a configuration that ran but gave no usable time, or,
+    with ``penalty``, as a finite time of that value (what a Bayesian optimizer needs: Kernel Tuner 1.5's bayes_opt
+    takes the 1.8e308 its cost function returns for a failure as a valid observation).
     Every entry costs ``EVAL_MS`` of benchmark_time (what a simulated run adds to its simulated time).
     """
     tp = kt_tune_params(space)
@@ -517,7 +650,10 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int]) -> Pat
     for g in space.genomes:
         e: dict[str, Any] = {k: g[k] for k in tp}
         score = space.objective(g)
-        if score is None:
+        if score is None and penalty is not None:
+            e["time"] = penalty
+            e["times"] = [penalty]
+        elif score is None:
             e["__error__"] = "RuntimeFailedConfig"
         else:
             e["time"] = 1.0 / score
@@ -574,7 +710,7 @@ def _simulation_hooks(space: Space, served: list[str]):
             g = Genome({n: r[n] for n in names})
             served.append(g.key)
             score = space.objective(g)
-            if score is not None and score >= space.target:
+            if (score is not None and score >= space.target) or len(served) > SERVED_MAX * space.size:
                 b = tuning_options.budget
                 b.max_fevals = b.num_fevals
         return results
@@ -630,6 +766,7 @@ def run_kernel_tuner(
 
     opts = {"max_fevals": space.size, **dict(options or {})}
     exact_rule = bool(opts.pop("exact_rule", False))
+    opts.pop("penalty", None)  # (the cache file's business)
 
     def restriction(p: Mapping[str, Any]) -> bool:  # Kernel Tuner's monolithic form: one dict argument
         if fam.check(p, geos) is not None:
@@ -676,10 +813,9 @@ def run_kernel_tuner(
         run.keys.append(key)
         score = space.scores.get(key)
         if score is not None and score >= space.target:
-            run.evals = len(run.keys)
             break
     run.notes["served"] = len(served)
-    return run
+    return finish(space, run)
 
 
 # --- the benchmark ----------------------------------------------------------------------
@@ -690,26 +826,70 @@ class Strategy:
     name: str
     options: dict[str, Any] = field(default_factory=dict)
     peer: bool = True  # False: one of evo's own proposers (not a peer for the "at most half" bar)
+    told: str = ""  # what the strategy is told of the space beyond the knob lists (docs/search-efficiency.md)
 
 
+_TPE_MV = {"multivariate": True, "group": True}
 STRATEGIES = [
-    Strategy(EVO, "evo", "surrogate", peer=False),
-    Strategy("evo evolutionary", "evo", "evolutionary", peer=False),
-    Strategy("evo random", "evo", "random"),
-    Strategy("optuna TPE", "evo", "tpe"),
-    Strategy("optuna NSGA-II", "evo", "nsga2"),
-    Strategy("kt genetic_algorithm", "kt", "genetic_algorithm"),
-    Strategy("kt bayes_opt", "kt", "bayes_opt"),
-    Strategy("kt genetic_algorithm + exact rule", "kt", "genetic_algorithm", {"exact_rule": True}),
-    Strategy("kt bayes_opt + exact rule", "kt", "bayes_opt", {"exact_rule": True}),
+    Strategy(EVO, "evo", "surrogate", peer=False, told="knob values (numeric ones ordered), family.check, tabu"),
+    Strategy("evo evolutionary", "evo", "evolutionary", peer=False, told="knob values, family.check, tabu"),
+    Strategy("evo random", "evo", "random", told="family.check, tabu"),
+    Strategy("optuna TPE", "evo", "tpe", told="every knob categorical; family.check, tabu (as FAIL asks)"),
+    Strategy(
+        "optuna TPE ordered",
+        "evo",
+        "optuna-ordered",
+        {"sampler": "TPESampler"},
+        told="numeric knobs ordered (value index), others categorical; family.check, tabu (as FAIL asks)",
+    ),
+    Strategy(
+        "optuna TPE multivariate+group ordered",
+        "evo",
+        "optuna-ordered",
+        {"sampler": "TPESampler", "sampler_options": _TPE_MV},
+        told="as TPE ordered; multivariate=True, group=True",
+    ),
+    Strategy(
+        "optuna GP ordered",
+        "evo",
+        "optuna-ordered",
+        {"sampler": "GPSampler"},
+        told="numeric knobs ordered (value index), others categorical; family.check, tabu (as FAIL asks)",
+    ),
+    Strategy("optuna NSGA-II", "evo", "nsga2", told="every knob categorical; family.check, tabu (as FAIL asks)"),
+    *[
+        Strategy(
+            f"kt {name}",
+            "kt",
+            name,
+            {"penalty": True} if name == "bayes_opt" else {},
+            told="numeric knobs ordered; restrictions = family.check; invalid genomes "
+            + ("a finite penalty time" if name == "bayes_opt" else "failed (RuntimeFailedConfig)"),
+        )
+        for name in KT_STRATEGIES
+    ],
+    Strategy(
+        "kt genetic_algorithm + exact rule",
+        "kt",
+        "genetic_algorithm",
+        {"exact_rule": True},
+        told="as kt genetic_algorithm, and the exact rule as a restriction",
+    ),
+    Strategy(
+        "kt bayes_opt + exact rule",
+        "kt",
+        "bayes_opt",
+        {"exact_rule": True, "penalty": True},
+        told="as kt bayes_opt, and the exact rule as a restriction",
+    ),
 ]
 
 
 def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
     """The strategy's proposer options, with ``retries`` set when it is given and the proposer is an Optuna one."""
-    from evo.search import PROPOSERS, OptunaSampler
+    from evo.search import OptunaSampler
 
-    if retries is None or s.kind != "evo" or not issubclass(PROPOSERS[s.name], OptunaSampler):
+    if retries is None or s.kind != "evo" or not issubclass(proposer_class(s.name), OptunaSampler):
         return dict(s.options)
     return {**s.options, "retries": retries}
 
@@ -717,18 +897,25 @@ def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
 _POOL_SPACE: Space | None = None  # the space of a --jobs pool's workers (inherited through fork)
 
 
-def _pool_run(args: tuple[str, int, dict[str, Any], bool, bool]) -> Run:
-    name, seed, options, tabu, static_key = args
+def _pool_run(args: tuple[str, int, dict[str, Any], bool, bool, int | None]) -> Run:
+    name, seed, options, tabu, static_key, cap = args
     assert _POOL_SPACE is not None
-    return run_proposer(_POOL_SPACE, name, seed, options, tabu=tabu, static_key=static_key)
+    return run_proposer(_POOL_SPACE, name, seed, options, cap=cap, tabu=tabu, static_key=static_key)
 
 
 def _evo_runs(
-    space: Space, name: str, seeds: range, options: dict[str, Any], tabu: bool, static_key: bool, jobs: int
+    space: Space,
+    name: str,
+    seeds: range,
+    options: dict[str, Any],
+    tabu: bool,
+    static_key: bool,
+    jobs: int,
+    cap: int | None = None,
 ) -> list[Run]:
     """One evo strategy over the seeds, in ``jobs`` forked processes (every run is seeded: the same runs)."""
     if jobs <= 1 or len(seeds) <= 1:
-        return [run_proposer(space, name, seed, options, tabu=tabu, static_key=static_key) for seed in seeds]
+        return [run_proposer(space, name, seed, options, cap=cap, tabu=tabu, static_key=static_key) for seed in seeds]
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -736,7 +923,7 @@ def _evo_runs(
     _POOL_SPACE = space
     try:
         with cf.ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=mp.get_context("fork")) as ex:
-            return list(ex.map(_pool_run, [(name, seed, options, tabu, static_key) for seed in seeds]))
+            return list(ex.map(_pool_run, [(name, seed, options, tabu, static_key, cap) for seed in seeds]))
     finally:
         _POOL_SPACE = None
 
@@ -748,18 +935,23 @@ def bench(
     tabu: bool = True,
     out: Callable[[str], None] = print,
     first_seed: int = 0,
-    static_key: bool = True,
+    static_key: bool = False,
     retries: int | None = None,
     jobs: int = 1,
+    evo_options: Mapping[str, Any] | None = None,
+    cap: int | None = None,
 ) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
     reasons. ``retries``: the Optuna proposers' retries option (None: their default). ``jobs``: processes for the
-    seeds of evo's proposers (Optuna's included); Kernel Tuner's runs stay in this one."""
+    seeds of evo's proposers (Optuna's included); Kernel Tuner's runs stay in this one. ``evo_options``: options
+    for the surrogate row (None: its defaults, as a config with ``options: {}`` runs it). ``cap``: attempts per
+    run of evo's and Optuna's strategies (None: the space size); a run stopped there before the target counts as
+    one evaluation more than it made (a lower bound, marked in the tables)."""
     runs: dict[str, list[Run]] = {}
     skipped: dict[str, str] = {}
     missing = kernel_tuner_missing()
     with tempfile.TemporaryDirectory(prefix="search-bench-") as tmp:
-        cache_file = None
+        caches: dict[bool, Path] = {}
         g0 = next(g for g in space.geometries if g.weight > 0)
         problem_size = (int(g0["T"]), int(g0["H"])) if "T" in g0.params and "H" in g0.params else (1,)
         for s in strategies:
@@ -771,31 +963,33 @@ def bench(
                 skipped[s.label] = f"the campaign runs in {space.mode} mode: there is no exact rule to give"
                 out(f"{s.label}: skipped: {skipped[s.label]}")
                 continue
-            if s.kind == "kt" and cache_file is None:
-                cache_file = write_kt_cache(space, Path(tmp) / f"{space.family.name}.json", problem_size)
+            penalty = bool(s.options.get("penalty"))
+            if s.kind == "kt" and penalty not in caches:
+                caches[penalty] = write_kt_cache(
+                    space,
+                    Path(tmp) / f"{space.family.name}{'-penalty' if penalty else ''}.json",
+                    problem_size,
+                    kt_penalty(space) if penalty else None,
+                )
             t0 = time.perf_counter()
             if s.kind == "evo":
-                rs = _evo_runs(
-                    space,
-                    s.name,
-                    range(first_seed, first_seed + seeds),
-                    optuna_options(s, retries),
-                    tabu,
-                    static_key,
-                    jobs,
-                )
+                options = optuna_options(s, retries)
+                if s.label == EVO and evo_options is not None:
+                    options = {**options, **evo_options}
+                seeds_ = range(first_seed, first_seed + seeds)
+                rs = _evo_runs(space, s.name, seeds_, options, tabu, static_key, jobs, cap)
             else:
                 rs = [
-                    run_kernel_tuner(space, s.name, seed, cache_file, problem_size, s.options)
+                    run_kernel_tuner(space, s.name, seed, caches[penalty], problem_size, s.options)
                     for seed in range(first_seed, first_seed + seeds)
                 ]
             for r in rs:
                 r.strategy = s.label
             runs[s.label] = rs
-            st = stats(rs, space.size)
+            st = stats(rs, space.size, HEADLINE)
             out(
-                f"{s.label}: median {st['median']:g} evaluations, {st['success']}/{len(rs)} reached the target "
-                f"({time.perf_counter() - t0:.1f} s)"
+                f"{s.label}: median {st['median']:g} evaluations to within {100 * HEADLINE:g}%, "
+                f"{st['success']}/{len(rs)} reached it ({time.perf_counter() - t0:.1f} s)"
             )
     return runs, skipped
 
@@ -807,27 +1001,41 @@ def _quantile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def stats(rs: Sequence[Run], cap: int) -> dict[str, Any]:
-    xs = [r.evals if r.evals is not None else cap for r in rs]
+def values(rs: Sequence[Run], cap: int, tol: float = TOLERANCE) -> list[int]:
+    """Evaluations to within ``tol`` per run; a run that never got there counts as ``cap`` (the space size)."""
+    out: list[int] = []
+    for r in rs:
+        e = r.evals_to(tol)
+        out.append(e if e is not None else int(r.notes.get("censored", cap)))
+    return out
+
+
+def stats(rs: Sequence[Run], cap: int, tol: float = TOLERANCE) -> dict[str, Any]:
+    xs = values(rs, cap, tol)
     return {
         "median": _quantile(xs, 0.5),
         "q1": _quantile(xs, 0.25),
         "q3": _quantile(xs, 0.75),
         "min": min(xs),
         "max": max(xs),
-        "success": sum(r.ok for r in rs),
+        "success": sum(r.evals_to(tol) is not None for r in rs),
         "n": len(rs),
     }
+
+
+def trajectories(rs: Sequence[Run]) -> int:
+    """How many distinct runs (sequences of proposed genomes) the seeds made."""
+    return len({tuple(r.keys) for r in rs})
 
 
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
 
-def table(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
+def table(runs: Mapping[str, list[Run]], cap: int, tol: float = TOLERANCE) -> list[str]:
     lines = ["| strategy | median evals | IQR | min–max | success rate |", "|---|---:|---:|---:|---:|"]
     for label, rs in runs.items():
-        st = stats(rs, cap)
+        st = stats(rs, cap, tol)
         lines.append(
             f"| {label} | {_fmt(st['median'])} | {_fmt(st['q1'])}–{_fmt(st['q3'])} "
             f"(width {_fmt(st['q3'] - st['q1'])}) | {st['min']}–{st['max']} | "
@@ -836,12 +1044,75 @@ def table(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
     return lines
 
 
+def targets_table(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
+    """Median evaluations to within each target (IQR for the headline one), distinct trajectories and the attempts
+    rejected before the GPU (identical SASS, exact rule: not evaluations), per strategy."""
+    pct = [f"{100 * t:g}%" for t in TARGETS]
+    head = " | ".join(f"to {p}" + (" (IQR)" if t == HEADLINE else "") for p, t in zip(pct, TARGETS))
+    lines = [
+        f"| strategy | {head} | reached {100 * HEADLINE:g}% | distinct runs | rejected before the GPU (median) |",
+        "|---|" + "---:|" * (len(TARGETS) + 3),
+    ]
+    for label, rs in runs.items():
+        cells = []
+        for t in TARGETS:
+            st = stats(rs, cap, t)
+            cells.append(
+                f"{_fmt(st['median'])} ({_fmt(st['q1'])}–{_fmt(st['q3'])})" if t == HEADLINE else _fmt(st["median"])
+            )
+        if any("censored" in r.notes and r.evals_to(HEADLINE) is None for r in rs):
+            cells[TARGETS.index(HEADLINE)] += " (capped: >=)"
+        ok = sum(r.evals_to(HEADLINE) is not None for r in rs)
+        pre = _fmt(_quantile([r.pre_gpu for r in rs], 0.5))
+        lines.append(f"| {label} | {' | '.join(cells)} | {ok}/{len(rs)} | {trajectories(rs)}/{len(rs)} | {pre} |")
+    return lines
+
+
+def bootstrap_ratio(a: Sequence[float], b: Sequence[float], n: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """median(a) / median(b) and its percentile bootstrap 95% interval (seeds resampled with replacement, each
+    group on its own, ``n`` resamples, a seeded generator: the same numbers every time)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma = np.median(xa[rng.integers(0, len(xa), (n, len(xa)))], axis=1)
+    mb = np.median(xb[rng.integers(0, len(xb), (n, len(xb)))], axis=1)
+    r = ma / mb
+    return float(np.median(xa) / np.median(xb)), float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))
+
+
+def peer_labels(runs: Mapping[str, list[Run]]) -> list[str]:
+    own = {s.label for s in STRATEGIES if not s.peer} | {EVO}
+    return [k for k in runs if k not in own]
+
+
+def ratios(runs: Mapping[str, list[Run]], cap: int) -> dict[float, dict[str, Any]]:
+    """Per target: the best peer (lowest median), evo's median / its median, and the bootstrap 95% interval."""
+    out: dict[float, dict[str, Any]] = {}
+    peers = peer_labels(runs)
+    if EVO not in runs or not peers:
+        return out
+    for t in TARGETS:
+        meds = {k: stats(runs[k], cap, t)["median"] for k in peers}
+        best = min(peers, key=lambda k: meds[k])
+        r, lo, hi = bootstrap_ratio(values(runs[EVO], cap, t), values(runs[best], cap, t))
+        out[t] = {
+            "peer": best,
+            "evo": stats(runs[EVO], cap, t)["median"],
+            "peer_median": meds[best],
+            "ratio": r,
+            "lo": lo,
+            "hi": hi,
+            "peers": len(peers),
+        }
+    return out
+
+
 def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
     meds = {k: stats(v, cap)["median"] for k, v in runs.items()}
     best = min(meds, key=lambda k: meds[k])
     out = [f"best strategy: {best} (median {_fmt(meds[best])} evaluations)"]
-    own = {s.label for s in STRATEGIES if not s.peer}
-    peers = {k: v for k, v in meds.items() if k not in own}
+    peers = {k: meds[k] for k in peer_labels(runs)}
     if EVO in meds and peers:
         peer = min(peers, key=lambda k: peers[k])
         ratio = meds[EVO] / peers[peer]
@@ -865,9 +1136,46 @@ def verdict(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
         if same:
             out.append(
                 f"{label}: {same} attempt(s) over all seeds had the SASS of a genome measured before "
-                "(rejected without a measurement, counted as evaluations)"
+                "(rejected without a measurement, not counted as evaluations)"
             )
     return out
+
+
+def ratio_lines(runs: Mapping[str, list[Run]], cap: int) -> list[str]:
+    """One line per target: evo / best peer with its bootstrap interval, and the bar at the headline target."""
+    out = []
+    for t, r in ratios(runs, cap).items():
+        bar = ""
+        if t == HEADLINE:
+            met = r["ratio"] <= 0.5 and r["hi"] < 1.0 and r["peers"] >= 8
+            bar = f"; bar (<= 0.5, 95% CI below 1, >= 8 peers; {r['peers']} here): {'met' if met else '**not met**'}"
+        out.append(
+            f"to within {100 * t:g}%: evo {_fmt(r['evo'])} / {_fmt(r['peer_median'])} ({r['peer']}) = "
+            f"{r['ratio']:.2f} (bootstrap 95% CI {r['lo']:.2f}–{r['hi']:.2f}){bar}"
+        )
+    return out
+
+
+def curves(space: Space, runs: Mapping[str, list[Run]], n: int | None = None) -> tuple[int, dict[str, list[float]]]:
+    """The mean best-so-far curve per strategy (relative performance vs evaluations 1..n; n: the longest run's
+    evaluations, at most the space size)."""
+    if n is None:
+        n = max((len(r.keys) - r.pre_gpu for rs in runs.values() for r in rs), default=1)
+    out = {}
+    for label, rs in runs.items():
+        rows = [best_so_far(space, r, n) for r in rs]
+        out[label] = [sum(col) / len(col) for col in zip(*rows)]
+    return n, out
+
+
+def write_curves(path: Path, space: Space, runs: Mapping[str, list[Run]], n: int | None = None) -> None:
+    """The mean best-so-far curves as CSV: one row per evaluation count, one column per strategy."""
+    n, cs = curves(space, runs, n)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        f.write(",".join(["evaluations", *cs]) + "\n")
+        for i in range(n):
+            f.write(",".join([str(i + 1), *(f"{c[i]:.5f}" for c in cs.values())]) + "\n")
 
 
 def _mann_whitney(a: Sequence[Run], b: Sequence[Run], cap: int) -> float | None:
@@ -875,8 +1183,7 @@ def _mann_whitney(a: Sequence[Run], b: Sequence[Run], cap: int) -> float | None:
         from scipy.stats import mannwhitneyu
     except Exception:  # scipy is optional (it comes with kernel_tuner)
         return None
-    xa = [r.evals if r.evals is not None else cap for r in a]
-    xb = [r.evals if r.evals is not None else cap for r in b]
+    xa, xb = values(a, cap), values(b, cap)
     return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
 
 
@@ -903,9 +1210,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--no-tabu", action="store_true", help="do not give evo's proposers the campaign's tabu")
     ap.add_argument(
-        "--no-static-key",
+        "--static-key",
         action="store_true",
-        help="do not give the surrogate the sweep's SASS digests (what a CPU compile tells)",
+        help="give the surrogate the sweep's SASS digests (what a CPU compile tells); evo run does not, so the "
+        "default does not either",
+    )
+    ap.add_argument(
+        "--surrogate-options",
+        default=None,
+        help="options for the surrogate row, as JSON (default: its shipped defaults), e.g. '{\"sample\": 0.3}'",
+    )
+    ap.add_argument(
+        "--curves",
+        default=None,
+        help="write the mean best-so-far curves (relative performance vs evaluations) to this CSV file",
     )
     ap.add_argument(
         "--retries",
@@ -919,6 +1237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=1,
         help="processes for the seeds of evo's and Optuna's strategies (the same runs, sooner)",
+    )
+    ap.add_argument(
+        "--cap",
+        type=int,
+        default=None,
+        help="attempts per run of evo's and Optuna's strategies (default: the space size); a capped run that "
+        "missed a target counts as one evaluation more than it made",
     )
     ap.add_argument("--out", default=None, help="write the table into this markdown file (between markers)")
     args = ap.parse_args(argv)
@@ -945,12 +1270,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen,
         tabu=not args.no_tabu,
         first_seed=args.first_seed,
-        static_key=not args.no_static_key,
+        static_key=args.static_key,
         retries=args.retries,
         jobs=args.jobs,
+        evo_options=json.loads(args.surrogate_options) if args.surrogate_options else None,
+        cap=args.cap,
     )
-    lines = table(runs, space.size)
-    summary = verdict(runs, space.size) if runs else []
+    lines = targets_table(runs, space.size)
+    summary = (ratio_lines(runs, space.size) + verdict(runs, space.size)) if runs else []
+    if args.curves:
+        write_curves(Path(args.curves), space, runs)
+        print(f"wrote {args.curves}")
     print()
     print("\n".join(lines))
     for s in summary:
@@ -1016,7 +1346,8 @@ def write_doc(
         f"best {space.best:.4f}x; target >= {space.target:.4f}x, met by {len(space.hits())} genome(s))  ",
         f"Seeds: {args.seeds} ({args.first_seed}..{args.first_seed + args.seeds - 1}); correctness mode "
         f"{space.mode}; campaign tabu for evo's proposers: {'off' if args.no_tabu else 'on'}; SASS digests for "
-        f"the surrogate: {'off' if args.no_static_key else 'on'}; retries of the Optuna proposers: "
+        f"the surrogate: {'on' if getattr(args, 'static_key', False) else 'off (as in evo run)'}; surrogate "
+        f"options: {getattr(args, 'surrogate_options', None) or 'its defaults'}; retries of the Optuna proposers: "
         f"{_retries_text(getattr(args, 'retries', None))}; optuna {optuna.__version__}; "
         f"kernel_tuner {kt or 'not installed'}; Python {sys.version.split()[0]}",
         "",

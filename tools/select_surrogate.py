@@ -1,0 +1,135 @@
+"""Leave-one-family-out selection of the surrogate's options, and its held-out numbers.
+
+    python tools/select_surrogate.py [--seeds 8] [--first-seed 100] [--cap 300] [--out results.json]
+
+The grid (:data:`GRID`) is every combination of a few values of the options that decide the surrogate's search
+(``sample``: seeded sampling among near-ties; ``effect``: prior size of a knob's effect; ``calibrate``: the fitted
+scale). Each setting runs on every recorded sweep (:data:`FAMILIES`) with the selection seeds (``--first-seed`` ..,
+100.. by default: never the seeds the tables report, 0..). Its score on a set of families is the geometric mean of
+its median evaluations to within 2% of each sweep's best (the bench's headline target; a run that missed it within
+``--cap`` attempts counts as one evaluation more than it made).
+
+* Per fold: the setting with the best score on three families is chosen (ties: the earlier in the grid), and the
+  held-out family is what it is judged on, by tools/search_bench.py with ``--surrogate-options`` set to it.
+* Shipped: the setting with the best score on all four is what ``Surrogate.OPTIONS`` should default to; its numbers
+  on those four sweeps are selection, not evidence (the held-out ones are).
+
+Prints one line per setting and family, then the choices; ``--out`` writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tools import search_bench as sb  # noqa: E402
+
+FAMILIES = ("mhc_pre_big_fuse", "moe_q2_matvec", "fp4_matvec", "mhc_prenorm_gemm")
+GRID: dict[str, tuple[Any, ...]] = {
+    "sample": (0.0, 0.1, 0.3, 1.0),
+    "effect": (0.1, 0.15, 0.25),
+    "calibrate": (True, False),
+}
+
+
+def settings(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]:
+    return [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())]
+
+
+def name(s: dict[str, Any]) -> str:
+    return json.dumps(s, sort_keys=True)
+
+
+def score(medians: dict[str, float], families: list[str] | tuple[str, ...]) -> float:
+    """Geometric mean of the medians over the families."""
+    return math.exp(sum(math.log(medians[f]) for f in families) / len(families))
+
+
+def choose(table: dict[str, dict[str, float]], families: list[str] | tuple[str, ...]) -> str:
+    """The setting (its name) with the lowest score on the families; ties go to the earlier setting."""
+    best, best_score = "", math.inf
+    for s, medians in table.items():
+        v = score(medians, families)
+        if v < best_score - 1e-12:
+            best, best_score = s, v
+    return best
+
+
+def folds(table: dict[str, dict[str, float]], families: tuple[str, ...] = FAMILIES) -> dict[str, str]:
+    """Held-out family -> the setting chosen on the others."""
+    return {h: choose(table, [f for f in families if f != h]) for h in families}
+
+
+def medians(spaces: dict[str, sb.Space], setting: dict[str, Any], seeds: range, cap: int) -> dict[str, float]:
+    out = {}
+    for fam, space in spaces.items():
+        runs = [
+            sb.run_proposer(space, "surrogate", seed, setting, cap=min(cap, space.size), tol=sb.HEADLINE)
+            for seed in seeds
+        ]
+        out[fam] = sb.stats(runs, space.size, sb.HEADLINE)["median"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--first-seed", type=int, default=100)
+    ap.add_argument("--cap", type=int, default=300, help="attempts per selection run, at most")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--out", default=None, help="write the table and the choices as JSON")
+    args = ap.parse_args(argv)
+    fams = tuple(f.strip() for f in args.families.split(","))
+    spaces = {f: sb.load_space(f) for f in fams}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    table: dict[str, dict[str, float]] = {}
+    t0 = time.perf_counter()
+    for s in settings():
+        table[name(s)] = medians(spaces, s, seeds, args.cap)
+        print(
+            f"{name(s)}: "
+            + ", ".join(f"{f} {sb._fmt(m)}" for f, m in table[name(s)].items())
+            + f"; geometric mean {score(table[name(s)], fams):.1f} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    chosen = folds(table, fams)
+    shipped = choose(table, fams)
+    print()
+    for h, s in chosen.items():
+        train = [f for f in fams if f != h]
+        print(
+            f"held out {h}: chosen on {', '.join(train)}: {s} (score {score(table[s], train):.1f}); "
+            f"its median on {h} with the selection seeds: {sb._fmt(table[s][h])}"
+        )
+    print(f"chosen on all {len(fams)} (to ship): {shipped} (score {score(table[shipped], fams):.1f})")
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "grid": GRID,
+                    "seeds": [seeds.start, seeds.stop - 1],
+                    "cap": args.cap,
+                    "target": sb.HEADLINE,
+                    "table": table,
+                    "folds": chosen,
+                    "shipped": shipped,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
