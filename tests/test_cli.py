@@ -81,6 +81,20 @@ def test_no_command_exits_2(tmp_path):
     assert "run" in r.stdout and "families" in r.stdout  # the help, so the user sees the commands
 
 
+def test_every_command_is_one_entry_of_the_dispatch_table():
+    """evo/cli/__init__.py's COMMANDS declares each subcommand's parser and what runs it, in `evo --help`'s order."""
+    import argparse
+
+    from evo.cli import COMMANDS, _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    on_a_campaign = ["run", "worker", "status", "log", "table", "export", "replay", "sanitize", "ablate", "selfcheck"]
+    others = ["families", "config", "check", "new", "idea", "ideas"]
+    assert list(sub.choices) == list(COMMANDS) == on_a_campaign + others
+    for name, command in COMMANDS.items():  # the config is loaded for those that run on a campaign
+        assert command.campaign == (name not in others), name
+
+
 # (id, how to make the arguments from tmp_path, what the one stderr line must say)
 FAILING = [
     ("missing_config", lambda t: ["run", str(t / "nope.yaml")], "no such config file"),

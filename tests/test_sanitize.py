@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evo.cli import _sanitize_after_run, main
+from evo.cli import main
+from evo.cli.campaign import _sanitize_after_run
 from evo.config import ConfigError, load_config
 from evo.ledger.ledger import Ledger
 from evo.measure import sanitize as sz

@@ -138,6 +138,7 @@ from evo.search.ideas import (
     toggled,
     with_ideas,
 )
+from evo.search.resolve import resolved_kernel
 from harness.build import PatchError, apply_patch
 
 MAX_ANSWER = 1 << 20  # bytes of stdout read from the command
@@ -452,8 +453,6 @@ class IdeaLayer:
         return IdeaProposal(Genome(champ.genome), origin, [champ.id], failure=verdict, notes=notes)
 
     def ask_outside(self, attempts: Sequence[Attempt], seen: set[str], champ: Attempt) -> IdeaProposal | None:
-        from evo.report.export import resolved_kernel
-
         o = self.outside
         name = command_name(o.command)
         origin = f"outside proposer ({name})"

@@ -1,0 +1,58 @@
+"""What the `evo` command's groups share: the parser class (one-line errors, exit 2), the failure line, the ledger
+opened for a command, and the Command entry each group declares its subcommands with."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `evo` subcommand, declared in its group's module (campaign.py, report.py, families.py) and named in
+    evo/cli/__init__.py's ``COMMANDS``, the dispatch table, whose order is `evo --help`'s.
+
+    ``add(sub)`` declares its parser on evo's subparsers (when the parser is assembled, before any argument is read).
+    ``run`` is called with the parsed arguments: ``run(cfg, args)`` after the campaign config is loaded when
+    ``campaign`` (the command takes a campaign YAML and its --backend and --storage overrides), else ``run(args)``.
+    It returns evo's exit code; the errors every command shares (config, ledger, storage, files) are _main's."""
+
+    add: Callable[[Any], Any]
+    run: Callable[..., int]
+    campaign: bool = True
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
+        sys.stderr.write(f"evo: {message} (see evo --help)\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _fail(msg: str) -> int:
+    sys.stderr.write(f"evo: {msg}\n")
+    return EXIT_USAGE
+
+
+def _open_ledger(cfg, readonly: bool = False):
+    """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
+    from evo.ledger.ledger import Ledger
+
+    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
+
+
+def _damaged(led) -> None:
+    note = led.damaged_note()
+    if note:
+        sys.stderr.write(f"evo: warning: {note}\n")
+
+
+def _existing(cfg) -> bool:
+    if cfg.storage.startswith("sqlite:///"):  # a folder or a damaged file there is the ledger check's to name
+        return Path(cfg.storage[len("sqlite:///") :]).exists()
+    return True

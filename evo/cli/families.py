@@ -1,0 +1,256 @@
+"""The commands about families, their ideas and the config schema, none on a campaign's ledger: families, config,
+check, new, idea add, ideas."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evo.cli.common import Command, _fail, _Parser
+
+
+def _families_parser(sub) -> None:
+    sub.add_parser("families", help="list kernel families and their knobs")
+
+
+def _config_parser(sub) -> None:
+    cf = sub.add_parser("config", help="every config key: its type, what is allowed, its default (docs/config.md)")
+    cf.add_argument("section", nargs="?", help="only this section and those under it, e.g. gates.perf")
+    cf.add_argument("--markdown", action="store_true", help="as docs/config.md (the whole schema, markdown)")
+
+
+def _check_parser(sub) -> None:
+    ck = sub.add_parser("check", help="is a family ready for a campaign? (compiles, CPU reference; GPU if present)")
+    ck.add_argument("config", help="campaign YAML")
+    ck.add_argument("--sample", type=int, default=8, help="random genomes to compile beside the baseline (default 8)")
+    ck.add_argument("--seed", type=int, default=0, help="seed of that sample")
+    ck.add_argument("--cpu", action="store_true", help="skip the GPU part even where a GPU is visible")
+
+
+def _new_parser(sub) -> None:
+    nw = sub.add_parser("new", help="write a new family folder (a working starter, or stubs around --kernel FILE)")
+    nw.add_argument("name", help="the family's name (letters, digits, _)")
+    nw.add_argument("--kernel", help="your kernel's .cu file: copied in, its entry point and template knobs read")
+    nw.add_argument("-o", "--output", default=".", help="the folder to create NAME/ in (default: here)")
+
+
+def _idea_parser(sub) -> None:
+    # ideas (evo/search/ideas.py): source-level patches as genes
+    ia = sub.add_parser("idea", help="register a source-level idea (a patch against a family's kernel.cu)")
+    isub = ia.add_subparsers(dest="idea_cmd", metavar="action", parser_class=_Parser)
+    add = isub.add_parser("add", help="check that a patch applies to kernel.cu and compiles, then register it")
+    add.add_argument("family", help="a family: its name, or a path to its folder")
+    add.add_argument("patch", help="a unified diff against kernel.cu, with Title:/Rationale:/Exact: lines before it")
+    add.add_argument("--name", help="the idea's name (default: the patch file's name)")
+    add.add_argument("--title", help="the title, if the file has no Title: line")
+    add.add_argument("--rationale", help="the rationale, if the file has no Rationale: line")
+    add.add_argument(
+        "--exact", choices=("yes", "no"), help="whether output bits are kept (default: the file's, else yes)"
+    )
+    add.add_argument("--config", help="compile at this campaign's geometries (default: the family's recorded ones)")
+    add.add_argument("--arch", default="sm_90", help="compile target (default sm_90)")
+    add.add_argument("--force", action="store_true", help="replace an idea of the same name")
+    add.add_argument("--candidates", help=argparse.SUPPRESS)  # another candidates/ folder (tests)
+
+
+def _ideas_parser(sub) -> None:
+    il = sub.add_parser("ideas", help="a family's ideas and their history across campaigns")
+    il.add_argument("family", help="a family: its name, or a path to its folder")
+    il.add_argument(
+        "--storage",
+        action="append",
+        default=[],
+        help="a ledger URL to read (repeatable; default: every logs/*/ledger.db here)",
+    )
+    il.add_argument("--candidates", help=argparse.SUPPRESS)
+
+
+def _config_schema(section: str | None, markdown: bool) -> int:
+    """The config schema (evo/config.py's declarations and the proposers' options tables), for people."""
+    from evo.config import schema_markdown, schema_text, sections
+
+    if markdown:
+        print(schema_markdown(), end="")
+        return 0
+    paths = [path for path, _ in sections() if path] + ["proposer.options"]
+    if section and section not in paths:
+        return _fail(f"config: {section!r} is not a section (sections: {', '.join(paths)})")
+    print(schema_text(section), end="")
+    return 0
+
+
+def _families() -> int:
+    """Every family evo can find, where it comes from, and its knobs; a broken one is one line, the rest still
+    listed. Exit 1 when any failed to load."""
+    from evo.core.family import FamilyError, find_families, load_source
+
+    seen: dict[str, str] = {}
+    failed = 0
+    for src in find_families():
+        if src.name in seen:
+            print(f"{src.name}: {src.origin} ({src.where}), shadowed by the one from {seen[src.name]}")
+            continue
+        seen[src.name] = src.origin
+        try:
+            fam = load_source(src)
+        except FamilyError as e:
+            print(f"cannot load {e}")
+            failed += 1
+            continue
+        print(f"{fam.name}: {fam.description}  [{src.origin}: {src.where}]")
+        for k in fam.knobs:
+            tag = "bit-preserving" if k.exact else "may change bits"
+            vals = ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values)
+            print(f"  {k.name:<14} {vals:<28} {tag:<16} {k.doc}")
+    if not seen:
+        print("no families found (shipped ones missing: reinstall evo; yours: EVO_FAMILY_PATH or a path in family:)")
+    from evo.config import shipped_config_names
+
+    print(f"shipped configs (evo run NAME): {', '.join(shipped_config_names()) or 'none'}")
+    return 1 if failed else 0
+
+
+def _check(args) -> int:
+    from evo.check import run_check
+
+    if args.sample < 0:
+        return _fail("check: --sample must be 0 or more")
+    ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
+    print(line)
+    return 0 if ok else 1
+
+
+def _new(args) -> int:
+    from evo.scaffold import ScaffoldError, new_family
+
+    try:
+        dest = new_family(args.name, Path(args.output), Path(args.kernel) if args.kernel else None)
+    except ScaffoldError as e:
+        return _fail(f"new: {e}")
+    cfg = dest / "evo.yaml"
+    print(f"wrote {dest}/ (kernel.cu, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
+    return 0
+
+
+def _family_for(args):
+    from evo.core.family import FamilyError, is_family_path, load_family
+
+    root = Path(args.candidates) if getattr(args, "candidates", None) and not is_family_path(args.family) else None
+    try:
+        return load_family(args.family, root)
+    except FamilyError as e:
+        raise _UsageError(str(e)) from None
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _idea_add(args) -> int:
+    """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
+    from evo.config import load_config
+    from evo.core.family import Geometry
+    from evo.search.ideas import (
+        IdeaError,
+        _read_patch,
+        check_idea,
+        ideas_folder,
+        load_folder_ideas,
+        parse_idea,
+        write_idea,
+    )
+    from harness.build import BuildError
+    from harness.recorded import recorded_geometries
+
+    try:
+        fam = _family_for(args)
+    except _UsageError as e:
+        return _fail(str(e))
+    src = Path(args.patch)
+    if not src.is_file():
+        return _fail(f"{src}: no such patch file")
+    slug = args.name or src.name.removesuffix(".patch").removesuffix(".diff")
+    try:
+        idea = parse_idea(
+            _read_patch(src),
+            slug=slug,
+            origin="cli",
+            path=str(src),
+            title=args.title,
+            rationale=args.rationale,
+            exact=None if args.exact is None else args.exact == "yes",
+        )
+    except IdeaError as e:
+        return _fail(f"idea {slug}: {e}")
+    existing, _ = load_folder_ideas(fam)
+    if slug in existing and not args.force:
+        if existing[slug].patch == idea.patch:
+            return _fail(f"idea {slug} is already registered for {fam.name} with this patch")
+        return _fail(f"idea {slug} already exists in {ideas_folder(fam)} (give --name, or --force to replace it)")
+    same = next((s for s, i in existing.items() if i.change_sha256 == idea.change_sha256 and s != slug), None)
+    if same:
+        return _fail(f"idea {slug} makes the same change as idea {same}, already registered for {fam.name}")
+    if args.config:
+        geometries = load_config(args.config).geometries
+    else:
+        geometries = [Geometry(g["name"], g["params"]) for g in recorded_geometries(fam)]
+        geometries = [g for g in geometries if fam.check_geometry(g.params) is None]
+    try:
+        facts = check_idea(fam, idea, geometries, args.arch, others=existing)
+    except (IdeaError, BuildError) as e:
+        return _fail(f"idea {slug} refused: {' '.join(str(e).split())}")
+    path = write_idea(fam, idea)
+    regs = "; ".join(
+        f"{k}: {r['registers'][0]}->{r['registers'][1]} registers, stack {r['stack_frame'][0]}->{r['stack_frame'][1]} B"
+        for k, r in facts["specs"].items()
+    )
+    print(f"evo: idea {slug} registered for {fam.name} at {path}: applies to kernel.cu and compiles ({regs})")
+    if facts["same_sass"]:
+        print("evo: note: with the baseline's knob values it compiles to the same machine code as the baseline")
+    for other in facts["conflicts"]:
+        print(f"evo: note: it does not apply together with idea {other} (a genome with both is an error: idea)")
+    return 0
+
+
+def _ideas(args) -> int:
+    """`evo ideas <family>`: every idea (folder and campaigns) with its verdicts across campaigns."""
+    from evo.ledger.ledger import Ledger
+    from evo.search.ideas import ideas_folder, load_folder_ideas, render_ideas
+
+    try:
+        fam = _family_for(args)
+    except _UsageError as e:
+        return _fail(str(e))
+    urls = list(args.storage) or [f"sqlite:///{p.resolve()}" for p in sorted(Path.cwd().glob("logs/*/ledger.db"))]
+    campaigns = []
+    import optuna
+
+    for url in urls:
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file():
+            return _fail(f"{url}: no such ledger")
+        try:
+            names = optuna.get_all_study_names(storage=url)
+        except Exception as e:
+            print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            continue
+        for name in names:
+            led = Ledger(url, name, fam.knobs, readonly=True)
+            meta = led.all_meta()
+            if (meta.get("config") or {}).get("family") == fam.name:
+                campaigns.append((name, led.attempts(), meta))
+    good, broken = load_folder_ideas(fam)
+    print(render_ideas(fam, good, broken, campaigns, ideas_folder(fam)), end="")
+    return 0
+
+
+def _idea(args) -> int:
+    """`evo idea ACTION`: its one action so far is add."""
+    return _idea_add(args) if args.idea_cmd == "add" else _fail("idea: give an action (evo idea add ...)")
+
+
+FAMILIES = Command(_families_parser, lambda args: _families(), campaign=False)
+CONFIG = Command(_config_parser, lambda args: _config_schema(args.section, args.markdown), campaign=False)
+CHECK = Command(_check_parser, _check, campaign=False)
+NEW = Command(_new_parser, _new, campaign=False)
+IDEA = Command(_idea_parser, _idea, campaign=False)
+IDEAS = Command(_ideas_parser, _ideas, campaign=False)

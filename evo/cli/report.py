@@ -1,0 +1,156 @@
+"""The commands that read a campaign's ledger (opened read-only): status, log, table, export (and --tree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger
+
+
+def _status_parser(sub) -> None:
+    s = sub.add_parser("status", help="summarize a campaign")
+    s.add_argument("config", help="campaign YAML")
+    s.add_argument("--storage", help="override the config's storage URL")
+
+
+def _log_parser(sub) -> None:
+    s = sub.add_parser("log", help="write the markdown attempt log")
+    s.add_argument("config", help="campaign YAML")
+    s.add_argument("--storage", help="override the config's storage URL")
+    s.add_argument("-o", "--output", help="where to write (default logs/<campaign>/attempts.md)")
+
+
+def _table_parser(sub) -> None:
+    tb = sub.add_parser("table", help="every attempt at every geometry as a CSV or parquet table")
+    tb.add_argument("config", help="campaign YAML")
+    tb.add_argument("--storage", help="override the config's storage URL")
+    tb.add_argument(
+        "-o", "--output", help="a .csv or .parquet file (default logs/<campaign>/attempts.csv); parquet needs pyarrow"
+    )
+
+
+def _export_parser(sub) -> None:
+    e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
+    e.add_argument("config", help="campaign YAML")
+    e.add_argument("--storage", help="override the config's storage URL")
+    e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export; relative to the working directory)")
+    e.add_argument("--force", action="store_true", help="replace an earlier export in that folder (only its files)")
+    e.add_argument(
+        "--check",
+        action="store_true",
+        help="then build the final file: it must give the champion's machine code and, on a GPU, "
+        "pass the correctness gate",
+    )
+    e.add_argument(
+        "--tree",
+        action="store_true",
+        help="also write the series as patches to the family's own kernel.cu and family.py as they are in your "
+        "repository (knob defaults set to each step's values, its ideas applied), into OUTPUT/tree/; paths are "
+        "relative to the git top level of the family folder (else its parent); apply there with git am",
+    )
+
+
+def _export(cfg, output: str | None, check: bool = False, force: bool = False, tree: bool = False) -> int:
+    import os
+
+    from evo.report.export import check_final, export, specializations
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    out = Path(os.path.abspath(Path(output).expanduser() if output else cfg.log_dir / "export"))
+    notes: list[str] = []
+    attempts = led.attempts()
+    _damaged(led)
+    specs = specializations(cfg.family, cfg.geometries)
+    series = None
+    try:
+        if tree:  # made first: a step that cannot be written onto today's files stops the export before it writes
+            from evo.report.tree_export import tree_differences, tree_series
+
+            base = next((a for a in attempts if a.verdict.status == "baseline"), None)
+            differences = tree_differences(cfg, base) if base is not None else []
+            series = tree_series(cfg.family, attempts, led.all_meta(), specs, differences)
+        patches = export(
+            cfg.family,
+            attempts,
+            led.all_meta(),
+            out,
+            force=force,
+            notes=notes,
+            specs=specs,
+            extra_files=series.files if series is not None else None,
+        )
+    except ValueError as e:
+        return _fail(str(e))
+    for note in notes:
+        print(f"evo: note: {note}")
+    print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
+    print(
+        f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
+        f"{cfg.family.name}.cu)"
+    )
+    if series is not None:
+        from evo.report.tree_export import print_tree_summary
+
+        print_tree_summary(series, out)
+    if check:
+        ok, lines = check_final(cfg, led.attempts(), led.all_meta(), out / f"{cfg.family.name}.cu", cfg.backend)
+        for ln in lines:
+            print(f"evo: check: {ln}")
+        print(f"evo: check: {'passed' if ok else 'FAILED'}")
+        return 0 if ok else 1
+    return 0
+
+
+def _status(cfg) -> int:
+    from evo.report.logmd import render_status
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    print(render_status(attempts, led.all_meta()))
+    return 0
+
+
+def _table(cfg, output: str | None) -> int:
+    """`evo table`: one row per attempt and geometry, read from the ledger opened read-only."""
+    from evo.report.table import TableError, attempt_rows, table_format, write_table
+
+    path = Path(output).expanduser() if output else cfg.log_dir / "attempts.csv"
+    try:
+        fmt = table_format(path)  # before the ledger is read: a wrong name or a missing pyarrow costs nothing
+    except TableError as e:
+        return _fail(str(e))
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    rows = attempt_rows(attempts, cfg.family, cfg.geometries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(rows, path, fmt)
+    print(f"evo: {len(rows)} row(s) ({len(attempts)} attempt(s) x {len(cfg.geometries)} geometries) written to {path}")
+    return 0
+
+
+def _log(cfg, output: str | None) -> int:
+    from evo.report.logmd import write_log
+
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    path = Path(output) if output else cfg.log_dir / "attempts.md"
+    attempts = led.attempts()
+    _damaged(led)
+    write_log(attempts, led.all_meta(), path)
+    print(f"evo: attempt log written to {path}")
+    return 0
+
+
+STATUS = Command(_status_parser, lambda cfg, args: _status(cfg))
+LOG = Command(_log_parser, lambda cfg, args: _log(cfg, args.output))
+TABLE = Command(_table_parser, lambda cfg, args: _table(cfg, args.output))
+EXPORT = Command(_export_parser, lambda cfg, args: _export(cfg, args.output, args.check, args.force, args.tree))
