@@ -15,12 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from optuna.distributions import IntDistribution
-from optuna.trial import TrialState
 
 from evo.core.family import Family, Geometry
 from evo.core.genome import Genome
-from evo.core.records import Attempt
-from evo.search.base import Proposal
 from evo.search.optuna_samplers import OptunaSampler
 
 
@@ -33,7 +30,10 @@ def ordered_values(values: Sequence[Any]) -> list[Any] | None:
 
 
 class OrderedOptuna(OptunaSampler):
-    """An Optuna sampler over the knobs, numeric ones as ordered integers (their sorted value index)."""
+    """An Optuna sampler over the knobs, numeric ones as ordered integers (their sorted value index): OptunaSampler
+    with ``_params`` and ``_genome`` encoding and decoding them."""
+
+    LABEL = " (ordered)"
 
     def __init__(
         self,
@@ -77,42 +77,6 @@ class OrderedOptuna(OptunaSampler):
 
     def _genome(self, params: Mapping[str, Any]) -> Genome:
         return Genome({n: (self.order[n][int(v)] if n in self.order else v) for n, v in params.items()})
-
-    def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
-        # OptunaSampler.propose with the trial's parameters decoded (index -> value) before they become a genome
-        self._feed(attempts)
-        dups = bad = 0
-        for _ in range(self.retries):
-            trial = self.study.ask(self.distributions)
-            g = self._genome(trial.params)
-            if g.key in seen or g.key in self._pending:
-                dups += 1
-                trial.set_user_attr("duplicate", True)
-                state, value = self._value(self._scores.get(g.key))
-                self.study.tell(trial, value, state=state)
-                continue
-            why = self._why_invalid(g)
-            if why is not None:
-                bad += 1
-                trial.set_user_attr("invalid", why)
-                self.study.tell(trial, state=TrialState.FAIL)
-                continue
-            self._pending[g.key] = trial
-            self.duplicates += dups
-            self.invalid += bad
-            note = f", after {dups} repeat(s) and {bad} invalid ask(s)" if dups or bad else ""
-            return Proposal(g, f"{self.sampler_name} (ordered) trial {trial.number}{note}")
-        self.duplicates += dups
-        self.invalid += bad
-        g2 = self.random_unseen(seen)
-        if g2 is None:
-            return None
-        self.fallbacks += 1
-        return Proposal(
-            g2,
-            f"random: {self.sampler_name} gave only tried or invalid genomes in {self.retries} asks "
-            f"({dups} repeat(s), {bad} invalid)",
-        )
 
 
 # the bench's names for these peers (tools/search_bench.py resolves a strategy's name here before evo.search)

@@ -74,6 +74,7 @@ class OptunaSampler(Proposer):
         "retries": Option(100, "asks per proposal before falling back to a random unseen genome", 1, 10000),
     }
     SAMPLER: ClassVar[str] = OPTIONS["sampler"].default  # the sampler of this proposer (tpe, nsga2: theirs)
+    LABEL: ClassVar[str] = ""  # after the sampler's name in each proposal's origin (a subclass's encoding)
     RETRIES: ClassVar[int] = OPTIONS["retries"].default  # read by tools/search_bench.py's tables
 
     @classmethod
@@ -131,6 +132,10 @@ class OptunaSampler(Proposer):
         ok = all(v in self.distributions[n].choices for n, v in params.items())  # type: ignore[attr-defined]
         return params if ok else None
 
+    def _genome(self, params: Mapping[str, Any]) -> Genome:
+        """A trial's parameters as a genome (the inverse of ``_params``; a subclass may encode knobs otherwise)."""
+        return Genome(params)
+
     def _feed(self, attempts: Sequence[Attempt]) -> None:
         for a in attempts:
             if a.id in self._fed:
@@ -170,7 +175,7 @@ class OptunaSampler(Proposer):
         dups = bad = 0
         for _ in range(self.retries):
             trial = self.study.ask(self.distributions)
-            g = Genome(trial.params)
+            g = self._genome(trial.params)
             if g.key in seen or g.key in self._pending:
                 dups += 1
                 trial.set_user_attr("duplicate", True)
@@ -187,7 +192,7 @@ class OptunaSampler(Proposer):
             self.duplicates += dups
             self.invalid += bad
             note = f", after {dups} repeat(s) and {bad} invalid ask(s)" if dups or bad else ""
-            return Proposal(g, f"{self.sampler_name} trial {trial.number}{note}")
+            return Proposal(g, f"{self.sampler_name}{self.LABEL} trial {trial.number}{note}")
         self.duplicates += dups
         self.invalid += bad
         fallback = self.random_unseen(seen)
