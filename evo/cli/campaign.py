@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from evo.backends import BACKENDS
-from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger
+from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args
 
 
 def _run_parser(sub) -> None:
@@ -32,18 +32,14 @@ def _worker_parser(sub) -> None:
 
 def _replay_parser(sub) -> None:
     rp = sub.add_parser("replay", help="re-judge rejected attempts on this machine with today's gates")
-    rp.add_argument("config", help="campaign YAML")
-    rp.add_argument("--storage", help="override the config's storage URL")
-    rp.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    campaign_args(rp, backend=True)
     rp.add_argument("--gate", help="only attempts rejected by this gate (static, correctness, perf) or error kind")
     rp.add_argument("--id", type=int, action="append", dest="ids", help="only this attempt (repeatable)")
 
 
 def _sanitize_parser(sub) -> None:
     sz = sub.add_parser("sanitize", help="compute-sanitizer (memcheck, racecheck) on the champion or one attempt")
-    sz.add_argument("config", help="campaign YAML")
-    sz.add_argument("--storage", help="override the config's storage URL")
-    sz.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    campaign_args(sz, backend=True)
     sz.add_argument("--id", type=int, help="this attempt instead of the champion")
 
 
@@ -52,17 +48,13 @@ def _ablate_parser(sub) -> None:
         "ablate",
         help="which of the champion's changes carry its gain: each set back alone, measured side by side",
     )
-    ab.add_argument("config", help="campaign YAML")
-    ab.add_argument("--storage", help="override the config's storage URL")
-    ab.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    campaign_args(ab, backend=True)
     ab.add_argument("--rounds", type=int, help="interleaved rounds a geometry (default gates.perf.rounds)")
 
 
 def _selfcheck_parser(sub) -> None:
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
-    c.add_argument("config", help="campaign YAML")
-    c.add_argument("--storage", help="override the config's storage URL")
-    c.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    campaign_args(c, backend=True)
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
 
 

@@ -34,6 +34,16 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def campaign_args(p: argparse.ArgumentParser, backend: bool = False) -> None:
+    """The arguments every command on one campaign takes: its config, a storage override, and a backend one."""
+    p.add_argument("config", help="campaign YAML")
+    p.add_argument("--storage", help="override the config's storage URL")
+    if backend:
+        from evo.backends import BACKENDS
+
+        p.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+
+
 def _fail(msg: str) -> int:
     sys.stderr.write(f"evo: {msg}\n")
     return EXIT_USAGE

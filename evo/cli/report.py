@@ -4,26 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger
+from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args
 
 
 def _status_parser(sub) -> None:
     s = sub.add_parser("status", help="summarize a campaign")
-    s.add_argument("config", help="campaign YAML")
-    s.add_argument("--storage", help="override the config's storage URL")
+    campaign_args(s)
 
 
 def _log_parser(sub) -> None:
     s = sub.add_parser("log", help="write the markdown attempt log")
-    s.add_argument("config", help="campaign YAML")
-    s.add_argument("--storage", help="override the config's storage URL")
+    campaign_args(s)
     s.add_argument("-o", "--output", help="where to write (default logs/<campaign>/attempts.md)")
 
 
 def _table_parser(sub) -> None:
     tb = sub.add_parser("table", help="every attempt at every geometry as a CSV or parquet table")
-    tb.add_argument("config", help="campaign YAML")
-    tb.add_argument("--storage", help="override the config's storage URL")
+    campaign_args(tb)
     tb.add_argument(
         "-o", "--output", help="a .csv or .parquet file (default logs/<campaign>/attempts.csv); parquet needs pyarrow"
     )
@@ -31,8 +28,7 @@ def _table_parser(sub) -> None:
 
 def _export_parser(sub) -> None:
     e = sub.add_parser("export", help="accepted steps as a git-am patch series, plus the final kernel")
-    e.add_argument("config", help="campaign YAML")
-    e.add_argument("--storage", help="override the config's storage URL")
+    campaign_args(e)
     e.add_argument("-o", "--output", help="folder (default logs/<campaign>/export; relative to the working directory)")
     e.add_argument("--force", action="store_true", help="replace an earlier export in that folder (only its files)")
     e.add_argument(
