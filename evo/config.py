@@ -12,6 +12,7 @@ import re
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -904,27 +905,61 @@ def _ideas(raw: Any) -> IdeasConfig:
 
 def _restrict_knobs(raw: Any, family: Family) -> Family:
     """A campaign may search a sub-space: each named knob keeps only the listed values (in the family's order)."""
-    import dataclasses
+    return restrict_knobs(family, _section(raw, "knobs", {k.name: 0 for k in family.knobs}))
 
-    kn = _section(raw, "knobs", {k.name: 0 for k in family.knobs})
+
+def restrict_knobs(family: Family, wanted: Mapping[str, Any], where: str = "knobs") -> Family:
+    """``family`` with each knob named in ``wanted`` (knob: value or list of values) keeping only those values, in the
+    family's order; raises ConfigError (naming ``where``) for an unknown knob or value, or a dropped baseline value.
+    The config's ``knobs:`` and tools/sweep.py's ``--knobs`` both go through it."""
+    unknown = sorted(set(wanted) - {k.name for k in family.knobs})
+    if unknown:
+        raise ConfigError(
+            f"{where}.{unknown[0]}: no such knob in {family.name} (knobs: {', '.join(k.name for k in family.knobs)})"
+        )
     knobs = []
     for k in family.knobs:
-        if k.name not in kn:
+        if k.name not in wanted:
             knobs.append(k)
             continue
-        vals = kn[k.name] if isinstance(kn[k.name], list) else [kn[k.name]]
+        vals = wanted[k.name] if isinstance(wanted[k.name], list) else [wanted[k.name]]
         for v in vals:
             if v not in k.values or isinstance(v, bool) != isinstance(k.default, bool):
                 raise ConfigError(
-                    f"knobs.{k.name}: {v!r} is not a value of the knob (allowed: {', '.join(map(repr, k.values))})"
+                    f"{where}.{k.name}: {v!r} is not a value of the knob (allowed: {', '.join(map(repr, k.values))})"
                 )
         if k.default not in vals:
             raise ConfigError(
-                f"knobs.{k.name}: must keep the baseline's value {k.default!r} (the campaign starts "
+                f"{where}.{k.name}: must keep the baseline's value {k.default!r} (the campaign starts "
                 "from the baseline and measures every step against it)"
             )
         knobs.append(dataclasses.replace(k, values=tuple(v for v in k.values if v in vals)))
     return dataclasses.replace(family, knobs=tuple(knobs))
+
+
+def narrow_to_recorded(cfg: CampaignConfig, space: Mapping[str, Any] | None) -> tuple[CampaignConfig, list[str]]:
+    """The campaign ``cfg`` searching only the knob values a backend can measure (the recorded backend: the values
+    its sweep covers, ``space`` = knob -> values), and one line per knob it narrowed ("block: 128, 256 of 64, 128,
+    256"); ``cfg`` itself where nothing narrows. A knob the space lacks, or whose baseline value it lacks, is left
+    alone: the backend then says which genome it cannot serve."""
+    if not space:
+        return cfg, []
+    wanted: dict[str, list[Any]] = {}
+    lines = []
+    for k in cfg.family.knobs:
+        have = space.get(k.name)
+        if not isinstance(have, list):
+            continue
+        # JSON keeps bools apart from ints, but 1 == True in Python: compare type and value
+        keep = [v for v in k.values if any(type(v) is type(h) and v == h for h in have)]
+        if k.default in keep and len(keep) < len(k.values):
+            wanted[k.name] = keep
+            lines.append(f"{k.name}: {', '.join(map(str, keep))} of {', '.join(map(str, k.values))}")
+    if not wanted:
+        return cfg, []
+    family = restrict_knobs(cfg.family, wanted, "recorded space")
+    knobs = {**cfg.knobs, **{n: family.knob(n).values for n in wanted}}
+    return dataclasses.replace(cfg, family=family, knobs=knobs), lines
 
 
 def _sanitizer(raw: Any) -> SanitizerConfig:

@@ -179,6 +179,22 @@ class RecordedBackend:
         f["note"] = SIMULATED_LABEL
         return f
 
+    def knob_space(self) -> dict[str, list[Any]] | None:
+        """The knob values the sweep covers (knob -> values; a sweep of a sub-space, tools/sweep.py ``--knobs``,
+        covers fewer than the family has), or None where the sweep does not say (sweeps before 2026-11-30)."""
+        space = self.sweep.data.get("space") or {}
+        knobs = space.get("knobs")
+        return dict(knobs) if isinstance(knobs, dict) else None
+
+    def recorded_floor(self) -> dict[str, Any] | None:
+        """The latency floor the sweep measured (evo/measure/ceiling.py's record, at the campaign's geometry
+        names), or None where the sweep has none."""
+        rec = self.sweep.data.get("latency_floor")
+        if not isinstance(rec, dict) or not isinstance(rec.get("geometries"), dict):
+            return None
+        per = {c: rec["geometries"][r] for c, r in self.sweep.geo_map.items() if r in rec["geometries"]}
+        return {**rec, "backend": self.name, "geometries": per, "note": SIMULATED_LABEL}
+
     def copy_ceiling(self, **kwargs: Any) -> dict[str, float]:
         return dict(self.sweep.data["copy_ceiling"])  # (one recorded figure, however many trials are asked for)
 

@@ -18,6 +18,7 @@ import pytest
 import harness.gpu
 import harness.recorded as recorded
 from evo.config import load_config
+from evo.config import narrow_to_recorded as recorded_narrow
 from evo.core.genome import Genome
 from harness import sweepfile
 from harness.recorded import RecordedBackend
@@ -466,3 +467,25 @@ def test_a_sweep_from_before_launch_was_recorded_merges_with_a_plain_one_not_a_p
     _check_same([("old", old), ("new", plain)])
     with pytest.raises(MergeError, match="launch differs"):
         _check_same([("old", old), ("new", pdl)])
+
+
+def test_sweep_of_a_sub_space_and_the_campaign_on_it(fake_gpu, monkeypatch, tmp_path, real, cfg, capsys):
+    """--knobs: the sweep measures only the sub-space (its space says which values), and the recorded backend on
+    that file narrows a campaign to them; a bad --knobs is one error line before anything is measured."""
+    out = tmp_path / "sub.json.xz"
+    _Pool.compiled = []
+    assert run_sweep(monkeypatch, "--knobs", "{block: [256, 512], h_split: [1], unroll: [1]}", "--out", str(out)) == 0
+    d = ms.load(out)
+    assert d["space"]["knobs"]["block"] == [256, 512] and d["space"]["knobs"]["h_split"] == [1]
+    assert d["space"]["product"] == 2 * 2 * 2 * 2 * 2 * 2 == len(d["genomes"]) == len(_Pool.compiled)
+    assert all(Genome.from_key(k)["block"] in (256, 512) and Genome.from_key(k)["unroll"] == 1 for k in d["genomes"])
+    assert d["latency_floor"]["unmeasured"]  # the stand-in GPU has none: said, not invented
+    be = backend_on(monkeypatch, cfg, out)
+    narrowed, lines = recorded_narrow(cfg, be.knob_space())
+    assert lines == ["block: 256, 512 of 128, 256, 512", "unroll: 1 of 1, 2, 4", "h_split: 1 of 1, 2, 4, 8"]
+    assert {g.key for g in sweep.valid_order(narrowed.family, narrowed.geometries, 0)[1]} == set(d["genomes"])
+    for bad, says in (("{block: [96]}", "--knobs.block: 96 is not a value"), ("[1, 2]", "expected a mapping")):
+        with pytest.raises(SystemExit):
+            run_sweep(monkeypatch, "--knobs", bad, "--out", str(tmp_path / "x.json.xz"))
+        assert says in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "x.json.xz").exists()

@@ -293,6 +293,7 @@ def merge(
             "stopped": stopped,
             "device": ref.get("device"),
             "copy_ceiling": ref.get("copy_ceiling"),
+            "latency_floor": ref.get("latency_floor"),  # (absent from sweeps before 2026-12-03)
             "geometries": ref["geometries"],
             "seeds": ref["seeds"],
             "runs": ref["runs"],
@@ -311,11 +312,11 @@ def merge(
             "merged": {
                 "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "rule": (
-                    "shards of tools/sweep.py --shard I/N; the baseline entry, A/A pairs, device, copy ceiling "
-                    "and launches are the reference shard's (the first); every other shard's genome times t and "
-                    "b are multiplied per geometry by scale = median(reference baseline t) / median(its shard's "
-                    "baseline t), so each genome is relative to the baseline of its own run; identical SASS: "
-                    "same_as the genome first in the seeded order"
+                    "shards of tools/sweep.py --shard I/N; the baseline entry, A/A pairs, device, copy ceiling, "
+                    "latency floor and launches are the reference shard's (the first); every other shard's genome "
+                    "times t and b are multiplied per geometry by scale = median(reference baseline t) / "
+                    "median(its shard's baseline t), so each genome is relative to the baseline of its own run; "
+                    "identical SASS: same_as the genome first in the seeded order"
                 ),
                 "reference_shard": int(ref["shard"]["index"]),
                 "shards": shards_meta,

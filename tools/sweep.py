@@ -51,7 +51,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo.config import load_config  # noqa: E402
+import yaml  # noqa: E402
+
+from evo.config import ConfigError, load_config, restrict_knobs  # noqa: E402
 from evo.core.genome import Genome  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.build import Builder, BuildError  # noqa: E402
@@ -126,6 +128,13 @@ def main() -> int:
         "--redo", default=None, help="with --resume: KNOB=VALUE[,KNOB=VALUE...]: measure PREV's matching genomes again"
     )
     ap.add_argument(
+        "--knobs",
+        default=None,
+        help="sweep a sub-space: the config's knobs: restriction as YAML, e.g. '{block: [256, 512], fast_math: "
+        "[false, true]}' (each knob keeps its baseline value); a campaign on the recorded backend then searches "
+        "the values swept",
+    )
+    ap.add_argument(
         "--shard",
         default="1/1",
         help="I/N: sweep the baseline and the I-th of N parts of the seeded order (merge: tools/merge_sweeps.py)",
@@ -142,6 +151,14 @@ def main() -> int:
     t_start = time.monotonic()
 
     cfg = load_config(args.config)
+    if args.knobs:
+        try:
+            wanted = yaml.safe_load(args.knobs)
+            if not isinstance(wanted, dict):
+                raise ConfigError(f"--knobs {args.knobs!r}: expected a mapping, e.g. '{{block: [256, 512]}}'")
+            cfg.family = restrict_knobs(cfg.family, wanted, "--knobs")
+        except (yaml.YAMLError, ConfigError) as e:
+            ap.error(str(e).splitlines()[0])
     fam, geos = cfg.family, cfg.geometries
     builder = Builder.for_config(cfg, geometries=geos)
     base = fam.baseline()
@@ -218,6 +235,14 @@ def main() -> int:
     facts = be.facts()
     ceiling = be.copy_ceiling()
     print(f"sweep: copy ceiling {ceiling}", flush=True)
+    from evo.measure.ceiling import describe_floor, measure_floor
+
+    try:  # the recorded backend serves it to campaigns replayed from this sweep (context, never a reason to stop)
+        floor = measure_floor(be, fam, geos, cfg.gates.perf.launch, args.rounds)
+        floor["method"] = f"{floor.get('method', '')}; measured by the sweep"
+    except Exception as e:  # noqa: BLE001
+        floor = {"backend": be.name, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    print(f"sweep: {describe_floor(floor)}", flush=True)
     base_loaded = be.load(builder.build(base), base)
     ev = be.correctness(base_loaded, freeze=True)
     launches = {g.name: be.launches_for(base_loaded, g) for g in geos}
@@ -301,6 +326,7 @@ def main() -> int:
         "stopped": stopped,
         "device": facts,
         "copy_ceiling": ceiling,
+        "latency_floor": floor,
         "geometries": [{"name": g.name, "params": dict(g.params), "weight": g.weight} for g in geos],
         "seeds": be.seeds,
         "runs": be.runs,

@@ -26,7 +26,7 @@ from typing import Any
 from optuna.exceptions import UpdateFinishedTrialError
 
 from evo import stop
-from evo.config import CampaignConfig
+from evo.config import CampaignConfig, narrow_to_recorded
 from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
@@ -165,6 +165,13 @@ class Campaign:
                 plain_out(f"{msg} ({SIMULATED_LABEL})")
 
             self.out = labelled
+        # A backend that measures only part of the knob space (a recorded sweep of a sub-space) narrows the search to
+        # it, so no proposal asks for a genome it cannot serve; said once, before anything is proposed.
+        space = getattr(self.backend, "knob_space", None)
+        cfg, narrowed = narrow_to_recorded(cfg, space() if callable(space) else None)
+        if narrowed:
+            self.cfg, self.family = cfg, cfg.family
+            self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(narrowed)})")
         self.gates: list[Gate] = list(GATES if gates is None else gates)
         self.proposer = proposer
         self.stop_when = stop_when
@@ -290,9 +297,12 @@ class Campaign:
             led.set_meta("peer_torch_compile", self.backend.peer_torch_compile(self.cfg.peer.torch_compile, weighted))
 
     def _latency_floor(self) -> None:
-        """Measured once per campaign on the GPU (evo/measure/ceiling.py); the recorded backend has none, and says so in
-        the log. A failure is recorded with its reason: the floor is context, never a reason to stop."""
-        if self.simulated or self.ledger.meta(ceiling_mod.FLOOR_META) is not None:
+        """Measured once per campaign on the GPU (evo/measure/ceiling.py); the recorded backend serves the one its sweep
+        measured, or has none and says so in the log. A failure is recorded with its reason: the floor is context,
+        never a reason to stop."""
+        if self.ledger.meta(ceiling_mod.FLOOR_META) is not None:
+            return
+        if self.simulated and not getattr(self.backend, "recorded_floor", lambda: None)():
             return
         p = self.cfg.gates.perf
         try:
