@@ -940,13 +940,23 @@ def restrict_knobs(family: Family, wanted: Mapping[str, Any], where: str = "knob
 def narrow_to_recorded(cfg: CampaignConfig, space: Mapping[str, Any] | None) -> tuple[CampaignConfig, list[str]]:
     """The campaign ``cfg`` searching only the knob values a backend can measure (the recorded backend: the values
     its sweep covers, ``space`` = knob -> values), and one line per knob it narrowed ("block: 128, 256 of 64, 128,
-    256"); ``cfg`` itself where nothing narrows. A knob the space lacks, or whose baseline value it lacks, is left
-    alone: the backend then says which genome it cannot serve."""
-    if not space:
+    256"); ``cfg`` itself where nothing narrows (:func:`narrow_family`)."""
+    family, lines = narrow_family(cfg.family, space)
+    if not lines:
         return cfg, []
+    knobs = {**cfg.knobs, **{k.name: k.values for k in family.knobs if k.values != cfg.family.knob(k.name).values}}
+    return dataclasses.replace(cfg, family=family, knobs=knobs), lines
+
+
+def narrow_family(family: Family, space: Mapping[str, Any] | None) -> tuple[Family, list[str]]:
+    """``family`` with each knob keeping only the values ``space`` (knob -> values, as a sweep's ``space.knobs``)
+    holds, and one line per knob narrowed; ``family`` itself where nothing narrows. A knob the space lacks, or whose
+    baseline value it lacks, is left alone: the backend then says which genome it cannot serve."""
+    if not space:
+        return family, []
     wanted: dict[str, list[Any]] = {}
     lines = []
-    for k in cfg.family.knobs:
+    for k in family.knobs:
         have = space.get(k.name)
         if not isinstance(have, list):
             continue
@@ -956,10 +966,8 @@ def narrow_to_recorded(cfg: CampaignConfig, space: Mapping[str, Any] | None) -> 
             wanted[k.name] = keep
             lines.append(f"{k.name}: {', '.join(map(str, keep))} of {', '.join(map(str, k.values))}")
     if not wanted:
-        return cfg, []
-    family = restrict_knobs(cfg.family, wanted, "recorded space")
-    knobs = {**cfg.knobs, **{n: family.knob(n).values for n in wanted}}
-    return dataclasses.replace(cfg, family=family, knobs=knobs), lines
+        return family, []
+    return restrict_knobs(family, wanted, "recorded space"), lines
 
 
 def _sanitizer(raw: Any) -> SanitizerConfig:

@@ -171,3 +171,40 @@ def test_leave_one_family_out_chooses_without_the_held_out_family():
     assert got["f1"] == "b" and ss.choose(table, fams) == "b"
     assert ss.score({"x": 4, "y": 16}, ["x", "y"]) == pytest.approx(8.0)
     assert len(ss.settings()) == math.prod(len(v) for v in ss.GRID.values())
+
+
+# --- 6. landscapes no selection used, in the held-out table ---------------------------------------------------------
+def test_heldout_table_adds_landscapes_with_the_shipped_options(tmp_path, capsys):
+    from harness import sweepfile
+    from tools import heldout_table as ht
+
+    sel = {"seeds": [100, 107], "folds": {}, "shipped": '{"calibrate": false, "effect": 0.15, "sample": 0.0}'}
+    (tmp_path / "sel.json").write_text(json.dumps(sel))
+    synth = sweepfile.save(tmp_path / "needle.json.xz", sl.landscape("mhc_pre_big_fuse", "needle", 1))
+    out = tmp_path / "t.md"
+    argv = ["--selection", str(tmp_path / "sel.json"), "--families", "", "--seeds", "2", "--cap", "30"]
+    argv += ["--strategies", "evo random", "--out", str(out)]
+    argv += ["--landscape", f"needle-1=mhc_pre_big_fuse:{synth}", "--landscape", "decode=mhc_pre_decode"]
+    assert ht.main(argv) == 0
+    text = out.read_text()
+    rows = [line for line in text.splitlines() if line.startswith(("| needle-1 |", "| decode |"))]
+    assert len(rows) == 2 and all("shipped `" in r and "(all four folds)" in r for r in rows)
+    # the decode sweep is of a sub-space: its 384 genomes, not the family's 184,320
+    assert "h200-sweep.json.xz` (384 genomes;" in text
+    with pytest.raises(SystemExit):
+        ht.main(["--selection", str(tmp_path / "sel.json"), "--landscape", "nofamily="])
+    assert "expected LABEL=FAMILY[:SWEEP]" in capsys.readouterr().err
+
+
+def test_kernel_tuner_strategy_whose_start_reaches_the_target_ends_as_a_run(tmp_path):
+    """On a plateau many genomes tie at the top, so simulated_annealing's first evaluation (made outside its own
+    budget check) can already be within the target: the bench's spent budget then surfaced as Kernel Tuner's
+    StopCriterionReached and ended the whole table (2026-12-03, synth-plateau-0)."""
+    pytest.importorskip("kernel_tuner")
+    from harness import sweepfile
+
+    path = sweepfile.save(tmp_path / "plateau.json.xz", sl.landscape("mhc_pre_big_fuse", "plateau", 0))
+    s = sb.load_space("mhc_pre_big_fuse", path)
+    runs, skipped = sb.bench(s, 10, [st for st in sb.STRATEGIES if st.label == "kt simulated_annealing"])
+    rs = runs["kt simulated_annealing"]
+    assert not skipped and len(rs) == 10 and all(r.evals is not None for r in rs)

@@ -31,7 +31,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--cap", type=int, default=None, help="attempts per run of evo's and Optuna's strategies")
-    ap.add_argument("--families", default=None, help="comma-separated (default: every fold of the selection)")
+    ap.add_argument(
+        "--families",
+        default=None,
+        help="comma-separated (default: every fold of the selection; '': none, only --landscape)",
+    )
+    ap.add_argument(
+        "--landscape",
+        action="append",
+        default=[],
+        metavar="LABEL=FAMILY[:SWEEP]",
+        help="also a landscape no selection used (a new sweep, a synthetic one: tools/synth_landscape.py), the "
+        "surrogate with the shipped options (chosen on all four folds); repeatable; FAMILY alone: its recorded sweep",
+    )
     ap.add_argument("--strategies", default=None, help="comma-separated labels (default: all)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--curves", default=None, help="a folder for the curves' CSV files")
@@ -40,7 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     lo, hi = sel["seeds"]
     if args.first_seed <= hi and lo <= args.first_seed + args.seeds - 1:
         ap.error(f"the seeds overlap the selection seeds {lo}..{hi}")
-    fams = [f.strip() for f in args.families.split(",")] if args.families else list(sel["folds"])
+    fams = (
+        [f.strip() for f in args.families.split(",") if f.strip()] if args.families is not None else list(sel["folds"])
+    )
+    # (label, family, sweep file or None, the surrogate's options as JSON text, what the options column says)
+    rows: list[tuple[str, str, str | None, str, str]] = [
+        (f, f, None, sel["folds"][f], f"`{sel['folds'][f]}`") for f in fams
+    ]
+    for spec in args.landscape:
+        label, _, where = spec.partition("=")
+        fam, _, file = where.partition(":")
+        if not label or not fam:
+            ap.error(f"--landscape {spec!r}: expected LABEL=FAMILY[:SWEEP]")
+        rows.append((label, fam, file or None, sel["shipped"], f"shipped `{sel['shipped']}` (all four folds)"))
     chosen = sb.STRATEGIES
     if args.strategies:
         want = {w.strip() for w in args.strategies.split(",")}
@@ -52,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---:|---|---:|---:|---:|---|",
     ]
     blocks: list[str] = []
-    for fam in fams:
+    for fam, family, file, opts, opts_text in rows:
         t0 = time.perf_counter()
-        options = json.loads(sel["folds"][fam])
-        space = sb.load_space(fam)
+        options = json.loads(opts)
+        space = sb.load_space(family, file)
         print(f"== {fam}: surrogate options {options}", flush=True)
         runs, skipped = sb.bench(
             space,
@@ -69,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         r = sb.ratios(runs, space.size)[sb.HEADLINE]
         met = r["ratio"] <= 0.5 and r["hi"] < 1.0 and r["peers"] >= 8
         summary.append(
-            f"| {fam} | `{sel['folds'][fam]}` | {sb._fmt(r['evo'])} | {r['peer']} | {sb._fmt(r['peer_median'])} | "
+            f"| {fam} | {opts_text} | {sb._fmt(r['evo'])} | {r['peer']} | {sb._fmt(r['peer_median'])} | "
             f"{r['ratio']:.2f} ({r['lo']:.2f}–{r['hi']:.2f}) | {r['peers']} | {'met' if met else '**not met**'} |"
         )
         lines = sb.targets_table(runs, space.size)
@@ -79,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Sweep `{sweep}` ({space.size} genomes; best {space.best:.4f}x); seeds {args.first_seed}.."
             f"{args.first_seed + args.seeds - 1}; cap {args.cap or 'none'}; correctness mode {space.mode}; "
-            f"surrogate options {sel['folds'][fam]}; {time.perf_counter() - t0:.0f} s",
+            f"surrogate options {opts}; {time.perf_counter() - t0:.0f} s",
             "",
             *lines,
             "",
