@@ -208,3 +208,19 @@ def test_kernel_tuner_strategy_whose_start_reaches_the_target_ends_as_a_run(tmp_
     runs, skipped = sb.bench(s, 10, [st for st in sb.STRATEGIES if st.label == "kt simulated_annealing"])
     rs = runs["kt simulated_annealing"]
     assert not skipped and len(rs) == 10 and all(r.evals is not None for r in rs)
+
+
+def test_selection_takes_another_grid_and_refuses_a_bad_one(tmp_path, capsys):
+    out = tmp_path / "sel.json"
+    grid = '{"screen": [true], "effect": [0.15], "calibrate": [false], "sample": [0.0]}'
+    argv = ["--families", "mhc_pre_big_fuse", "--seeds", "1", "--cap", "20", "--grid", grid, "--out", str(out)]
+    assert ss.main(argv) == 0
+    sel = json.loads(out.read_text())
+    assert sel["grid"] == {"screen": [True], "effect": [0.15], "calibrate": [False], "sample": [0.0]}
+    assert list(sel["table"]) == ['{"calibrate": false, "effect": 0.15, "sample": 0.0, "screen": true}']
+    assert sel["folds"] == {}  # one family: no fold has one to choose on
+    bad_grids = (('{"nope": [1]}', "'nope' is not an option"), ('{"effect": []}', "non-empty lists"), ("{", "not JSON"))
+    for bad, says in bad_grids:
+        with pytest.raises(SystemExit):
+            ss.main(["--grid", bad])
+        assert says in capsys.readouterr().err

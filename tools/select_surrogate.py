@@ -31,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evo.search import Surrogate  # noqa: E402
 from tools import search_bench as sb  # noqa: E402
 
 FAMILIES = ("mhc_pre_big_fuse", "moe_q2_matvec", "fp4_matvec", "mhc_prenorm_gemm")
@@ -65,7 +66,9 @@ def choose(table: dict[str, dict[str, float]], families: list[str] | tuple[str, 
 
 
 def folds(table: dict[str, dict[str, float]], families: tuple[str, ...] = FAMILIES) -> dict[str, str]:
-    """Held-out family -> the setting chosen on the others."""
+    """Held-out family -> the setting chosen on the others (none with one family: nothing to choose on)."""
+    if len(families) < 2:
+        return {}
     return {h: choose(table, [f for f in families if f != h]) for h in families}
 
 
@@ -87,13 +90,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cap", type=int, default=300, help="attempts per selection run, at most")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--out", default=None, help="write the table and the choices as JSON")
+    ap.add_argument(
+        "--grid",
+        default=None,
+        help="another grid, as JSON (option -> list of values), e.g. to try an option the shipped grid lacks: "
+        '\'{"screen": [true], "calibrate": [false], "effect": [0.15], "sample": [0.0]}\'',
+    )
     args = ap.parse_args(argv)
+    grid = GRID
+    if args.grid:
+        try:
+            raw = json.loads(args.grid)
+        except json.JSONDecodeError as e:
+            ap.error(f"--grid: not JSON ({e})")
+        if not isinstance(raw, dict) or not all(isinstance(v, list) and v for v in raw.values()):
+            ap.error("--grid: expected an object of non-empty lists, e.g. '{\"effect\": [0.1, 0.15]}'")
+        unknown = sorted(set(raw) - set(Surrogate.OPTIONS))
+        if unknown:
+            ap.error(f"--grid: {unknown[0]!r} is not an option of the surrogate")
+        grid = {k: tuple(v) for k, v in raw.items()}
     fams = tuple(f.strip() for f in args.families.split(","))
     spaces = {f: sb.load_space(f) for f in fams}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     table: dict[str, dict[str, float]] = {}
     t0 = time.perf_counter()
-    for s in settings():
+    for s in settings(grid):
         table[name(s)] = medians(spaces, s, seeds, args.cap)
         print(
             f"{name(s)}: "
@@ -115,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(
             json.dumps(
                 {
-                    "grid": GRID,
+                    "grid": grid,
                     "seeds": [seeds.start, seeds.stop - 1],
                     "cap": args.cap,
                     "target": sb.HEADLINE,
