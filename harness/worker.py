@@ -59,7 +59,9 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
     from harness.gpu import KernelCrash
 
     loaded: dict[int, Any] = {}
-    conn.send(("ok", {"name": backend.name, "simulated": bool(getattr(backend, "simulated", False))}))
+    # what the campaign asks once, before any genome (the recorded backend's sub-space and floor): sent with the start
+    once = {m: getattr(backend, m)() for m in ("knob_space", "recorded_floor") if callable(getattr(backend, m, None))}
+    conn.send(("ok", {"name": backend.name, "simulated": bool(getattr(backend, "simulated", False)), **once}))
     while True:
         try:
             msg = conn.recv()
@@ -118,6 +120,7 @@ class WorkerBackend:
         self.restarts = 0
         info = self._start()
         self.name, self.simulated = info["name"], info["simulated"]
+        self._space, self._floor = info.get("knob_space"), info.get("recorded_floor")
 
     # --- process management --------------------------------------------------
     def _start(self) -> dict[str, Any]:
@@ -245,3 +248,10 @@ class WorkerBackend:
 
     def latency_floor(self, grids: Mapping[str, Any], rounds: int = 12, pdl: bool = False) -> dict[str, Any]:
         return self._call("latency_floor", (dict(grids), rounds, pdl))
+
+    def knob_space(self) -> dict[str, list[Any]] | None:
+        """The child backend's measurable sub-space (harness/recorded.py), as it said at start; None: every value."""
+        return self._space
+
+    def recorded_floor(self) -> dict[str, Any] | None:
+        return self._floor

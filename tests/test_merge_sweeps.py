@@ -484,7 +484,8 @@ def test_sweep_of_a_sub_space_and_the_campaign_on_it(fake_gpu, monkeypatch, tmp_
     narrowed, lines = recorded_narrow(cfg, be.knob_space())
     assert lines == ["block: 256, 512 of 128, 256, 512", "unroll: 1 of 1, 2, 4", "h_split: 1 of 1, 2, 4, 8"]
     assert {g.key for g in sweep.valid_order(narrowed.family, narrowed.geometries, 0)[1]} == set(d["genomes"])
-    for bad, says in (("{block: [96]}", "--knobs.block: 96 is not a value"), ("[1, 2]", "expected a mapping")):
+    bad_knobs = (("{block: [96]}", "--knobs.block: 96 is not a value"), ("[1, 2]", "expected a mapping"))
+    for bad, says in (*bad_knobs, ("{1: [1], nope: [2]}", "expected a mapping of knob names")):
         with pytest.raises(SystemExit):
             run_sweep(monkeypatch, "--knobs", bad, "--out", str(tmp_path / "x.json.xz"))
         assert says in capsys.readouterr().err.strip().splitlines()[-1]

@@ -154,8 +154,10 @@ def main() -> int:
     if args.knobs:
         try:
             wanted = yaml.safe_load(args.knobs)
-            if not isinstance(wanted, dict):
-                raise ConfigError(f"--knobs {args.knobs!r}: expected a mapping, e.g. '{{block: [256, 512]}}'")
+            if not isinstance(wanted, dict) or not all(isinstance(k, str) for k in wanted):
+                raise ConfigError(
+                    f"--knobs {args.knobs!r}: expected a mapping of knob names, e.g. '{{block: [256, 512]}}'"
+                )
             cfg.family = restrict_knobs(cfg.family, wanted, "--knobs")
         except (yaml.YAMLError, ConfigError) as e:
             ap.error(str(e).splitlines()[0])
@@ -239,7 +241,8 @@ def main() -> int:
 
     try:  # the recorded backend serves it to campaigns replayed from this sweep (context, never a reason to stop)
         floor = measure_floor(be, fam, geos, cfg.gates.perf.launch, args.rounds)
-        floor["method"] = f"{floor.get('method', '')}; measured by the sweep"
+        if floor.get("geometries"):
+            floor["method"] = f"{floor.get('method', '')}; measured by the sweep"
     except Exception as e:  # noqa: BLE001
         floor = {"backend": be.name, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     print(f"sweep: {describe_floor(floor)}", flush=True)

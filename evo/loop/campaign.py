@@ -167,11 +167,14 @@ class Campaign:
             self.out = labelled
         # A backend that measures only part of the knob space (a recorded sweep of a sub-space) narrows the search to
         # it, so no proposal asks for a genome it cannot serve; said once, before anything is proposed.
+        # The ledger's fingerprint stays the config's own: the same campaign may be replayed or resumed on a backend
+        # that measures another part of the space (a GPU, a larger sweep).
+        self.config_as_given = cfg
         space = getattr(self.backend, "knob_space", None)
-        cfg, narrowed = narrow_to_recorded(cfg, space() if callable(space) else None)
-        if narrowed:
+        cfg, self.narrowed = narrow_to_recorded(cfg, space() if callable(space) else None)
+        if self.narrowed:
             self.cfg, self.family = cfg, cfg.family
-            self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(narrowed)})")
+            self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(self.narrowed)})")
         self.gates: list[Gate] = list(GATES if gates is None else gates)
         self.proposer = proposer
         self.stop_when = stop_when
@@ -212,21 +215,21 @@ class Campaign:
     # --- setup ------------------------------------------------------------
     def _check_resume(self) -> None:
         old = self.ledger.meta("config")
-        fp = config_fingerprint(self.cfg)
+        fp = config_fingerprint(self.config_as_given)
         if old is None:
             return
+        old_backend = self.ledger.meta("backend")  # the more telling refusal first
+        if old_backend and old_backend != self.backend.name and not self.replaying:
+            raise CampaignError(
+                f"campaign {self.cfg.campaign!r} was run on the {old_backend} backend and this machine uses "
+                f"{self.backend.name}; rename the campaign or give another storage (--storage)"
+            )
         for key in ("family", "geometries", "knobs"):
             if old.get(key) != fp[key]:
                 raise CampaignError(
                     f"storage {self.cfg.storage} holds campaign {self.cfg.campaign!r} with different {key}; "
                     "rename the campaign or give another storage to start a new one"
                 )
-        old_backend = self.ledger.meta("backend")
-        if old_backend and old_backend != self.backend.name and not self.replaying:
-            raise CampaignError(
-                f"campaign {self.cfg.campaign!r} was run on the {old_backend} backend and this machine uses "
-                f"{self.backend.name}; rename the campaign or give another storage (--storage)"
-            )
 
     def _load(self, built: Built | None, genome: Mapping[str, Any]):
         key = Genome(genome).key
@@ -257,7 +260,8 @@ class Campaign:
             led.create_meta(
                 {
                     "config": {
-                        **config_fingerprint(self.cfg),
+                        **config_fingerprint(self.config_as_given),
+                        **({"searched_knobs": self.narrowed} if self.narrowed else {}),
                         "budget": asdict(self.cfg.budget),
                         "proposer": asdict(self.cfg.proposer),
                         "storage": self.cfg.storage,

@@ -184,6 +184,8 @@ def _setup(
     L.append(f"- Budget: {_kv(cfg.get('budget'))}")
     L.append(f"- Proposer: {_kv(cfg.get('proposer'))}")
     L.append(f"- Backend: {meta.get('backend') or cfg.get('backend') or DASH}")
+    if cfg.get("searched_knobs"):  # a recorded sweep of a sub-space: the campaign searched only what it holds
+        L.append(f"- Knob values searched (the backend measures no others): {'; '.join(cfg['searched_knobs'])}")
     perf = gates.get("perf") if isinstance(gates, Mapping) else None
     if isinstance(perf, Mapping) and perf.get("launch", "plain") != "plain":
         L.append(
@@ -817,6 +819,7 @@ def render_status(attempts: list[Attempt], meta: dict) -> str:
         f"campaign: {cfg.get('campaign') or (attempts[0].campaign if attempts else DASH)}",
         f"family:   {cfg.get('family') or (attempts[0].family if attempts else DASH)}",
         f"backend:  {backend}",
+        *([f"searched: {'; '.join(cfg['searched_knobs'])}"] if cfg.get("searched_knobs") else []),
         f"attempts: {len(attempts)} recorded",
         "verdicts: " + (", ".join(f"{k} {n}" for k, n in counts) or DASH),
     ]
