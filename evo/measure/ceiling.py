@@ -119,13 +119,13 @@ LATENCY_BOUND = 0.5  # a geometry whose floor is more than this fraction of its 
 def measure_floor(backend: Any, family: Any, geometries: Sequence[Any], launch: str, rounds: int) -> dict[str, Any]:
     """The latency floor at each geometry, as kept in the ledger meta; a backend that cannot measure it (the
     recorded one) gives a record saying so, never a figure."""
-    fn = getattr(backend, "latency_floor", None)
+    unmeasured = {"backend": getattr(backend, "name", "?"), "unmeasured": f"not measured ({backend.name} backend)"}
     if getattr(backend, "simulated", False):  # the recorded backend serves the floor its sweep measured, if any
         rec = getattr(backend, "recorded_floor", lambda: None)()
-        if rec:
-            return dict(rec)
-    if fn is None or getattr(backend, "simulated", False):
-        return {"backend": getattr(backend, "name", "?"), "unmeasured": f"not measured ({backend.name} backend)"}
+        return dict(rec) if rec else unmeasured
+    fn = getattr(backend, "latency_floor", None)
+    if fn is None:
+        return unmeasured
     grids = {}
     for g in geometries:
         lc = family.launch(family.baseline(), g)
