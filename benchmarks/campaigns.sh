@@ -13,18 +13,8 @@ OUT=${OUT:-$root/benchmarks/scratch/campaigns}
 mkdir -p "$OUT"
 test_s=0
 if [ "${1:-}" = "--tests" ]; then test_s=$2; shift 2; fi
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $(ls .whl/*.whl | grep -v '/evo-') || exit 1
-fi
-export PYTHONPATH=$root:/tmp/site EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
-{
-    date -u
-    nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
-        --format=csv
-    echo "commit: ${EVO_COMMIT:-unknown (set EVO_COMMIT: the device copy of .git may be older than the tree sent)}"
-    echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
-} > "$OUT/device.txt" 2>&1
+rm -f "$OUT/device.txt"  # one run per $OUT
+. "$(dirname "$0")/device-env.sh"
 for spec in "$@"; do
     cfg=${spec%%:*}; minutes=${spec##*:}; name=$(basename "$cfg" .yaml)
     work=/tmp/evo-campaigns/$name

@@ -150,13 +150,30 @@ def test_config_file():
     cfg = _config()
     assert cfg["campaign"] == "fused_add_rmsnorm" and cfg["family"] == "."
     assert cfg["gates"]["correctness"]["mode"] == "tolerance"
-    assert cfg["backend"] == "gpu" and cfg["proposer"]["name"] == "surrogate"
+    # auto: on a GPU the GPU, else its recorded H200 sweep (every valid genome)
+    assert cfg["backend"] == "auto" and cfg["proposer"]["name"] == "surrogate"
+    assert (FOLDER / "recorded" / "h200-sweep.json.xz").is_file()
     assert cfg["budget"] == {"attempts": 150, "minutes": 5}
     geos = _config_geometries()
     assert {(g["T"], g["H"], g.weight) for g in geos} == {(1, 4096, 1), (32, 4096, 1), (128, 7168, 1), (4096, 4096, 0)}
     for g in geos:
         assert FAM.check_geometry(g.params) is None
     assert FAM.check(FAM.baseline(), geos) is None
+
+
+def test_campaign_runs_on_the_recorded_sweep_without_a_gpu(tmp_path):
+    """The recorded backend (what backend: auto picks on a machine without a GPU): every valid genome of the
+    config tried, and a champion well ahead of the baseline."""
+    from evo.config import load_config
+    from evo.loop.campaign import Campaign
+
+    cfg = load_config(FOLDER / "evo.yaml", backend_override="recorded", storage_override=f"sqlite:///{tmp_path}/l.db")
+    camp = Campaign(cfg, out=lambda _: None, command="test")
+    camp.run()
+    atts = camp.ledger.attempts()
+    assert len(atts) == 78 and len({a.genome_key for a in atts}) == 78  # the space, exhausted
+    champ = camp.ledger.champion()
+    assert champ is not None and champ.genome != dict(FAM.baseline()) and (champ.score or 0) > 2.0
 
 
 def test_config_loads_through_evo_with_the_family_as_a_path():

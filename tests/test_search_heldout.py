@@ -170,7 +170,17 @@ def test_leave_one_family_out_chooses_without_the_held_out_family():
     assert got["f4"] == "a"  # chosen on f1..f3 only, though it is the worst on f4
     assert got["f1"] == "b" and ss.choose(table, fams) == "b"
     assert ss.score({"x": 4, "y": 16}, ["x", "y"]) == pytest.approx(8.0)
-    assert len(ss.settings()) == math.prod(len(v) for v in ss.GRID.values())
+    every = math.prod(len(v) for v in ss.GRID.values())
+    drawn_unfitted = every // 4  # fit_draw on with fit off: the same runs as fit_draw off
+    assert len(ss.settings()) == every - drawn_unfitted
+    assert not any(s["fit_draw"] and not s["fit"] for s in ss.settings())
+    # a repeat is left out, never a setting that runs differently
+    assert ss.settings({"fit": (True, False), "fit_draw": (True,)}) == [
+        {"fit": True, "fit_draw": True},
+        {"fit": False, "fit_draw": True},
+    ]
+    assert ss.settings({"fit": (False,), "fit_draw": (False, True)}) == [{"fit": False, "fit_draw": False}]
+    assert ss.settings({"fit_draw": (False, True)}) == [{"fit_draw": False}, {"fit_draw": True}]  # fit: default on
 
 
 # --- 6. landscapes no selection used, in the held-out table ---------------------------------------------------------
@@ -224,3 +234,29 @@ def test_selection_takes_another_grid_and_refuses_a_bad_one(tmp_path, capsys):
         with pytest.raises(SystemExit):
             ss.main(["--grid", bad])
         assert says in capsys.readouterr().err
+
+
+# --- 7. the example family's sweep and sweeps measured twice -----------------------------------------------------
+def test_a_family_kept_outside_candidates_is_benched_with_its_own_config():
+    """examples/fused_add_rmsnorm has no configs/<name>.yaml: its folder's evo.yaml gives the correctness mode
+    (tolerance: block and vec change the summation order), so all 78 valid genomes are measurable, not 2."""
+    s = sb.load_space("examples/fused_add_rmsnorm")
+    assert s.family.name == "fused_add_rmsnorm" and s.mode == "tolerance"
+    assert s.size == 78 and sum(v is not None for v in s.scores.values()) == 78
+    assert not s.ruled
+
+
+def test_compare_sweeps_of_one_landscape(tmp_path, capsys):
+    from harness import sweepfile
+    from tools import compare_sweeps as cs
+
+    a = sb.load_space("mhc_pre_big_fuse")
+    same = cs.compare(a, a)
+    assert same["corr"] == pytest.approx(1.0) and same["sd"] == pytest.approx(0.0)
+    assert same["same_best"] == "yes" and same["hits_first"] == same["hits_second"] == same["hits_shared"]
+    # the same family's synthetic landscape: another best, another order
+    other = sweepfile.save(tmp_path / "i.json.xz", sl.landscape("mhc_pre_big_fuse", "interactions", 3))
+    c = cs.compare(a, sb.load_space("mhc_pre_big_fuse", other))
+    assert c["corr"] < 0.9 and c["sd"] > 0.01
+    assert cs.main(["mhc_pre_big_fuse", str(a.sweep_path), str(other)]) == 0
+    assert "correlation of log objective" in capsys.readouterr().out

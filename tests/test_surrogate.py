@@ -211,6 +211,8 @@ def test_big_space_uses_a_pool_and_still_improves():
         ({"init": 65}, "init"),
         ({"pool": 10}, "pool"),
         ({"calibrate": "yes"}, "calibrate"),
+        ({"fit": 1}, "fit"),
+        ({"fit_draw": "no"}, "fit_draw"),
     ],
 )
 def test_validate_options(options, bad):
@@ -248,10 +250,80 @@ def test_calibration_finds_a_sharp_optimum():
     from tools import search_bench as sb
 
     space = sb.load_space("mhc_prenorm_gemm")
-    calibrated = sb.run_proposer(space, "surrogate", 103, {"calibrate": True})
-    fixed = sb.run_proposer(space, "surrogate", 103, {"calibrate": False})
+    fixed_prior = {"fit": False, "ordinal": 0.5}  # the prior this test was written for (before `fit`)
+    calibrated = sb.run_proposer(space, "surrogate", 103, {**fixed_prior, "calibrate": True})
+    fixed = sb.run_proposer(space, "surrogate", 103, {**fixed_prior, "calibrate": False})
     assert calibrated.ok and calibrated.evals <= 80, calibrated.evals
     assert not fixed.ok or fixed.evals > 300, fixed.evals  # what the option is for
+
+
+def _measured(space, n: int, seed: int):
+    """n measured genomes of the space (value-index rows) and a seeded generator."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sur = Surrogate(space.family, space.geometries, {"fit": True}, seed)
+    picks = rng.choice(len(space.genomes), n, replace=False)
+    return sur, np.array([sur.code(space.genomes[i]) for i in picks]), rng
+
+
+def test_fit_sizes_the_prior_by_the_attempts():
+    """`fit` picks the prior sizes by marginal likelihood: one-knob effects of ~60% give a much larger effect size
+    than ones of ~3%, and a landscape made of two-knob interactions a larger pairwise share than one made of one-knob
+    effects alone."""
+    import numpy as np
+
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_pre_big_fuse")
+    sizes = {}
+    for label, scale in (("large", 0.6), ("small", 0.03)):
+        sur, codes, rng = _measured(space, 40, 1)
+        effects = [rng.normal(0, scale, n) for n in sur.levels]
+        y = np.array([sum(e[c[i]] for i, e in enumerate(effects)) for c in codes])
+        sur._fit(codes, y)
+        sizes[label] = (sur.w_main, sur.w_pair / sur.w_main)
+    assert sizes["large"][0] >= 16 * sizes["small"][0], sizes  # (20x the scale: 400x the variance)
+    sur, codes, rng = _measured(space, 60, 2)
+    pair = {(i, j): rng.normal(0, 0.3, (sur.levels[i], sur.levels[j])) for i in sur.active for j in sur.active if i < j}
+    y = np.array([sum(t[c[i], c[j]] for (i, j), t in pair.items()) for c in codes])
+    sur._fit(codes, y)
+    assert sur.w_pair / sur.w_main > sizes["large"][1], (sur.w_pair / sur.w_main, sizes)
+
+
+def test_fit_draw_draws_the_prior_sizes_by_seed():
+    """With few measurements several grid points are about as likely: fit_draw picks among them by the seed, fit
+    alone always the most likely one."""
+    import numpy as np
+
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_pre_big_fuse")
+    _, codes, rng = _measured(space, 6, 4)
+    y = rng.normal(0, 0.2, len(codes))
+    drawn, best = set(), set()
+    for seed in range(12):
+        for opts, into in (({"fit": True, "fit_draw": True}, drawn), ({"fit": True}, best)):
+            sur = Surrogate(space.family, space.geometries, opts, seed)
+            sur._fit(codes, y)
+            into.add((sur.w_main, sur.w_pair))
+    assert len(best) == 1 and len(drawn) >= 3, (best, drawn)
+    assert np.isfinite(list(best)[0]).all()
+
+
+def test_each_proposal_fits_the_prior_to_the_campaigns_attempts():
+    """Through the campaign loop: on mhc_prenorm_gemm (knobs that move speed 40x) the fitted effect size grows well
+    past the configured 0.15; with fit off it stays 0.15."""
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_prenorm_gemm")
+    sizes = {}
+    for fit in (True, False):
+        sur = Surrogate(space.family, space.geometries, {"fit": fit, "effect": 0.15}, 0)
+        sb.bench_campaign(space, sur, 12, until_target=False).run()
+        sizes[fit] = sur.w_main
+    assert sizes[False] == pytest.approx(0.15**2)
+    assert sizes[True] >= 0.25**2, sizes
 
 
 def test_the_configs_correctness_mode_is_known_from_the_first_proposal():

@@ -45,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         "surrogate with the shipped options (chosen on all four folds); repeatable; FAMILY alone: its recorded sweep",
     )
     ap.add_argument("--strategies", default=None, help="comma-separated labels (default: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the seeds of evo's and Optuna's rows")
     ap.add_argument("--out", default=None)
     ap.add_argument("--curves", default=None, help="a folder for the curves' CSV files")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error("--jobs: at least 1")
     sel = json.loads(Path(args.selection).read_text())
     lo, hi = sel["seeds"]
     if args.first_seed <= hi and lo <= args.first_seed + args.seeds - 1:
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             first_seed=args.first_seed,
             evo_options=options,
             cap=args.cap,
+            jobs=args.jobs,
             out=lambda s: print("  " + s, flush=True),
         )
         r = sb.ratios(runs, space.size)[sb.HEADLINE]

@@ -283,7 +283,14 @@ def load_space(
     family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None, config: str | Path | None = None
 ) -> Space:
     family = load_family(family_name)
-    settings = campaign_settings(family_name, config)
+    own = family.folder / "evo.yaml"  # a family kept outside candidates/ (examples/, a user's repo): its config
+    if (
+        config is None
+        and own.is_file()
+        and (Path(family_name).is_dir() or not (ROOT / "configs" / f"{family.name}.yaml").is_file())
+    ):
+        config = own
+    settings = campaign_settings(family.name, config)
     paths = [Path(sweep)] if sweep else sweep_files(family.folder / "recorded")
     if not paths:
         raise SystemExit(f"family {family_name} has no recorded sweep under {family.folder / 'recorded'}")

@@ -3,9 +3,11 @@
     python tools/select_surrogate.py [--seeds 8] [--first-seed 100] [--cap 300] [--out results.json]
 
 The grid (:data:`GRID`) is every combination of a few values of the options that decide the surrogate's search
-(``sample``: seeded sampling among near-ties; ``effect``: prior size of a knob's effect; ``calibrate``: the fitted
-scale). Each setting runs on every recorded sweep (:data:`FAMILIES`) with the selection seeds (``--first-seed`` ..,
-100.. by default: never the seeds the tables report, 0..). Its score on a set of families is the geometric mean of
+(``fit``: prior sizes chosen by the attempts' marginal likelihood; ``fit_draw``: drawn from it, seeded; ``noise``;
+``ordinal``: the trend along numeric knobs), others at their defaults. A combination that differs from an earlier
+one only in an option without effect (``fit_draw`` without ``fit``) is run once. Each setting runs on every
+recorded sweep (:data:`FAMILIES`) with the selection seeds (``--first-seed`` .., 100.. by default: never the seeds
+the tables report, 0..). Its score on a set of families is the geometric mean of
 its median evaluations to within 2% of each sweep's best (the bench's headline target; a run that missed it within
 ``--cap`` attempts counts as one evaluation more than it made).
 
@@ -36,14 +38,28 @@ from tools import search_bench as sb  # noqa: E402
 
 FAMILIES = ("mhc_pre_big_fuse", "moe_q2_matvec", "fp4_matvec", "mhc_prenorm_gemm")
 GRID: dict[str, tuple[Any, ...]] = {
-    "sample": (0.0, 0.1, 0.3, 1.0),
-    "effect": (0.1, 0.15, 0.25),
-    "calibrate": (True, False),
+    "fit": (True, False),
+    "fit_draw": (False, True),
+    "noise": (0.02, 0.05),
+    "ordinal": (0.5, 1.0),
 }
 
 
+REQUIRES = {"fit_draw": "fit"}  # an option that acts only when another is on
+
+
 def settings(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]:
-    return [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())]
+    """Every combination of the grid, less repeats: a combination that runs as an earlier one does (it differs only
+    in an option whose prerequisite is off) is left out."""
+    out, runs = [], set()
+    for vals in itertools.product(*grid.values()):
+        s = dict(zip(grid, vals))
+        ran = {k: (v if not (k in REQUIRES and s.get(REQUIRES[k]) is False) else None) for k, v in s.items()}
+        key = json.dumps(ran, sort_keys=True)
+        if key not in runs:
+            runs.add(key)
+            out.append(s)
+    return out
 
 
 def name(s: dict[str, Any]) -> str:

@@ -14,17 +14,23 @@ best genomes plus random ones) is scored by its expected improvement over the
 best measured score times the chance it can be measured at all, and the best
 is proposed; ties go by the seed.
 
-The prior sizes are fixed rather than fitted to the attempts: fitting them (one
-importance per knob by maximum marginal likelihood) made the model
-over-confident on few measurements and cost evaluations on the recorded sweep
-and on synthetic landscapes (docs/search-efficiency.md). One overall scale is
-fitted (``calibrate``): y'K^-1 y / n, the maximum-likelihood factor of the
+Before each proposal the prior sizes are fitted to the attempts (``fit``): the
+one-knob effect size and the pairwise share are set to the point of a small
+grid (FIT_EFFECT x FIT_PAIR) where the measured log speeds are most likely
+(type-II maximum likelihood), so a family whose knobs move speed 5x gets a wide
+prior and one whose knobs move it 2% a narrow one, without anyone choosing
+``effect`` for it. Two sizes only: fitting one importance per knob the same way
+made the model over-confident on few measurements and cost evaluations on the
+recorded sweep and on synthetic landscapes (docs/search-efficiency.md). With
+``fit`` off, ``effect`` and ``pairwise`` hold. One overall scale can be
+fitted too (``calibrate``): y'K^-1 y / n, the maximum-likelihood factor of the
 whole covariance, multiplies every posterior variance when it exceeds 1. On
 mhc_prenorm_gemm, whose best genomes sit on a sharp interaction of four knobs,
 the fixed prior predicted the best genome at 32x +/- 4% (it measures 46.7x) and
 the search needed 445 evaluations for it on half the tuning seeds; calibrated,
-44-54 (docs/search-efficiency.md). It is off by default: the leave-one-family-out selection of
-tools/select_surrogate.py (on all four recorded sweeps, target within 2%) prefers it off.
+44-54 (docs/search-efficiency.md). It is off by default: the first leave-one-family-out selection of
+tools/select_surrogate.py (on all four recorded sweeps, target within 2%) preferred it off; the second grid
+(with ``fit``) leaves it out.
 
 Only what is known before a GPU evaluation screens candidates: ``family.check``,
 the campaign's tabu, the family's ``inexact_knobs`` (once an attempt was
@@ -85,11 +91,18 @@ def _h(v: Any) -> Any:
 class Surrogate(Proposer):
     OPTIONS = {
         "effect": Option(
-            0.15, "prior size of a one-knob effect on log speed (0.15: a knob value moves speed by ~15%)", 0.01, 2.0
+            0.15,
+            "prior size of a one-knob effect on log speed (0.15: a knob value moves speed by ~15%); with `fit`, "
+            "only until three genomes are measured",
+            0.01,
+            2.0,
         ),
-        "pairwise": Option(0.5, "prior size of a two-knob interaction, relative to `effect`", 0.0, 4.0),
+        "pairwise": Option(
+            0.5, "prior size of a two-knob interaction, relative to `effect` (with `fit`: as it chooses)", 0.0, 4.0
+        ),
+        # 1.0 and fit on since issue 32's second selection (tools/select_surrogate.py, every fold chose them)
         "ordinal": Option(
-            0.5, "prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none)", 0.0, 4.0
+            1.0, "prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none)", 0.0, 4.0
         ),
         "noise": Option(0.02, "measurement noise plus what the model cannot express, in log speed", 0.001, 1.0),
         "init": Option(0, "genomes of a space-filling start design (most knobs changed) before the model leads", 0, 64),
@@ -103,6 +116,16 @@ class Surrogate(Proposer):
             "exp(acquisition / sample), the acquisition being log expected improvement (0: always the best)",
             0.0,
             4.0,
+        ),
+        "fit": Option(
+            True,
+            "choose the prior sizes (effect, pairwise) anew before each proposal by the attempts' marginal "
+            "likelihood over a small grid, instead of keeping the configured ones",
+        ),
+        "fit_draw": Option(
+            False,
+            "with fit: draw the prior sizes from their posterior over the grid (seeded) instead of taking the most "
+            "likely, so that each seed makes its own run",
         ),
         "screen": Option(
             False,
@@ -190,10 +213,46 @@ class Surrogate(Proposer):
 
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Prior covariance of log speed between the genomes (value-index rows) of a and b."""
+        return self._combine(*self._parts(a, b), (self.w_main, self.w_pair, self.w_trend))
+
+    def _parts(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How many knobs each two genomes share, and the products of their numeric knobs' ranks."""
         (oa, ra), (ob, rb) = self._embed(a), self._embed(b)
-        shared = oa @ ob.T  # how many knobs two genomes share
+        return oa @ ob.T, ra @ rb.T
+
+    @staticmethod
+    def _combine(shared: np.ndarray, trend: np.ndarray, w: tuple[float, float, float]) -> np.ndarray:
         # the pair terms: sum over knob pairs of "both shared" = (m^2 - m) / 2 for m shared knobs
-        return BIAS + self.w_main * shared + self.w_pair * 0.5 * (shared * shared - shared) + self.w_trend * (ra @ rb.T)
+        return BIAS + w[0] * shared + w[1] * 0.5 * (shared * shared - shared) + w[2] * trend
+
+    # the prior sizes `fit` chooses among: effect, and pairwise relative to it (ordinal keeps its ratio)
+    FIT_EFFECT = (0.05, 0.1, 0.15, 0.25, 0.4, 0.7, 1.0)
+    FIT_PAIR = (0.25, 0.5, 1.0)
+
+    def _fit(self, codes: np.ndarray, y: np.ndarray) -> None:
+        """Set the prior sizes to the grid point whose marginal likelihood of the measured log speeds is highest
+        (``fit_draw``: one drawn with probability proportional to it)."""
+        shared, trend = self._parts(codes, codes)
+        ordinal = float(self.opt("ordinal")) ** 2
+        lls, ws = [], []
+        for e, p in itertools.product(self.FIT_EFFECT, self.FIT_PAIR):
+            w = (e * e, e * e * p * p, e * e * ordinal)
+            try:
+                L = np.linalg.cholesky(self._combine(shared, trend, w) + self.noise2 * np.eye(len(y)))
+            except np.linalg.LinAlgError:
+                continue
+            z = np.linalg.solve(L, y)
+            lls.append(-0.5 * float(z @ z) - float(np.log(np.diag(L)).sum()))
+            ws.append(w)
+        if not lls:
+            return
+        ll = np.array(lls)
+        if self.opt("fit_draw"):
+            prob = np.exp(ll - ll.max())
+            pick = int(self.np_rng.choice(len(prob), p=prob / prob.sum()))
+        else:
+            pick = int(np.argmax(ll))
+        self.w_main, self.w_pair, self.w_trend = ws[pick]
 
     def prior_var(self, a: np.ndarray) -> np.ndarray:
         """Prior variance of log speed at each genome of a (the kernel's diagonal)."""
@@ -316,6 +375,8 @@ class Surrogate(Proposer):
             rest = self.np_rng.choice(by_score[MAX_OBS // 2 :], MAX_OBS - MAX_OBS // 2, replace=False)
             keep = np.concatenate([by_score[: MAX_OBS // 2], np.sort(rest)])
             codes, y = codes[keep], y[keep]
+        if self.opt("fit") and len(y) >= 3:
+            self._fit(codes, y)
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
         acq = np.log(sd) + _log_h((mean - float(y.max())) / sd) + bonus
