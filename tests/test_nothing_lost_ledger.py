@@ -141,6 +141,21 @@ def test_a_new_ledger_appears_whole(tmp_path):
     assert [p.name for p in db.parent.iterdir()] == ["ledger.db"]  # its temporary file is gone
 
 
+def test_a_creation_clears_only_what_a_dead_creator_left(tmp_path):
+    """Another worker's live creation (its temporary file and SQLite journal) survives; a killed one's goes.
+
+    The journal's name ends in ``-journal``: reading the pid from its last parts took an all-digit random suffix
+    for a dead pid and deleted a live writer's journal, which SQLite reports as "disk I/O error"."""
+    db = tmp_path / "ledger.db"
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    live = [f".ledger.db.new-{os.getpid()}-12345678", f".ledger.db.new-{os.getpid()}-12345678-journal"]
+    gone = [f".ledger.db.new-{dead}-abcdef01", f".ledger.db.new-{dead}-abcdef01-journal"]
+    for name in live + gone:
+        (tmp_path / name).write_bytes(b"x")
+    Ledger(f"sqlite:///{db}", "c", FAM.knobs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(live + ["ledger.db"])
+
+
 def test_a_damaged_attempt_record_is_reported_and_skipped(home, capsys):
     db = home / "camp" / "ledger.db"
     cfg = str(home / f"{CAMPAIGN}.yaml")

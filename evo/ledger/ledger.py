@@ -102,6 +102,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -300,16 +301,25 @@ def check_sqlite_ledger(path: Path) -> None:
             )
 
 
+def _remove_dead_creations(path: Path) -> None:
+    """Remove the temporary files (and their SQLite journals) that a killed creation of ``path`` left.
+
+    The creator's pid is read from the whole name, never guessed from its parts: a live creator's ``-journal``
+    must survive (deleting it under the writer is SQLite's "disk I/O error")."""
+    made = re.compile(rf"\.{re.escape(path.name)}\.new-(\d+)-[0-9a-f]{{8}}(-journal)?")
+    for old in path.parent.glob(f".{path.name}.new-*"):
+        m = made.fullmatch(old.name)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            old.unlink(missing_ok=True)
+
+
 def _create_sqlite(path: Path) -> None:
     """A new SQLite ledger appears whole or not at all: its tables are made in a temporary file, linked into place.
 
     A kill while Optuna creates its tables would otherwise leave an empty or part-made file, which no later run
     could tell from a damaged one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for old in path.parent.glob(f".{path.name}.new-*"):  # left by a killed creation
-        pid = old.name.rsplit("-", 2)[-2] if old.name.count("-") >= 2 else ""
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            old.unlink(missing_ok=True)
+    _remove_dead_creations(path)
     tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with warnings.catch_warnings():
