@@ -170,10 +170,10 @@ def test_leave_one_family_out_chooses_without_the_held_out_family():
     assert got["f4"] == "a"  # chosen on f1..f3 only, though it is the worst on f4
     assert got["f1"] == "b" and ss.choose(table, fams) == "b"
     assert ss.score({"x": 4, "y": 16}, ["x", "y"]) == pytest.approx(8.0)
-    every = math.prod(len(v) for v in ss.GRID.values())
-    drawn_unfitted = every // 4  # fit_draw on with fit off: the same runs as fit_draw off
-    assert len(ss.settings()) == every - drawn_unfitted
-    assert not any(s["fit_draw"] and not s["fit"] for s in ss.settings())
+    assert len(ss.settings()) == math.prod(len(v) for v in ss.GRID.values())  # fit stays on: no repeats
+    grid = {"fit": (True, False), "fit_draw": (False, True), "fit_ordinal": (False, True)}
+    assert len(ss.settings(grid)) == 8 - 3  # with fit off, neither fit_draw nor fit_ordinal acts
+    assert not any((s["fit_draw"] or s["fit_ordinal"]) and not s["fit"] for s in ss.settings(grid))
     # a repeat is left out, never a setting that runs differently
     assert ss.settings({"fit": (True, False), "fit_draw": (True,)}) == [
         {"fit": True, "fit_draw": True},
@@ -181,6 +181,15 @@ def test_leave_one_family_out_chooses_without_the_held_out_family():
     ]
     assert ss.settings({"fit": (False,), "fit_draw": (False, True)}) == [{"fit": False, "fit_draw": False}]
     assert ss.settings({"fit_draw": (False, True)}) == [{"fit_draw": False}, {"fit_draw": True}]  # fit: default on
+
+
+def test_the_shipped_defaults_are_the_committed_selections_choice():
+    """What `Surrogate.OPTIONS` defaults to is what the committed selection chose on all four sweeps, option by
+    option: no default that the selection script did not choose."""
+    sel = json.loads((sb.ROOT / "docs/search-efficiency-runs/surrogate-lofo-selection.json").read_text())
+    shipped = json.loads(sel["shipped"])
+    assert set(shipped) == set(sel["grid"])
+    assert {k: Surrogate.OPTIONS[k].default for k in shipped} == shipped
 
 
 # --- 6. landscapes no selection used, in the held-out table ---------------------------------------------------------

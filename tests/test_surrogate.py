@@ -291,6 +291,63 @@ def test_fit_sizes_the_prior_by_the_attempts():
     assert sur.w_pair / sur.w_main > sizes["large"][1], (sur.w_pair / sur.w_main, sizes)
 
 
+def test_fit_takes_the_high_order_term_only_where_the_scores_need_it():
+    """With `local` set, `fit` chooses its size among none, half and all: none on one-knob effects, some on a
+    landscape where speed follows closeness to one genome in every knob at once (no sum of one- and two-knob
+    terms); the prior covariance of two genomes then falls by half per knob they differ in."""
+    import numpy as np
+
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_pre_big_fuse")
+    sur, codes, rng = _measured(space, 60, 3)
+    sur = Surrogate(space.family, space.geometries, {"fit": True, "local": 1.0}, 3)
+    effects = [rng.normal(0, 0.3, n) for n in sur.levels]
+    sur._fit(codes, np.array([sum(e[c[i]] for i, e in enumerate(effects)) for c in codes]))
+    assert sur.w_local == 0.0
+    centre = codes[0]
+    y = np.array([0.6 * 0.5 ** float((c != centre)[sur.active].sum()) for c in codes])
+    sur._fit(codes, y)
+    assert sur.w_local > 0.0
+    a, b = codes[:1].copy(), codes[:1].copy()
+    i = sur.active[0]
+    b[0, i] = (b[0, i] + 1) % sur.levels[i]
+    base = Surrogate(space.family, space.geometries, {"fit": False}, 3)
+    base.w_main, base.w_pair, base.w_trend = sur.w_main, sur.w_pair, sur.w_trend
+    gap = sur.kernel(a, b)[0, 0] - base.kernel(a, b)[0, 0]
+    assert np.isclose(gap, 0.5 * sur.w_local)  # one knob apart
+    assert np.isclose(sur.kernel(a, a)[0, 0] - base.kernel(a, a)[0, 0], sur.w_local)
+
+
+def test_fit_ordinal_sizes_the_trend_by_the_attempts():
+    """With `fit_ordinal`, `fit` also chooses the trend's size: the largest of FIT_ORDINAL where speed climbs along
+    the numeric knobs' ordered values, the smallest where one-knob effects are the same at both ends of the order;
+    without it, the configured `ordinal` holds."""
+    import numpy as np
+
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_pre_big_fuse")
+    _, codes, rng = _measured(space, 40, 5)
+    probe = Surrogate(space.family, space.geometries, {}, 5)
+    assert probe.rank, "the test needs numeric knobs"
+    trend = np.array([sum(0.3 * r[c[i]] for i, r in probe.rank.items()) for c in codes])
+    # symmetric in the ordered values (the same at both ends): no part of it lies along a centred rank
+    half = [rng.normal(0, 0.3, (n + 1) // 2) for n in probe.levels]
+    effects = [np.array([h[min(k, n - 1 - k)] for k in range(n)]) for h, n in zip(half, probe.levels)]
+    unordered = np.array([sum(e[c[i]] for i, e in enumerate(effects)) for c in codes])
+    ratio = {}
+    for label, y in (("trend", trend), ("unordered", unordered)):
+        sur = Surrogate(space.family, space.geometries, {"fit": True, "fit_ordinal": True}, 5)
+        sur._fit(codes, y)
+        ratio[label] = sur.w_trend / sur.w_main
+        fixed = Surrogate(space.family, space.geometries, {"fit": True, "ordinal": 1.0}, 5)
+        fixed._fit(codes, y)
+        assert np.isclose(fixed.w_trend, fixed.w_main)
+    assert np.isclose(ratio["trend"], max(Surrogate.FIT_ORDINAL) ** 2), ratio
+    assert np.isclose(ratio["unordered"], min(Surrogate.FIT_ORDINAL) ** 2), ratio
+
+
 def test_fit_draw_draws_the_prior_sizes_by_seed():
     """With few measurements several grid points are about as likely: fit_draw picks among them by the seed, fit
     alone always the most likely one."""
@@ -319,7 +376,8 @@ def test_each_proposal_fits_the_prior_to_the_campaigns_attempts():
     space = sb.load_space("mhc_prenorm_gemm")
     sizes = {}
     for fit in (True, False):
-        sur = Surrogate(space.family, space.geometries, {"fit": fit, "effect": 0.15}, 0)
+        # ordinal 1.0: the trend (2.0 by default) takes a share of the spread on this run's first attempts
+        sur = Surrogate(space.family, space.geometries, {"fit": fit, "effect": 0.15, "ordinal": 1.0}, 0)
         sb.bench_campaign(space, sur, 12, until_target=False).run()
         sizes[fit] = sur.w_main
     assert sizes[False] == pytest.approx(0.15**2)

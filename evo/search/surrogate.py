@@ -5,7 +5,9 @@ Options: ``Surrogate.OPTIONS`` (listed in docs/config.md).
 The model is a Gaussian process on log(score) whose kernel is the sum of a
 constant, one term per knob (do two genomes share its value: a one-knob
 effect), one term per pair of knobs (a two-knob interaction) and, for numeric
-knobs with three or more values, a linear trend along their ordered values. It
+knobs with three or more values, a linear trend along their ordered values
+(and, with ``local``, a high-order term: the likeness of two genomes, halving
+per knob they differ in, which no sum of one- and two-knob terms expresses). It
 is Bayesian linear regression on one-hot knob values and value pairs, written
 as a kernel, so it costs O(measured^3) and never the size of the space. Every
 valid, untried genome of the space (every one ``family.check`` accepts, up to
@@ -19,7 +21,9 @@ one-knob effect size and the pairwise share are set to the point of a small
 grid (FIT_EFFECT x FIT_PAIR) where the measured log speeds are most likely
 (type-II maximum likelihood), so a family whose knobs move speed 5x gets a wide
 prior and one whose knobs move it 2% a narrow one, without anyone choosing
-``effect`` for it. Two sizes only: fitting one importance per knob the same way
+``effect`` for it (``fit_ordinal``: the trend's size too; ``local``: the
+high-order term's, among none, half and the configured size). Two sizes by
+default: fitting one importance per knob the same way
 made the model over-confident on few measurements and cost evaluations on the
 recorded sweep and on synthetic landscapes (docs/search-efficiency.md). With
 ``fit`` off, ``effect`` and ``pairwise`` hold. One overall scale can be
@@ -60,6 +64,7 @@ ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before
 MAX_OBS = 256  # measured genomes the model conditions on, at most (the best half and a seeded sample of the rest)
 INEXACT_PRIOR = 0.2  # chance a genome with an inexact knob can be measured, while the correctness mode is unknown
 BIAS = 0.5**2  # prior variance of the constant
+LOCAL_DECAY = 0.5  # the high-order term's likeness of two genomes, per knob they differ in
 
 
 def _log_h(z: np.ndarray) -> np.ndarray:
@@ -100,9 +105,10 @@ class Surrogate(Proposer):
         "pairwise": Option(
             0.5, "prior size of a two-knob interaction, relative to `effect` (with `fit`: as it chooses)", 0.0, 4.0
         ),
-        # 1.0 and fit on since issue 32's second selection (tools/select_surrogate.py, every fold chose them)
+        # fit on since issue 32's second selection, ordinal 2.0 since its third (tools/select_surrogate.py, on all
+        # four sweeps; docs/search-efficiency.md)
         "ordinal": Option(
-            1.0, "prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none)", 0.0, 4.0
+            2.0, "prior size of a trend along a numeric knob's ordered values, relative to `effect` (0: none)", 0.0, 4.0
         ),
         "noise": Option(0.02, "measurement noise plus what the model cannot express, in log speed", 0.001, 1.0),
         "init": Option(0, "genomes of a space-filling start design (most knobs changed) before the model leads", 0, 64),
@@ -122,10 +128,21 @@ class Surrogate(Proposer):
             "choose the prior sizes (effect, pairwise) anew before each proposal by the attempts' marginal "
             "likelihood over a small grid, instead of keeping the configured ones",
         ),
+        "fit_ordinal": Option(
+            False, "with fit: choose the trend's size (`ordinal`) the same way, among 0.5, 1 and 2 x effect"
+        ),
         "fit_draw": Option(
             False,
             "with fit: draw the prior sizes from their posterior over the grid (seeded) instead of taking the most "
             "likely, so that each seed makes its own run",
+        ),
+        "local": Option(
+            0.0,
+            "prior size of a high-order term, relative to the knobs' whole one-knob part: genomes alike in every "
+            "knob are alike in speed, the likeness halving per knob changed (0: none; with `fit`, the largest it "
+            "may choose: it also tries half and none)",
+            0.0,
+            4.0,
         ),
         "screen": Option(
             False,
@@ -153,6 +170,7 @@ class Surrogate(Proposer):
         self.w_main = e2
         self.w_pair = e2 * float(self.opt("pairwise")) ** 2
         self.w_trend = e2 * float(self.opt("ordinal")) ** 2
+        self.w_local = e2 * len(self.active) * float(self.opt("local")) ** 2
         self.noise2 = float(self.opt("noise")) ** 2
         # static_key(genome) -> digest of the compiled machine code, or None; set by a caller that can compile
         self.static_key: Callable[[Genome], str | None] | None = None
@@ -213,32 +231,43 @@ class Surrogate(Proposer):
 
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Prior covariance of log speed between the genomes (value-index rows) of a and b."""
-        return self._combine(*self._parts(a, b), (self.w_main, self.w_pair, self.w_trend))
+        return self._combine(*self._parts(a, b), self._w())
 
-    def _parts(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """How many knobs each two genomes share, and the products of their numeric knobs' ranks."""
+    def _w(self) -> tuple[float, float, float, float]:
+        return (self.w_main, self.w_pair, self.w_trend, self.w_local)
+
+    def _parts(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """How many knobs each two genomes share, the products of their numeric knobs' ranks, and the high-order
+        likeness (LOCAL_DECAY per knob they differ in)."""
         (oa, ra), (ob, rb) = self._embed(a), self._embed(b)
-        return oa @ ob.T, ra @ rb.T
+        shared = oa @ ob.T
+        return shared, ra @ rb.T, LOCAL_DECAY ** (len(self.active) - shared)
 
     @staticmethod
-    def _combine(shared: np.ndarray, trend: np.ndarray, w: tuple[float, float, float]) -> np.ndarray:
+    def _combine(
+        shared: np.ndarray, trend: np.ndarray, local: np.ndarray, w: tuple[float, float, float, float]
+    ) -> np.ndarray:
         # the pair terms: sum over knob pairs of "both shared" = (m^2 - m) / 2 for m shared knobs
-        return BIAS + w[0] * shared + w[1] * 0.5 * (shared * shared - shared) + w[2] * trend
+        out = BIAS + w[0] * shared + w[1] * 0.5 * (shared * shared - shared) + w[2] * trend
+        return out + w[3] * local if w[3] else out
 
     # the prior sizes `fit` chooses among: effect, and pairwise relative to it (ordinal keeps its ratio)
     FIT_EFFECT = (0.05, 0.1, 0.15, 0.25, 0.4, 0.7, 1.0)
     FIT_PAIR = (0.25, 0.5, 1.0)
+    FIT_ORDINAL = (0.5, 1.0, 2.0)  # with fit_ordinal: the trend's size relative to effect
 
     def _fit(self, codes: np.ndarray, y: np.ndarray) -> None:
         """Set the prior sizes to the grid point whose marginal likelihood of the measured log speeds is highest
         (``fit_draw``: one drawn with probability proportional to it)."""
-        shared, trend = self._parts(codes, codes)
-        ordinal = float(self.opt("ordinal")) ** 2
+        shared, trend, local = self._parts(codes, codes)
+        ords = self.FIT_ORDINAL if self.opt("fit_ordinal") and self.rank else (float(self.opt("ordinal")),)
+        top = float(self.opt("local"))
+        sizes = sorted({0.0, 0.5 * top, top})
         lls, ws = [], []
-        for e, p in itertools.product(self.FIT_EFFECT, self.FIT_PAIR):
-            w = (e * e, e * e * p * p, e * e * ordinal)
+        for e, p, o, h in itertools.product(self.FIT_EFFECT, self.FIT_PAIR, ords, sizes):
+            w = (e * e, e * e * p * p, e * e * o * o, e * e * len(self.active) * h * h)
             try:
-                L = np.linalg.cholesky(self._combine(shared, trend, w) + self.noise2 * np.eye(len(y)))
+                L = np.linalg.cholesky(self._combine(shared, trend, local, w) + self.noise2 * np.eye(len(y)))
             except np.linalg.LinAlgError:
                 continue
             z = np.linalg.solve(L, y)
@@ -252,12 +281,12 @@ class Surrogate(Proposer):
             pick = int(self.np_rng.choice(len(prob), p=prob / prob.sum()))
         else:
             pick = int(np.argmax(ll))
-        self.w_main, self.w_pair, self.w_trend = ws[pick]
+        self.w_main, self.w_pair, self.w_trend, self.w_local = ws[pick]
 
     def prior_var(self, a: np.ndarray) -> np.ndarray:
         """Prior variance of log speed at each genome of a (the kernel's diagonal)."""
         d = len(self.active)
-        out = np.full(len(a), BIAS + self.w_main * d + self.w_pair * 0.5 * d * (d - 1))
+        out = np.full(len(a), BIAS + self.w_main * d + self.w_pair * 0.5 * d * (d - 1) + self.w_local)
         for i, r in self.rank.items():
             out += self.w_trend * r[a[:, i]] ** 2
         return out
