@@ -26,6 +26,8 @@ def test_campaign_judges_steps_end_to_end(tmp_path):
     (tmp_path / "prof.yaml").write_text("decode_noise_floor: 0.003\nkernels: {mhc_pre_big_fuse: 3, rest: 97}\n")
     text = (ROOT / "configs/mhc_pre_big_fuse.yaml").read_text().replace("backend: auto", "backend: recorded")
     text = text.replace("budget: {attempts: 150, minutes: 8}", "budget: {attempts: 40}")
+    # the proposer's trajectory pinned (not the shipped default, which selections move): it reaches every e2e verdict
+    text = text.replace("  options: {}", "  options: {ordinal: 1.0}")
     text += (
         f"\nstorage: sqlite:///{tmp_path}/ledger.db\nbound: {{profile: prof.yaml, geometry: T4096_H4096}}\n"
         f"e2e: {{command: [{sys.executable}, {tmp_path / 'fake.py'}], runs: 2, timeout_s: 60}}\n"

@@ -22,6 +22,8 @@ def _config(folder: Path, storage: str, attempts: int = 25) -> Path:
     text = text.replace("budget: {attempts: 150, minutes: 8}", f"budget: {{attempts: {attempts}}}")
     # rule every: its recorded path takes several lasting steps (rule weighted reaches the optimum in fewer)
     text = text.replace("rule: weighted", "rule: every")
+    # the proposer's trajectory pinned (not the shipped default, which selections move): several accepted steps
+    text = text.replace("  options: {}", "  options: {ordinal: 1.0}")
     cfg = folder / "c.yaml"
     cfg.write_text(text + f"\nstorage: {storage}\n")
     return cfg

@@ -74,7 +74,8 @@ SCENARIOS = {
     # T4096_H4096 moves 1.2x the bytes it does: fast candidates there break the copy ceiling (physics) while being
     # stopped early at T4096_H7168, where the override must keep the physics verdict
     # (rule every: under rule weighted the early-out waits for the last weighted geometry and judges the mean)
-    "physics": {"proposer": None, "strict_ceiling": ("T4096_H4096", 1.2), "rule": "every"},
+    # (the proposer's trajectory pinned, not the shipped default, which selections move)
+    "physics": {"proposer": None, "strict_ceiling": ("T4096_H4096", 1.2), "rule": "every", "options": "{ordinal: 1.0}"},
 }
 
 
@@ -85,6 +86,10 @@ def _campaign(tmp: Path, scenario: str, renamed: bool):
         text = path.read_text()
         assert "name: surrogate" in text, "the shipped config no longer names its proposer so"
         path.write_text(text.replace("name: surrogate", f"name: {s['proposer']}"))
+    if s.get("options"):
+        text = path.read_text()
+        assert "  options: {}" in text, "the shipped config no longer gives its proposer no options"
+        path.write_text(text.replace("  options: {}", f"  options: {s['options']}"))
     if s.get("rule"):
         text = path.read_text()
         assert "rule: weighted" in text, "the shipped config no longer takes rule weighted"
