@@ -156,6 +156,37 @@ def test_a_creation_clears_only_what_a_dead_creator_left(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(live + ["ledger.db"])
 
 
+def test_a_writer_killed_mid_commit_leaves_a_ledger_that_opens_whole(home, capsys):
+    """``kill -9`` inside a write leaves a hot ``-journal``: the next open rolls it back, nothing committed is lost.
+
+    A read-only open cannot replay it (SQLITE_READONLY_ROLLBACK), and the check read that as "damaged; restore it
+    from a copy" (CI saw it after test_two_evo_run_processes_at_once killed its first evo run)."""
+    db = home / "camp" / "ledger.db"
+    cfg = str(home / f"{CAMPAIGN}.yaml")
+    before = [(a.id, a.genome_key, a.verdict.kind) for a in Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs).attempts()]
+    assert len(before) == 6
+    writer = (
+        "import os, signal, sqlite3\n"
+        f"con = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "con.execute('PRAGMA cache_size = 1')\n"  # the changed pages spill into the file before the commit
+        "con.execute('BEGIN')\n"
+        'con.execute("UPDATE trial_user_attributes SET value_json = \'\\"gone\\"\'")\n'
+        "con.execute('UPDATE trials SET state = 0')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", writer]).returncode == -9
+    journal = db.with_name(db.name + "-journal")
+    assert journal.stat().st_size > 0
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the state the check used to call damaged
+        sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("PRAGMA quick_check").fetchone()
+    assert main(["status", cfg]) == 0
+    out = capsys.readouterr()
+    assert "damaged" not in out.out + out.err, out.err
+    assert not journal.exists()
+    led = Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True)
+    assert [(a.id, a.genome_key, a.verdict.kind) for a in led.attempts()] == before
+
+
 def test_a_damaged_attempt_record_is_reported_and_skipped(home, capsys):
     db = home / "camp" / "ledger.db"
     cfg = str(home / f"{CAMPAIGN}.yaml")

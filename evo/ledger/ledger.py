@@ -230,9 +230,34 @@ def _head_revision() -> str:
     return head
 
 
-def check_sqlite_ledger(path: Path) -> None:
-    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema (read only, never written).
+def _roll_back_killed_writer(path: Path) -> None:
+    """Let SQLite roll back the transaction a killed writer left in ``<ledger>-journal`` (a "hot" journal).
 
+    A process killed mid-commit (``kill -9``, a lost host) leaves the journal that restores the last committed
+    state; a read-only connection cannot replay it and SQLite refuses it (SQLITE_READONLY_ROLLBACK), so the ledger
+    would read as damaged. SQLite replays it on the first read-write open; a live writer holds its lock, so its
+    journal is never hot and never touched here. Committed attempts are unchanged: only the dead one's unfinished
+    write is undone."""
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30)
+        try:
+            con.execute("PRAGMA schema_version").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise LedgerError(
+            f"{path} holds a killed writer's unfinished transaction ({path.name}-journal) that SQLite could not roll "
+            f"back here ({e}); open the campaign once where the ledger is writable (evo status), or restore a copy"
+        ) from None
+
+
+def check_sqlite_ledger(path: Path) -> None:
+    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema.
+
+    Read only: nothing is written, but for SQLite's own rollback of a killed writer's unfinished transaction.
     A zero-length file, a folder, garbage, a truncated or damaged database, one of something else's tables, or one
     missing some of Optuna's tables would otherwise be taken (and written) as a new campaign."""
     import sqlite3
@@ -254,7 +279,8 @@ def check_sqlite_ledger(path: Path) -> None:
         )
     if not head.startswith(_SQLITE_MAGIC):
         raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
-    try:
+
+    def read() -> tuple[str, set[str], list[Any]]:
         con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
         try:
             ok = con.execute("PRAGMA quick_check").fetchone()[0]
@@ -267,6 +293,18 @@ def check_sqlite_ledger(path: Path) -> None:
                 ]
         finally:
             con.close()
+        return ok, tables, versions
+
+    try:
+        try:
+            ok, tables, versions = read()
+        except sqlite3.Error as e:
+            if getattr(e, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
+                raise
+            _roll_back_killed_writer(path)
+            ok, tables, versions = read()
+    except LedgerError:
+        raise
     except sqlite3.Error as e:
         raise LedgerError(
             f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage"
