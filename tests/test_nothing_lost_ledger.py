@@ -156,15 +156,8 @@ def test_a_creation_clears_only_what_a_dead_creator_left(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(live + ["ledger.db"])
 
 
-def test_a_writer_killed_mid_commit_leaves_a_ledger_that_opens_whole(home, capsys):
-    """``kill -9`` inside a write leaves a hot ``-journal``: the next open rolls it back, nothing committed is lost.
-
-    A read-only open cannot replay it (SQLITE_READONLY_ROLLBACK), and the check read that as "damaged; restore it
-    from a copy" (CI saw it after test_two_evo_run_processes_at_once killed its first evo run)."""
-    db = home / "camp" / "ledger.db"
-    cfg = str(home / f"{CAMPAIGN}.yaml")
-    before = [(a.id, a.genome_key, a.verdict.kind) for a in Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs).attempts()]
-    assert len(before) == 6
+def _kill_a_writer_mid_commit(db: Path) -> Path:
+    """A writer killed inside a commit: its changed pages spilled into ``db``, the hot ``-journal`` left beside it."""
     writer = (
         "import os, signal, sqlite3\n"
         f"con = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
@@ -177,14 +170,71 @@ def test_a_writer_killed_mid_commit_leaves_a_ledger_that_opens_whole(home, capsy
     assert subprocess.run([sys.executable, "-c", writer]).returncode == -9
     journal = db.with_name(db.name + "-journal")
     assert journal.stat().st_size > 0
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the state the check used to call damaged
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # what the check used to call damaged
         sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("PRAGMA quick_check").fetchone()
+    return journal
+
+
+def _seen(led: Ledger) -> list[tuple]:
+    return [(a.id, a.genome_key, a.verdict.kind) for a in led.attempts()]
+
+
+def test_a_writer_killed_mid_commit_is_rolled_back_and_nothing_committed_is_lost(home, capsys):
+    """``kill -9`` inside a write leaves a hot journal. Read-only commands read the last committed state from a
+    rolled-back copy and write nothing; the next writer rolls the ledger back, keeping both files as they were.
+
+    CI saw the check call such a ledger "damaged; restore it from a copy" after test_two_evo_run_processes_at_once
+    killed its first evo run."""
+    db = home / "camp" / "ledger.db"
+    cfg = str(home / f"{CAMPAIGN}.yaml")
+    before = _seen(Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True))
+    assert len(before) == 6
+    journal = _kill_a_writer_mid_commit(db)
+    sums = {db.name: md5(db), journal.name: md5(journal)}
     assert main(["status", cfg]) == 0
     out = capsys.readouterr()
-    assert "damaged" not in out.out + out.err, out.err
-    assert not journal.exists()
-    led = Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True)
-    assert [(a.id, a.genome_key, a.verdict.kind) for a in led.attempts()] == before
+    assert "damaged" not in out.out + out.err and "6 recorded" in out.out, out.out + out.err
+    assert "unfinished transaction" in out.err and "next evo run rolls it back" in out.err
+    assert _seen(Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True)) == before
+    assert {p.name: md5(p) for p in db.parent.iterdir()} == sums  # read only: the two files untouched
+    capsys.readouterr()
+    led = Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs)  # a writer (evo run, evo worker)
+    assert _seen(led) == before and not journal.exists()
+    (kept,) = [p for p in db.parent.iterdir() if p.name.startswith("ledger.db.before-rollback-")]
+    assert {p.name: md5(p) for p in kept.iterdir()} == sums
+    assert str(kept) in capsys.readouterr().err
+
+
+def test_a_stale_journal_beside_a_restored_ledger_is_refused_and_nothing_is_written(home, capsys, tmp_path_factory):
+    """SQLite cannot tell whose journal it finds: replayed onto a ledger restored from a copy after the writer died,
+    it would corrupt it. It is replayed on a copy first; a result that reads damaged is refused, nothing written."""
+    db = home / "camp" / "ledger.db"
+    cfg = str(home / f"{CAMPAIGN}.yaml")
+    other = tmp_path_factory.mktemp("bigger")
+    assert main(["run", str(_config(other, attempts=12)), "--plain"]) == 0
+    journal = _kill_a_writer_mid_commit(db)
+    shutil.copyfile(other / "camp" / "ledger.db", db)  # the user restores a copy; the old journal stays
+    sums = {p.name: md5(p) for p in db.parent.iterdir()}
+    capsys.readouterr()
+    line = one_line(capsys, "stale", main(["status", cfg]))
+    assert journal.name in line and "nothing was written" in line
+    with pytest.raises(Exception, match="stale"):
+        Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs)
+    assert {p.name: md5(p) for p in db.parent.iterdir()} == sums  # no rollback, no copy left beside it
+    journal.unlink()  # what the message says to do
+    assert len(Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True).attempts()) == 12
+
+
+def test_a_damaged_ledger_with_a_hot_journal_is_refused_unwritten(home, capsys):
+    db = home / "camp" / "ledger.db"
+    journal = _kill_a_writer_mid_commit(db)
+    with open(db, "r+b") as f:
+        f.truncate(8192)
+    sums = {p.name: md5(p) for p in db.parent.iterdir()}
+    one_line(capsys, "damaged", main(["status", str(home / f"{CAMPAIGN}.yaml")]))
+    with pytest.raises(Exception, match="damaged"):
+        Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs)
+    assert {p.name: md5(p) for p in db.parent.iterdir()} == sums and journal.exists()
 
 
 def test_a_damaged_attempt_record_is_reported_and_skipped(home, capsys):

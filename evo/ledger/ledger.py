@@ -104,6 +104,7 @@ import os
 import random
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -230,38 +231,144 @@ def _head_revision() -> str:
     return head
 
 
-def _roll_back_killed_writer(path: Path) -> None:
-    """Let SQLite roll back the transaction a killed writer left in ``<ledger>-journal`` (a "hot" journal).
-
-    A process killed mid-commit (``kill -9``, a lost host) leaves the journal that restores the last committed
-    state; a read-only connection cannot replay it and SQLite refuses it (SQLITE_READONLY_ROLLBACK), so the ledger
-    would read as damaged. SQLite replays it on the first read-write open; a live writer holds its lock, so its
-    journal is never hot and never touched here. Committed attempts are unchanged: only the dead one's unfinished
-    write is undone."""
+def _read_sqlite(path: Path) -> tuple[str, set[str], list[Any]]:
+    """quick_check's verdict, the table names and the schema versions, read only (raises sqlite3.Error)."""
     import sqlite3
     from urllib.parse import quote
 
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
     try:
-        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30)
-        try:
-            con.execute("PRAGMA schema_version").fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error as e:
-        raise LedgerError(
-            f"{path} holds a killed writer's unfinished transaction ({path.name}-journal) that SQLite could not roll "
-            f"back here ({e}); open the campaign once where the ledger is writable (evo status), or restore a copy"
-        ) from None
+        ok = "; ".join(str(r[0]) for r in con.execute("PRAGMA quick_check").fetchall())
+        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        versions: list[Any] = []
+        if {"version_info", "alembic_version"} <= tables:
+            versions = [
+                con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
+                con.execute("SELECT version_num FROM alembic_version").fetchone(),
+            ]
+    finally:
+        con.close()
+    return ok, tables, versions
 
 
-def check_sqlite_ledger(path: Path) -> None:
-    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema.
+def _ledger_problem(where: str, ok: str, tables: set[str], versions: list[Any]) -> str | None:
+    """Why what :func:`_read_sqlite` read is not a whole evo ledger of this Optuna's schema, or None."""
+    if ok != "ok":
+        return (
+            f"{where} is damaged (SQLite integrity check: {ok[:200]}); restore it from a copy, or give another storage"
+        )
+    ours = tables & _OPTUNA_TABLES
+    if not ours:
+        other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
+        return (
+            f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; give another storage"
+        )
+    missing = sorted(_OPTUNA_TABLES - tables)
+    if missing:
+        return (
+            f"{where} is not a whole evo ledger: table {missing[0]} is missing"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + "; restore it from a copy, or give another storage"
+        )
+    if versions and (versions[0] is None or versions[1] is None):
+        return f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy"
+    if versions:
+        (schema, lib), (rev,) = versions
+        current = _head_revision()
+        if rev != current:
+            return (
+                f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
+                f"{optuna.__version__} reads schema {current}: install optuna {lib}, or run `optuna storage "
+                f"upgrade --storage sqlite:///{where}` on a copy"
+            )
+    return None
 
-    Read only: nothing is written, but for SQLite's own rollback of a killed writer's unfinished transaction.
-    A zero-length file, a folder, garbage, a truncated or damaged database, one of something else's tables, or one
-    missing some of Optuna's tables would otherwise be taken (and written) as a new campaign."""
+
+def _roll_back(path: Path) -> None:
+    """Open ``path`` read-write once: SQLite replays a hot journal beside it (raises sqlite3.Error)."""
     import sqlite3
     from urllib.parse import quote
+
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+    finally:
+        con.close()
+
+
+def _after_killed_writer(path: Path, readonly: bool) -> Path:
+    """The ledger to read when a killed writer left its unfinished transaction in ``<ledger>-journal``.
+
+    A process killed inside a commit (``kill -9``, a lost host) leaves a "hot" journal: the pages that restore the
+    last committed state. A read-only connection cannot replay it (SQLITE_READONLY_ROLLBACK). SQLite cannot tell
+    whether the journal belongs to the file beside it: replayed onto a ledger restored from a copy since, it would
+    corrupt that file. So the journal is first replayed on a copy of both, and the result checked; a ledger that
+    reads damaged that way is refused with nothing written. Read-only commands read that rolled-back copy (the
+    user's files are never written); a writer lets SQLite roll back the real one, keeping the two files as they
+    were in ``<ledger>.before-rollback-<time>/``. A live writer holds its lock, so its journal is never hot."""
+    import atexit
+    import shutil
+    import sqlite3
+    import tempfile
+
+    journal = path.with_name(path.name + "-journal")
+    snap_dir = Path(tempfile.mkdtemp(prefix="evo-ledger-"))
+    atexit.register(shutil.rmtree, snap_dir, True)
+    keep = None if readonly else path.with_name(f"{path.name}.before-rollback-{time.strftime('%Y%m%dT%H%M%S')}")
+    first = snap_dir if keep is None else keep
+    try:
+        first.mkdir(exist_ok=True)
+        for f in (path, journal):
+            shutil.copyfile(f, first / f.name)
+    except FileNotFoundError:  # another process rolled it back meanwhile
+        shutil.rmtree(first, True)
+        return check_sqlite_ledger(path, readonly)
+    if keep is not None:
+        for f in (path, journal):
+            shutil.copyfile(keep / f.name, snap_dir / f.name)
+    snap = snap_dir / path.name
+    try:
+        _roll_back(snap)
+        problem = _ledger_problem(str(path), *_read_sqlite(snap))
+    except sqlite3.Error as e:
+        problem = f"{path} is damaged (SQLite: {e})"
+    if problem:
+        if keep is not None:
+            shutil.rmtree(keep, True)
+        raise LedgerError(
+            f"{problem} -- read after rolling back {journal.name} beside it (a killed writer's unfinished "
+            f"transaction) on a copy: if {path.name} was restored or copied in after that writer died, the journal is "
+            "stale: move it away and try again (nothing was written)"
+        )
+    if keep is None:
+        sys.stderr.write(
+            f"evo: note: {journal.name} holds a killed writer's unfinished transaction: read as last committed "
+            "(on a copy); the next evo run rolls it back\n"
+        )
+        return snap
+    try:
+        _roll_back(path)
+        problem = _ledger_problem(str(path), *_read_sqlite(path))
+    except sqlite3.Error as e:
+        problem = f"cannot roll back {journal.name} beside {path} ({e}): open the campaign where its folder is writable"
+    if problem:
+        raise LedgerError(f"{problem} (the ledger and its journal as they were: {keep})")
+    sys.stderr.write(
+        f"evo: note: rolled back a killed writer's unfinished transaction ({journal.name}); every committed "
+        f"attempt is kept. The two files as they were: {keep} (delete it once the campaign reads right)\n"
+    )
+    return path
+
+
+def check_sqlite_ledger(path: Path, readonly: bool = False) -> Path:
+    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema; returns the file to open.
+
+    That is ``path`` itself, except when a killed writer left its unfinished transaction beside it: see
+    :func:`_after_killed_writer` (a read-only caller then reads a rolled-back copy; only a writer rolls back the
+    ledger itself). Otherwise nothing is written. A zero-length file, a folder, garbage, a truncated or damaged
+    database, one of something else's tables, or one missing some of Optuna's tables would otherwise be taken
+    (and written) as a new campaign."""
+    import sqlite3
 
     where = str(path)
     if path.is_dir():
@@ -279,64 +386,18 @@ def check_sqlite_ledger(path: Path) -> None:
         )
     if not head.startswith(_SQLITE_MAGIC):
         raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
-
-    def read() -> tuple[str, set[str], list[Any]]:
-        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
-        try:
-            ok = con.execute("PRAGMA quick_check").fetchone()[0]
-            tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            versions: list[Any] = []
-            if {"version_info", "alembic_version"} <= tables:
-                versions = [
-                    con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
-                    con.execute("SELECT version_num FROM alembic_version").fetchone(),
-                ]
-        finally:
-            con.close()
-        return ok, tables, versions
-
     try:
-        try:
-            ok, tables, versions = read()
-        except sqlite3.Error as e:
-            if getattr(e, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
-                raise
-            _roll_back_killed_writer(path)
-            ok, tables, versions = read()
-    except LedgerError:
-        raise
+        facts = _read_sqlite(path)
     except sqlite3.Error as e:
+        if getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+            return _after_killed_writer(path, readonly)
         raise LedgerError(
             f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage"
         ) from None
-    if ok != "ok":
-        raise LedgerError(
-            f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give another storage"
-        )
-    ours = tables & _OPTUNA_TABLES
-    if not ours:
-        other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
-        raise LedgerError(
-            f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; give another storage"
-        )
-    missing = sorted(_OPTUNA_TABLES - tables)
-    if missing:
-        raise LedgerError(
-            f"{where} is not a whole evo ledger: table {missing[0]} is missing"
-            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-            + "; restore it from a copy, or give another storage"
-        )
-    if versions and (versions[0] is None or versions[1] is None):
-        raise LedgerError(f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy")
-    if versions:
-        (schema, lib), (rev,) = versions
-        current = _head_revision()
-        if rev != current:
-            raise LedgerError(
-                f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
-                f"{optuna.__version__} reads schema {current}: install optuna {lib}, or run `optuna storage "
-                f"upgrade --storage sqlite:///{where}` on a copy"
-            )
+    problem = _ledger_problem(where, *facts)
+    if problem:
+        raise LedgerError(problem)
+    return path
 
 
 def _remove_dead_creations(path: Path) -> None:
@@ -401,7 +462,7 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
         if path.exists() or readonly:
             if not path.exists():
                 raise LedgerError(f"no ledger at {path} (start the campaign with evo run)")
-            check_sqlite_ledger(path)
+            path = check_sqlite_ledger(path, readonly)
         else:
             _create_sqlite(path)
         if readonly:
