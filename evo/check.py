@@ -179,14 +179,17 @@ def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[
     report.facts.append("GPU baseline correct")
 
 
+TODO_MARK = "TODO(evo)"  # what `evo new` writes where the user must fill in: a TODO of the user's own is not one
+
+
 def first_todo(path: Path) -> str | None:
-    """The first line of a file that still says TODO (what `evo new` left to fill), or None."""
+    """The first line of a file that still holds a :data:`TODO_MARK` (what `evo new` left to fill), or None."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     for i, line in enumerate(lines, 1):
-        if "TODO" in line:
+        if TODO_MARK in line:
             return f"{path.name} line {i}: {line.strip()[:200]}"
     return None
 

@@ -8,6 +8,7 @@ does, which TODO comes next. Nothing that exists is overwritten.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +28,12 @@ class Entry:
     name: str
     template: tuple[tuple[str, str, str | None], ...]  # (type, name, default) of each template parameter
     params: str  # the parameter list as written
+    extern_c: bool = False
 
     def expression(self) -> str:
         if not self.template:
-            return self.name
+            # a C++ function (mangled) is found through a name expression: qualified, "::name" at global scope
+            return self.name if self.extern_c or "::" in self.name else f"::{self.name}"
         return f"{self.name}<" + ", ".join("{" + knob_name(n) + "}" for _, n, _ in self.template) + ">"
 
 
@@ -42,14 +45,32 @@ def knob_name(param: str) -> str:
 
 _GLOBAL = re.compile(
     r"(?P<tmpl>template\s*<(?P<targs>[^<>]*(?:<[^<>]*>[^<>]*)*)>\s*)?"
-    r"(?:extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"(?P<externc>extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?"
     r"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
     re.S,
 )
 
 
+_SCOPE = re.compile(r"\bnamespace\s+(?P<ns>[A-Za-z_][\w:]*)?\s*\{|\{|\}")
+
+
+def _namespace_at(text: str, pos: int) -> str:
+    """The named namespaces enclosing ``pos`` ("a::b::"; an anonymous one adds nothing), read by brace depth."""
+    stack: list[str | None] = []
+    for m in _SCOPE.finditer(text, 0, pos):
+        if m.group(0) == "}":
+            if stack:
+                stack.pop()
+        elif m.group(0).startswith("namespace"):
+            stack.append(m.group("ns") or "")
+        else:
+            stack.append(None)
+    return "".join(f"{n}::" for n in stack if n)
+
+
 def read_entries(source: str) -> list[Entry]:
-    """The ``__global__`` functions of a CUDA source, with their template parameters (comments ignored)."""
+    """The ``__global__`` functions of a CUDA source, with their template parameters (comments ignored). A
+    function inside a namespace is named with it (``myengine::rms_norm``): the name NVRTC looks it up by."""
     text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
     out = []
     for m in _GLOBAL.finditer(text):
@@ -60,7 +81,8 @@ def read_entries(source: str) -> list[Entry]:
                 part, default = (x.strip() for x in part.split("=", 1))
             bits = part.split()
             tparams.append((" ".join(bits[:-1]) or "int", bits[-1], default))
-        out.append(Entry(m.group("name"), tuple(tparams), " ".join(m.group("params").split())))
+        name = _namespace_at(text, m.start()) + m.group("name")
+        out.append(Entry(name, tuple(tparams), " ".join(m.group("params").split()), bool(m.group("externc"))))
     return out
 
 
@@ -83,16 +105,34 @@ def _knob_line(ttype: str, name: str, default: str | None) -> str:
         return f'        Knob("{k}", (False, True), {d}, doc="{name}"),\n'
     if default is not None and re.fullmatch(r"-?\d+", default):
         return (
-            f'        Knob("{k}", ({default},), {default}, doc="TODO: the values of {name} to search '
+            f'        Knob("{k}", ({default},), {default}, doc="TODO(evo): the values of {name} to search '
             f'(default {default})"),\n'
         )
+    if ttype in ("typename", "class"):  # a type: its values are type names, written into the entry verbatim
+        t = default or "float"
+        return (
+            f'        Knob("{k}", ("{t}",), "{t}", doc="TODO(evo): the types of {name} to search (a type the '
+            f'geometry fixes belongs in specialization(), not in a knob)"),\n'
+        )
     return (
-        f'        Knob("{k}", (0,), 0, doc="TODO: the values of template parameter {ttype} {name} and its default"),\n'
+        f'        Knob("{k}", (0,), 0, doc="TODO(evo): the values of template parameter {ttype} {name} and its '
+        'default"),\n'
     )
 
 
-def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
-    """Write the family folder ``folder/name``; returns it. Raises ScaffoldError (nothing is written then)."""
+def local_includes(source: str, folder: Path) -> list[str]:
+    """The ``#include "..."`` headers of a kernel that lie beside it in ``folder`` (its own headers)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    names = dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, flags=re.M))
+    return [n for n in names if (folder / n).is_file()]
+
+
+def new_family(name: str, folder: Path, kernel: Path | None = None, link: bool = False) -> Path:
+    """Write the family folder ``folder/name``; returns it. Raises ScaffoldError (nothing is written then).
+
+    ``link``: kernel.cu is a relative symbolic link to ``kernel`` (one source: evo builds the file your engine
+    builds, and ``evo export --tree`` patches that file), else a copy. Either way, when the kernel includes
+    headers of its own folder (``#include "utils.cuh"``), that folder goes into the family's ``include_dirs``."""
     if not _NAME.fullmatch(name):
         raise ScaffoldError(f"{name!r} cannot name a family (letters, digits and _; it is also the kernel's name)")
     dest = folder / name
@@ -112,10 +152,18 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
         entries = read_entries(src)
         if not entries:
             raise ScaffoldError(f"{kernel} has no __global__ function")
-        entry = next((x for x in entries if x.name == name), entries[0])
+        entry = next((x for x in entries if x.name.split("::")[-1] == name), entries[0])
+        own = local_includes(src, kernel.parent)
+        dest_abs = (folder / name).resolve()
+        kernel_dir = os.path.relpath(kernel.parent.resolve(), dest_abs)
+        include_dirs = (
+            f'    include_dirs=("{kernel_dir}",),  # the kernel\'s folder: {", ".join(own)} (relative to this one)\n'
+            if own
+            else ""
+        )
         knobs = (
             "".join(_knob_line(*t) for t in entry.template)
-            or "        # TODO: knobs (template parameters or EVO_<KNOB> macros)\n"
+            or "        # TODO(evo): knobs (template parameters or EVO_<KNOB> macros)\n"
         )
         values = {
             "name": name,
@@ -125,8 +173,10 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
             "arg_types": _arg_types(entry.params),
             "signature": entry.params.replace('"', "'"),
             "knobs": knobs,
+            "include_dirs": include_dirs,
         }
-        files["kernel.cu"] = src
+        if not link:
+            files["kernel.cu"] = src
         files["family.py"] = (TEMPLATES / "family_stub.py").read_text().format(**values)
         files["evo.yaml"] = (
             (TEMPLATES / "evo.yaml")
@@ -135,11 +185,14 @@ def new_family(name: str, folder: Path, kernel: Path | None = None) -> Path:
             .replace(
                 "  - {name: n16M, n: 16777216, weight: 1}\n"
                 "  - {name: n64K, n: 65536, weight: 0}     # watched: must not regress\n",
-                "  - {name: small, weight: 1}   # TODO: every geometry param of family.py, and a weight (0: watched)\n",
+                "  - {name: small, weight: 1}   # TODO(evo): every geometry param of family.py, and a weight "
+                "(0: watched)\n",
             )
         )
         files["test_family.py"] = (TEMPLATES / "test_family.py").read_text().format(name=name)
     dest.mkdir(parents=True)
     for f, text in files.items():
         (dest / f).write_text(text)
+    if kernel is not None and link:
+        (dest / "kernel.cu").symlink_to(os.path.relpath(kernel.resolve(), dest.resolve()))
     return dest

@@ -513,6 +513,13 @@ def first_error(log: str) -> str:
     )
 
 
+def by_name_expression(entry: str) -> bool:
+    """Whether the entry is looked up through an NVRTC name expression (its lowered name comes back from NVRTC):
+    a template-id, or a qualified name (``myengine::rms_norm``, a C++ function in a namespace). Otherwise it is an
+    ``extern "C"`` function found by its plain name."""
+    return "<" in entry or "::" in entry
+
+
 def compile_program(
     source: str, entry: str, arch: str, options: Sequence[str] | None = None, name: str = "kernel.cu"
 ) -> Compiled:
@@ -529,7 +536,7 @@ def compile_program(
     extra = list(cuda_include_options() if options is None else options)
     std = [] if any(o.startswith(("-std=", "--std=")) for o in extra) else ["-std=c++17"]
     opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v"] + std + _debug_opts() + extra
-    template = "<" in entry
+    template = by_name_expression(entry)
     t0 = time.perf_counter()
     prog = nvrtc.createProgram(source, name, [], [])
     try:
@@ -586,7 +593,7 @@ def build_module(
     opts += "".join(f"|h:{n}={h}" for n, h in sorted(headers.items()))
     opts += f"|cuda:{cuda_headers_key()}" if uses_cuda else ""
     cache_key = hashlib.sha256(f"{src_sha}|{arch}|{nvrtc_version()}|{entry}{opts}".encode()).hexdigest()[:32]
-    template = "<" in entry
+    template = by_name_expression(entry)
     d = cache_dir()
     cubin_path, meta_path = d / f"{cache_key}.cubin", d / f"{cache_key}.json"
     if cubin_path.is_file() and meta_path.is_file():

@@ -455,6 +455,33 @@ def test_options_and_include_dirs_of_the_family_and_the_campaign(tmp_path, cache
         Builder(fam, [G], ARCH, include_dirs=["nowhere"])
 
 
+def test_fields_set_as_class_attributes_are_the_familys(tmp_path, cache):
+    """docs/extending.md writes include_dirs, nvrtc_options, knobs and entry as class attributes: the dataclass's
+    __init__ used to put each back to its default, so the kernel was built without them and nothing said so."""
+    (tmp_path / "fams" / "inc").mkdir(parents=True)
+    (tmp_path / "fams" / "inc" / "extra.cuh").write_text("#define EXTRA_OFFSET 1.0f\n")
+    folder = write_family(tmp_path / "fams", "attrs", PLAIN_KERNEL, "tiny")
+    text = (folder / "family.py").read_text()
+    head, ctor = text.split("FAMILY = ")
+    attrs = (
+        "    entry = 'tiny'\n    knobs = (Knob('block', (128, 256), 256),)\n"
+        "    include_dirs = ('../inc',)\n    nvrtc_options = ('-DUNUSED_FLAG=1',)\n\n"
+    )
+    head = head.replace("class Tiny(Family):\n", "class Tiny(Family):\n" + attrs)
+    (folder / "family.py").write_text(head + "FAMILY = Tiny(geometry_params=(GeometryParam('n', int),))\n")
+    fam = load_family("attrs", tmp_path / "fams")
+    assert fam.include_dirs == ("../inc",) and fam.nvrtc_options == ("-DUNUSED_FLAG=1",)
+    assert fam.entry == "tiny" and fam.baseline()["block"] == 256
+    builder = Builder(fam, [G], ARCH)
+    assert "-DUNUSED_FLAG=1" in builder.nvrtc_options
+    assert builder.build(fam.baseline()).modules["n=1024"].resources.registers > 0  # extra.cuh found via ../inc
+    (folder / "family.py").write_text((folder / "family.py").read_text().replace("'-DUNUSED_FLAG=1'", "'--bogus-flag'"))
+    with pytest.raises(BuildError, match="bogus"):
+        Builder(fam := load_family("attrs", tmp_path / "fams"), [G], ARCH).build(fam.baseline())
+    given = type(fam)(include_dirs=("elsewhere",))  # a value given to the constructor wins
+    assert given.include_dirs == ("elsewhere",) and given.nvrtc_options == ("--bogus-flag",)
+
+
 def test_family_attributes_default_to_none():
     fam = load_family("mhc_pre_big_fuse")
     assert fam.include_dirs == () and fam.nvrtc_options == () and fam.template_knobs == ()

@@ -195,6 +195,54 @@ def test_evo_new_writes_a_starter_that_evo_check_passes(tmp_path):
     assert r.returncode == 2 and "exists" in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+def _starter_with_an_engine_header(tmp_path: Path) -> Path:
+    """The starter family, its Pack struct moved into the engine's own header folder, which only the config's
+    build.include_dirs names (as a family kept in an engine's repo includes that repo's headers)."""
+    assert evo(tmp_path, "new", "packed").returncode == 0
+    folder = tmp_path / "packed"
+    src = (folder / "kernel.cu").read_text()
+    start, end = src.index("template <int VEC>\nstruct"), src.index("};\n", src.index("struct alignas")) + 3
+    inc = tmp_path / "engine" / "include"
+    inc.mkdir(parents=True)
+    (inc / "pack.cuh").write_text("#pragma once\n#include <cuda_bf16.h>\n" + src[start:end])
+    (folder / "kernel.cu").write_text(src[:start] + "#include <pack.cuh>\n" + src[end:])
+    cfg = folder / "evo.yaml"
+    cfg.write_text(cfg.read_text() + "build: {include_dirs: [../engine/include]}\n")
+    return folder
+
+
+def test_an_idea_compiles_with_the_configs_header_folders(tmp_path):
+    from evo.search.ideas import make_patch
+
+    folder = _starter_with_an_engine_header(tmp_path)
+    r = evo(tmp_path, "check", "packed/evo.yaml", "--sample", "2", "--cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    src = (folder / "kernel.cu").read_text()
+    patch = tmp_path / "unroll.patch"
+    patch.write_text(
+        "Title: no unroll\nRationale: fewer instructions\n\n"
+        + make_patch(src, src.replace("#pragma unroll\n", "#pragma unroll 1\n"))
+    )
+    r = evo(tmp_path, "idea", "add", "./packed", str(patch), "--config", "packed/evo.yaml")
+    assert r.returncode == 0 and "idea unroll registered" in r.stdout, r.stdout + r.stderr
+    (folder / "ideas" / "unroll.patch").unlink()
+    r = evo(tmp_path, "idea", "add", "./packed", str(patch))  # without the config its header is not found
+    assert r.returncode == 2 and "pack.cuh" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_a_familys_include_folder_that_is_not_there_is_one_line(tmp_path):
+    folder = _starter_with_an_engine_header(tmp_path)
+    fam_py = folder / "family.py"
+    fam_py.write_text(
+        fam_py.read_text().replace("FAMILY = Packed(", "FAMILY = Packed(\n    include_dirs=('../engine/inclde',),")
+    )
+    for args in (("check", "packed/evo.yaml", "--cpu"), ("run", "packed/evo.yaml", "--attempts", "2")):
+        r = evo(tmp_path, *args)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+        out = (r.stdout + r.stderr).strip().splitlines()[-1]
+        assert "include_dirs: '../engine/inclde' is not a folder" in out, out
+
+
 ENGINE_KERNEL = textwrap.dedent("""\
     #include <cuda_bf16.h>
     // the reference study's mHC kernel signature, as an engine writes it
@@ -219,6 +267,63 @@ def test_evo_new_around_a_users_kernel_reads_its_template_knobs_and_check_names_
     assert 'return "ppfi"' in fam_src
     ok, line = run_check(dest / "evo.yaml", gpu=False, say=lambda s: None)
     assert not ok and line.startswith("evo check: FAIL: evo.yaml line ") and "TODO" in line
+
+
+NAMESPACED_KERNEL = textwrap.dedent("""\
+    #include <cuda_bf16.h>
+    #include "engine_utils.cuh"
+    namespace myengine {
+    namespace {  // anonymous: adds nothing to the name
+    __device__ float unused_helper(float v) { return v; }
+    }
+    template <int BLOCK = 256, typename scalar_t = __nv_bfloat16>
+    __global__ void __launch_bounds__(BLOCK) silu_and_mul(scalar_t* out, const scalar_t* x, int d) {
+      const int i = blockIdx.x * BLOCK + threadIdx.x;
+      if (i < d) out[i] = scalar_t(silu(float(x[i])) * float(x[d + i]));
+    }
+    }  // namespace myengine
+    """)
+
+
+def test_evo_new_reads_a_kernel_in_a_namespace_with_a_type_parameter_and_its_own_header(tmp_path):
+    """An engine's kernel: inside its namespace, a typename parameter, a header of its own folder (evo new found
+    the entry without its namespace, gave the type the value 0, and left the header out of the include path)."""
+    src_dir = tmp_path / "engine" / "csrc"
+    src_dir.mkdir(parents=True)
+    (src_dir / "act.cu").write_text(NAMESPACED_KERNEL)
+    (src_dir / "engine_utils.cuh").write_text(
+        "#pragma once\n__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }\n"
+    )
+    r = evo(tmp_path, "new", "silu_and_mul", "--kernel", "engine/csrc/act.cu", "--link", "-o", "tuning")
+    assert r.returncode == 0, r.stderr
+    assert "engine_utils.cuh beside your kernel" in r.stdout
+    dest = tmp_path / "tuning" / "silu_and_mul"
+    assert (dest / "kernel.cu").is_symlink() and (dest / "kernel.cu").resolve() == (src_dir / "act.cu").resolve()
+    fam_src = (dest / "family.py").read_text()
+    assert 'entry="myengine::silu_and_mul<{block}, {scalar_t}>"' in fam_src
+    assert 'Knob("scalar_t", ("__nv_bfloat16",), "__nv_bfloat16"' in fam_src
+    assert 'include_dirs=("../../engine/csrc",)' in fam_src
+    fam = load_family(str(dest))
+    from harness.build import Builder
+
+    built = Builder(fam, [], "sm_90").build(fam.baseline())  # the header found, the entry looked up by NVRTC
+    assert all(m.function.startswith("_ZN8myengine12silu_and_mul") for m in built.modules.values())
+    ok, line = run_check(dest / "evo.yaml", gpu=False, say=lambda s: None)
+    assert not ok and "TODO(evo)" in line
+    (e,) = read_entries("__global__ void plain(float* y) { y[0] = 1.f; }")  # C++ linkage: NVRTC finds it by name
+    assert e.expression() == "::plain"
+    (e,) = read_entries('extern "C" __global__ void plain(float* y) { y[0] = 1.f; }')
+    assert e.expression() == "plain"
+
+
+def test_evo_check_counts_only_evo_news_marks_as_todo(tmp_path):
+    assert evo(tmp_path, "new", "mine").returncode == 0
+    fam_py = tmp_path / "mine" / "family.py"
+    fam_py.write_text(
+        fam_py.read_text().replace("from __future__", "# TODO: take eps from the model config\nfrom __future__", 1)
+    )
+    r = evo(tmp_path, "check", "mine/evo.yaml", "--sample", "1", "--cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_evo_new_refuses_what_it_cannot_do(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from evo.cli.common import Command, _fail, _Parser
 
@@ -32,6 +33,11 @@ def _new_parser(sub) -> None:
     nw.add_argument("name", help="the family's name (letters, digits, _)")
     nw.add_argument("--kernel", help="your kernel's .cu file: copied in, its entry point and template knobs read")
     nw.add_argument("-o", "--output", default=".", help="the folder to create NAME/ in (default: here)")
+    nw.add_argument(
+        "--link",
+        action="store_true",
+        help="with --kernel: kernel.cu links to your file instead of a copy (one source; export --tree patches it)",
+    )
 
 
 def _idea_parser(sub) -> None:
@@ -48,7 +54,7 @@ def _idea_parser(sub) -> None:
         "--exact", choices=("yes", "no"), help="whether output bits are kept (default: the file's, else yes)"
     )
     add.add_argument("--config", help="compile at this campaign's geometries (default: the family's recorded ones)")
-    add.add_argument("--arch", default="sm_90", help="compile target (default sm_90)")
+    add.add_argument("--arch", help="compile target (default: the config's arch, else sm_90)")
     add.add_argument("--force", action="store_true", help="replace an idea of the same name")
     add.add_argument("--candidates", help=argparse.SUPPRESS)  # another candidates/ folder (tests)
 
@@ -124,11 +130,21 @@ def _new(args) -> int:
     from evo.scaffold import ScaffoldError, new_family
 
     try:
-        dest = new_family(args.name, Path(args.output), Path(args.kernel) if args.kernel else None)
+        if args.link and not args.kernel:
+            raise ScaffoldError("--link links kernel.cu to your kernel: give it with --kernel FILE")
+        dest = new_family(args.name, Path(args.output), Path(args.kernel) if args.kernel else None, args.link)
     except ScaffoldError as e:
         return _fail(f"new: {e}")
     cfg = dest / "evo.yaml"
-    print(f"wrote {dest}/ (kernel.cu, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
+    how = f" (a link to {args.kernel})" if args.link else ""
+    print(f"wrote {dest}/ (kernel.cu{how}, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
+    if args.kernel:
+        from evo.scaffold import local_includes
+
+        src = Path(args.kernel)
+        own = local_includes(src.read_text(encoding="utf-8", errors="replace"), src.parent)
+        if own:
+            print(f"note: {', '.join(own)} beside your kernel: its folder is in family.py's include_dirs")
     return 0
 
 
@@ -148,8 +164,8 @@ class _UsageError(Exception):
 
 def _idea_add(args) -> int:
     """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
-    from evo.config import load_config
-    from evo.core.family import Geometry
+    from evo.config import ConfigError, load_config
+    from evo.core.family import FamilyError, Geometry
     from evo.search.ideas import (
         IdeaError,
         _read_patch,
@@ -190,13 +206,26 @@ def _idea_add(args) -> int:
     same = next((s for s, i in existing.items() if i.change_sha256 == idea.change_sha256 and s != slug), None)
     if same:
         return _fail(f"idea {slug} makes the same change as idea {same}, already registered for {fam.name}")
+    build: dict[str, Any] = {}
+    arch = args.arch or "sm_90"
     if args.config:
-        geometries = load_config(args.config).geometries
+        try:
+            cfg = load_config(args.config)
+        except (ConfigError, FamilyError) as e:
+            return _fail(f"idea {slug}: {args.config}: {e}")
+        geometries = list(cfg.geometries)
+        arch = args.arch or cfg.arch
+        # the campaign's header folders, options and macros: the idea compiles as the campaign will build it
+        build = {
+            "defines": cfg.build_defines,
+            "include_dirs": [str(d) for d in cfg.build.include_dirs],
+            "nvrtc_options": list(cfg.build.nvrtc_options),
+        }
     else:
         geometries = [Geometry(g["name"], g["params"]) for g in recorded_geometries(fam)]
         geometries = [g for g in geometries if fam.check_geometry(g.params) is None]
     try:
-        facts = check_idea(fam, idea, geometries, args.arch, others=existing)
+        facts = check_idea(fam, idea, geometries, arch, others=existing, build=build)
     except (IdeaError, BuildError) as e:
         return _fail(f"idea {slug} refused: {' '.join(str(e).split())}")
     path = write_idea(fam, idea)

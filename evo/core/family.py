@@ -18,7 +18,7 @@ import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +176,23 @@ class Family(abc.ABC):
     nvrtc_options: tuple[str, ...] = ()
     # compute-sanitizer findings known not to be bugs of the kernel, each with its argument (gates/sanitizer.py)
     sanitizer_suppressions: tuple[SanitizerSuppression, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Honour these fields set as class attributes of a subclass (``include_dirs = ("../include",)``), as
+        docs/extending.md writes them: the dataclass's __init__ would otherwise set every field it was not given
+        back to its default, silently. A value given to the constructor wins."""
+        for f in fields(Family):
+            if f.name == "folder":
+                continue
+            for klass in type(self).__mro__:
+                if klass is Family:
+                    break
+                if f.name in vars(klass):
+                    declared = vars(klass)[f.name]
+                    default = f.default_factory() if f.default_factory is not MISSING else f.default
+                    if getattr(self, f.name) == default and not isinstance(declared, (property, classmethod)):
+                        setattr(self, f.name, declared)
+                    break
 
     # --- knobs and genomes ---------------------------------------------
     def knob(self, name: str) -> Knob:
@@ -535,6 +552,11 @@ def family_problem(fam: Family) -> str | None:
         return "entry (the kernel's name) is empty"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
+    for d in fam.include_dirs:
+        where = Path(d).expanduser()
+        where = where if where.is_absolute() else fam.folder / where
+        if not where.is_dir():
+            return f"include_dirs: {d!r} is not a folder ({where.resolve()}; a relative one starts at the family's)"
     sup = [s.name for s in fam.sanitizer_suppressions]
     for s in fam.sanitizer_suppressions:
         why = s.problem(names) if isinstance(s, SanitizerSuppression) else f"{s!r} is not a SanitizerSuppression"

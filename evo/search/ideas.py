@@ -500,12 +500,15 @@ def check_idea(
     geometries: Sequence[Any] = (),
     arch: str = "sm_90",
     others: Mapping[str, Idea] | None = None,
+    build: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Does ``idea`` apply to the baseline kernel.cu and compile? Raises IdeaError / BuildError; returns facts.
 
     Compiles the family's baseline genome with the idea at every specialization of ``geometries``
-    (the kernel's own defaults when none are given). Facts: registers before/after per specialization,
-    whether the machine code changed, and which other ideas it does not apply together with.
+    (the kernel's own defaults when none are given); ``build``: the campaign's Builder arguments (``defines``,
+    ``include_dirs``, ``nvrtc_options``), so a kernel that needs the config's header folders compiles as in the
+    campaign. Facts: registers before/after per specialization, whether the machine code changed, and which
+    other ideas it does not apply together with.
     """
     from harness.build import Builder
 
@@ -514,7 +517,7 @@ def check_idea(
         apply_patch(base_src, idea.patch)
     except PatchError as e:
         raise IdeaError(f"does not apply to {family.kernel_path}: {e}") from None
-    builder = Builder(family, list(geometries), arch, source_hook=idea_hook({idea.slug: idea}))
+    builder = Builder(family, list(geometries), arch, source_hook=idea_hook({idea.slug: idea}), **(build or {}))
     if not builder.specs:
         builder.specs = {"default": {}}
     base = family.baseline()
