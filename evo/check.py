@@ -20,6 +20,8 @@ from evo.config import CampaignConfig, ConfigError, load_config
 from evo.core.family import Family, FamilyError, Geometry
 from evo.core.genome import Genome
 
+CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
+
 
 class CheckFailed(Exception):
     """The first problem found (one line)."""
@@ -32,11 +34,28 @@ class CheckReport:
 
 
 def sample_genomes(family: Family, geometries: list[Geometry], n: int, seed: int = 0) -> list[Genome]:
-    """Up to ``n`` distinct valid genomes other than the baseline, drawn knob by knob (the space may be huge)."""
+    """Up to ``n`` distinct valid genomes other than the baseline (none for ``n`` 0), drawn knob by knob (the space
+    may be huge), first so that every knob value appears in one where a valid genome holds it (a value that does
+    not compile is found whatever the seed), however many that takes beyond ``n``; then at random."""
     rng = random.Random(seed)
     base = family.baseline()
     out: dict[str, Genome] = {}
-    for _ in range(50 * max(n, 1)):
+    if n <= 0:
+        return []
+    todo = {(k.name, v) for k in family.knobs for v in k.values if v != k.default}
+    for _ in range(50 * len(todo)):
+        if not todo:
+            break
+        values = {}
+        for k in family.knobs:
+            left = [v for v in k.values if (k.name, v) in todo]
+            values[k.name] = rng.choice(left) if left and rng.random() < 0.5 else rng.choice((k.default, *k.values))
+        g = base.replace(**values)
+        new = {(k, v) for k, v in values.items() if (k, v) in todo}
+        if new and g.key not in out and family.check(g, geometries) is None:
+            out[g.key] = g
+            todo -= new
+    for _ in range(50 * n):
         if len(out) >= n:
             break
         g = base.replace(**{k.name: rng.choice(k.values) for k in family.knobs})
@@ -88,11 +107,21 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
             rejected += 1
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
         sass.add(b.sass_sha256)
+    held = {(k, v) for g in genomes for k, v in g.items()}
+    missing = [f"{k.name}={v!r}" for k in fam.knobs for v in k.values if v != k.default and (k.name, v) not in held]
     report.facts.append(
-        f"baseline and {len(genomes)} sampled genomes compiled ({len(sass)} distinct SASS"
+        f"baseline and {len(genomes)} sampled genome{'s' if len(genomes) != 1 else ''} compiled ("
+        + ("every knob value in one, " if genomes and not missing else "")
+        + f"{len(sass)} distinct SASS"
         + (f", {rejected} over the static gate" if rejected else "")
         + ")"
     )
+    if genomes and missing:
+        report.notes.append(
+            f"no valid sampled genome holds {', '.join(missing[:6])}"
+            + (" ..." if len(missing) > 6 else "")
+            + " (check() refused every one drawn): those values were not compiled"
+        )
     if genomes and len(sass) == 1:
         report.notes.append("every sampled genome gave the baseline's machine code: do the knobs reach the kernel?")
 
@@ -103,12 +132,69 @@ def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if isinstance(v, torch.Tensor)}
 
 
+def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: Mapping[str, Any]) -> None:
+    """What only the GPU would otherwise find: the reference's shapes against the compared outputs, kernel_args
+    against arg_types (count and kinds), and arg_types against the entry's parameter list in kernel.cu (a
+    letter short, or an int64 passed as int32, launches a kernel that reads garbage)."""
+    import torch
+
+    from evo.scaffold import param_letter, read_entries, split_params
+
+    def call(what: str, f: Callable[[], Any]) -> Any:
+        try:
+            return f()
+        except NotImplementedError as e:
+            raise CheckFailed(f"{what}: {e or 'not written yet'}") from None
+        except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
+            raise CheckFailed(f"{what} at {geo.name} raised {type(e).__name__}: {e}") from None
+
+    types = call("arg_types", fam.arg_types)
+    if not isinstance(types, str) or set(types) - set("pilf"):
+        raise CheckFailed(f"arg_types gives {types!r}: one letter per argument, p pointer, i int32, l int64, f float32")
+    specs = call("outputs", lambda: fam.outputs(geo))
+    outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype)) for o in specs}
+    view = call("compare_view", lambda: fam.compare_view(outs, fam.baseline(), geo))
+    for k, t in ref.items():
+        if k in view and tuple(t.shape) != tuple(view[k].shape):
+            raise CheckFailed(
+                f"reference {k} at {geo.name} has shape {tuple(t.shape)}, the output compared with it "
+                f"{tuple(view[k].shape)} (outputs / compare_view)"
+            )
+    args = call("kernel_args", lambda: fam.kernel_args(inputs, outs, geo))
+    if len(args) != len(types):
+        raise CheckFailed(f"kernel_args gives {len(args)} arguments, arg_types {len(types)} letters ({types!r})")
+    for i, (t, v) in enumerate(zip(types, args)):
+        tensor = isinstance(v, torch.Tensor)
+        wrong = (
+            (t == "p" and not (tensor or isinstance(v, int)))
+            or (t in "il" and (tensor or not isinstance(v, int)))
+            or (t == "f" and (tensor or not isinstance(v, (int, float))))
+        )
+        if wrong:
+            raise CheckFailed(f"kernel_args[{i}] is a {type(v).__name__}, and arg_types says {t!r} ({types!r})")
+    name = fam.entry.split("<", 1)[0].strip().lstrip(":")
+    found = [e for e in read_entries(fam.source()) if e.name == name or e.name.split("::")[-1] == name]
+    signatures = {tuple(split_params(e.params)) for e in found}
+    if len(signatures) != 1:
+        return  # not found, or overloads (or #if branches) that differ: NVRTC's lookup is the check
+    params = list(signatures.pop())
+    if len(params) != len(types):
+        raise CheckFailed(
+            f"arg_types {types!r} has {len(types)} letters; {name} in {fam.kernel_path.name} takes "
+            f"{len(params)} parameters ({', '.join(params)})"
+        )
+    for i, (param, t) in enumerate(zip(params, types)):
+        want = param_letter(param)
+        if want != "?" and want != t:
+            raise CheckFailed(f"arg_types {types!r}: parameter {i} of {name} ({param}) needs {want!r}, not {t!r}")
+
+
 def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
     import torch
 
     fam = cfg.family
     geo = small_geometry(fam, cfg)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for seed in (0, 1):
         try:
             inputs = fam.make_inputs(geo, seed, "cpu")
@@ -141,6 +227,8 @@ def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[
                 report.notes.append(f"reference {k} is {t.dtype}, not float64")
             if not bool(torch.isfinite(t).all()):
                 raise CheckFailed(f"reference: {k} at {geo.name} has NaN/Inf values")
+        if not runs:
+            check_arguments(fam, inputs, geo, ref)
         runs.append(ts)
     same = [
         k
@@ -206,7 +294,7 @@ def run_check(
         try:
             cfg = load_config(config)
         except (ConfigError, FamilyError) as e:
-            raise CheckFailed(f"config error: {e}") from None
+            raise CheckFailed(f"{CONFIG_ERROR}{e}") from None
         fam = cfg.family
         todo = first_todo(fam.folder / "family.py")
         if todo:
@@ -215,6 +303,12 @@ def run_check(
             f"family {fam.name} ({fam.folder}): {len(fam.knobs)} knobs, entry {fam.entry}; "
             f"{len(cfg.geometries)} geometries in {Path(config).name}"
         )
+        inexact = [k.name for k in fam.knobs if not k.exact]
+        if cfg.gates.correctness.mode == "exact" and inexact:
+            report.notes.append(
+                f"gates.correctness.mode is exact: a genome that moves {', '.join(inexact)} (may change output "
+                "bits) is rejected unmeasured; mode: tolerance searches them against float64"
+            )
         why = fam.check(fam.baseline(), list(cfg.geometries))
         if why:
             raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")

@@ -589,6 +589,12 @@ def load_config(
     p = Path(path)
     if not p.is_file():
         p = shipped_config(str(path)) or p
+    if p.is_dir():
+        inside = sorted(q.name for q in p.glob("*.yaml"))
+        hint = f" (it holds {', '.join(inside[:3])})" if inside else ""
+        raise ConfigError(
+            f"{p} is a folder: give its campaign YAML, e.g. {p / (inside[0] if inside else 'evo.yaml')}{hint}"
+        )
     if not p.is_file():
         names = ", ".join(shipped_config_names()) or "none"
         raise ConfigError(
@@ -779,7 +785,14 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
             if gp.choices is not None and v not in gp.choices:
                 raise ConfigError(f"{key}.{gp.name}: {v!r} is not allowed (allowed: {', '.join(map(str, gp.choices))})")
             if (gp.min is not None and v < gp.min) or (gp.max is not None and v > gp.max):
-                raise ConfigError(f"{key}.{gp.name}: {v!r} is out of range (allowed: {gp.min}..{gp.max})")
+                allowed = (
+                    f"{gp.min}..{gp.max}"
+                    if gp.min is not None and gp.max is not None
+                    else f">= {gp.min}"
+                    if gp.min is not None
+                    else f"<= {gp.max}"
+                )
+                raise ConfigError(f"{key}.{gp.name}: {v!r} is out of range (allowed: {allowed})")
             vals[gp.name] = v
         why = family.check_geometry(vals)
         if why:

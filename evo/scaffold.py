@@ -86,16 +86,41 @@ def read_entries(source: str) -> list[Entry]:
     return out
 
 
-def _arg_types(params: str) -> str:
-    letters = []
-    for p in filter(None, (x.strip() for x in params.split(","))):
-        if "*" in p:
-            letters.append("p")
-        elif re.search(r"\b(float)\b", p):
-            letters.append("f")
+def split_params(params: str) -> list[str]:
+    """A parameter list split at its top-level commas (``Pack<int, 4> p`` stays one)."""
+    out, depth, cur = [], 0, ""
+    for ch in params:
+        depth += ch in "<([" and 1 or 0
+        depth -= ch in ">)]" and 1 or 0
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
         else:
-            letters.append("i")
-    return "".join(letters)
+            cur += ch
+    out.append(cur.strip())
+    return [p for p in out if p and p != "void"]
+
+
+_INT64 = re.compile(r"\b(int64_t|uint64_t|long|size_t|ptrdiff_t|intptr_t|uintptr_t|index_t)\b")
+_INT32 = re.compile(r"\b(int|int32_t|uint32_t|unsigned|bool|char|short|int16_t|int8_t|uint8_t|uint16_t)\b")
+
+
+def param_letter(param: str) -> str:
+    """The arg_types letter a parameter needs: p pointer, l 64-bit integer, i 32-bit (or smaller) integer, f float;
+    ``?`` where the source cannot say (a template type, a struct by value)."""
+    if "*" in param or "[" in param:
+        return "p"
+    if re.search(r"\bfloat\b", param):
+        return "f"
+    if _INT64.search(param):
+        return "l"
+    if _INT32.search(param):
+        return "i"
+    return "?"
+
+
+def _arg_types(params: str) -> str:
+    return "".join(param_letter(p).replace("?", "i") for p in split_params(params))
 
 
 def _knob_line(ttype: str, name: str, default: str | None) -> str:

@@ -513,6 +513,47 @@ def first_error(log: str) -> str:
     )
 
 
+_STD_INT = re.compile(r'identifier "(u?int(8|16|32|64)_t|u?intptr_t|size_t|ptrdiff_t)" is undefined')
+_NO_FILE = re.compile(r'cannot open source file "([^"]+)"')
+_STD_HEADERS = {
+    "cstdint",
+    "stdint.h",
+    "cstddef",
+    "stddef.h",
+    "limits",
+    "climits",
+    "type_traits",
+    "cmath",
+    "math.h",
+    "cstdio",
+    "stdio.h",
+    "cassert",
+    "assert.h",
+    "algorithm",
+    "utility",
+    "array",
+    "cfloat",
+    "float.h",
+}
+
+
+def nvrtc_hint(error: str) -> str:
+    """What to do about an NVRTC error a kernel written for nvcc meets (NVRTC has no host C/C++ library)."""
+    if _STD_INT.search(error):
+        return " (NVRTC has no <cstdint>: #include <cuda/std/cstdint>, CCCL's, which evo puts on the include path)"
+    m = _NO_FILE.search(error)
+    if m and m.group(1) in _STD_HEADERS:
+        name = m.group(1)
+        std = "c" + name[:-2] if name.endswith(".h") else name
+        return f" (NVRTC has no host C++ library: #include <cuda/std/{std}>, CCCL's, on evo's include path)"
+    if m:
+        return (
+            " (searched: the family's folder, its include_dirs, the config's build.include_dirs, CUDA's headers;"
+            " a header of your engine goes in one of those include_dirs)"
+        )
+    return ""
+
+
 def by_name_expression(entry: str) -> bool:
     """Whether the entry is looked up through an NVRTC name expression (its lowered name comes back from NVRTC):
     a template-id, or a qualified name (``myengine::rms_norm``, a C++ function in a namespace). Otherwise it is an
@@ -546,7 +587,7 @@ def compile_program(
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog).replace("\x00", "")
-            first = first_error(log)
+            first = first_error(log) + nvrtc_hint(first_error(log))
             if first.startswith("__nv_name_map"):  # NVRTC's own file for name expressions: say which one
                 first += f" (the entry {entry!r})"
             raise BuildError(f"compile error: {first}", log) from None

@@ -49,7 +49,7 @@ class _Config(ctypes.Structure):
 # cuda.h: CUlaunchAttribute is 8 + 64 bytes, CUlaunchConfig 7 uints, a stream, a pointer and a uint (56 bytes)
 assert ctypes.sizeof(_Attr) == 72 and ctypes.sizeof(_Config) == 56
 
-_ARG_TYPES: dict[str, Any] = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "f": ctypes.c_float}
+_ARG_TYPES: dict[str, Any] = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "l": ctypes.c_int64, "f": ctypes.c_float}
 _lib = None
 
 

@@ -214,12 +214,18 @@ class GpuBackend:
         torch = self.torch
         vals = self.family.kernel_args(inputs, outputs, g)
         types = self.family.arg_types()
+        if len(types) != len(vals):
+            raise ValueError(
+                f"kernel_args gives {len(vals)} arguments and arg_types() {len(types)} letters ({types!r})"
+            )
         out: list[np.generic] = []
         for t, v in zip(types, vals):
             if t == "p":
                 out.append(np.uint64(v.data_ptr()) if isinstance(v, torch.Tensor) else np.uint64(v))
             elif t == "i":
                 out.append(np.int32(v))
+            elif t == "l":
+                out.append(np.int64(v))
             elif t == "f":
                 out.append(np.float32(v))
             else:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -173,9 +174,19 @@ def test_evo_run_and_check_name_a_broken_family_in_one_line(broken, name):
     assert len(r.stderr.splitlines()) == 1 and f"family bad_{name}" in r.stderr and why in r.stderr, r.stderr
     assert not (broken / "cfgs" / "ledger.db").exists()  # nothing written
     r = evo(broken, "check", str(cfg))
-    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr  # a usage error, as evo run says it
     last = r.stdout.splitlines()[-1]
     assert last.startswith("evo check: FAIL: config error: family: ") and f"bad_{name}" in last and why in last
+
+
+def test_small_mistakes_get_the_message_that_fits(tmp_path):
+    assert evo(tmp_path, "new", "mine").returncode == 0
+    r = evo(tmp_path, "check", "mine")  # the family's folder, not its config
+    assert r.returncode == 2 and "mine is a folder: give its campaign YAML, e.g. mine/evo.yaml" in r.stdout, r.stdout
+    cfg = tmp_path / "mine" / "evo.yaml"
+    cfg.write_text(cfg.read_text().replace("family: .", "family: ./nowhere"))
+    r = evo(tmp_path, "check", str(cfg))
+    assert r.returncode == 2 and "does not exist" in r.stdout, r.stdout
 
 
 # --- evo new / evo check -----------------------------------------------------------------------------------
@@ -190,7 +201,10 @@ def test_evo_new_writes_a_starter_that_evo_check_passes(tmp_path):
     assert "#include <cuda_bf16.h>" in src and "template <int BLOCK, int VEC>" in src
     r = evo(tmp_path, "check", "my_axpy/evo.yaml", "--sample", "4", "--cpu")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[-1].startswith("evo check: pass (my_axpy: baseline and 4 sampled genomes compiled")
+    assert re.match(
+        r"evo check: pass \(my_axpy: baseline and \d+ sampled genomes compiled \(every knob value in one",
+        r.stdout.splitlines()[-1],
+    ), r.stdout
     r = evo(tmp_path, "new", "my_axpy")  # never into an existing folder
     assert r.returncode == 2 and "exists" in r.stderr and len(r.stderr.splitlines()) == 1
 
@@ -326,6 +340,71 @@ def test_evo_check_counts_only_evo_news_marks_as_todo(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _starter(tmp_path: Path, edit: Callable[[str], str] | None = None, kernel_edit=None) -> Path:
+    assert evo(tmp_path, "new", "st").returncode == 0
+    folder = tmp_path / "st"
+    for name, f in (("family.py", edit), ("kernel.cu", kernel_edit)):
+        if f:
+            text = (folder / name).read_text()
+            assert f(text) != text
+            (folder / name).write_text(f(text))
+    return folder / "evo.yaml"
+
+
+def _drop_n(s: str) -> str:
+    return s.replace('return "pppfi"', 'return "pppf"').replace(', geometry["n"]]', "]")
+
+
+@pytest.mark.parametrize(
+    "edit, expect",
+    [
+        (_drop_n, "arg_types 'pppf' has 4 letters; st in kernel.cu takes 5 parameters"),
+        (lambda s: s.replace('return "pppfi"', 'return "pppfl"'), "parameter 4 of st (int n) needs 'i', not 'l'"),
+        (lambda s: s.replace(', geometry["n"]]', "]"), "kernel_args gives 4 arguments, arg_types 5 letters"),
+        (
+            lambda s: s.replace('inputs["scale"], geometry["n"]]', 'inputs["scale"], inputs["x"]]'),
+            "kernel_args[4] is a Tensor",
+        ),
+        (
+            lambda s: s.replace('+ inputs["y"].to(dt)}', '+ inputs["y"].to(dt))[:8]}').replace(
+                '{"out": inputs', '{"out": (inputs'
+            ),
+            "has shape (8,)",
+        ),
+    ],
+)
+def test_evo_check_finds_on_the_cpu_what_only_the_gpu_would(tmp_path, edit, expect):
+    """Arguments that do not match the kernel's signature, and a reference shaped unlike the output it is
+    compared with, passed evo check on a CPU and launched a kernel reading garbage on the GPU."""
+    ok, line = run_check(_starter(tmp_path, edit), sample=0, gpu=False, say=lambda s: None)
+    assert not ok and expect in line, line
+
+
+def _with_block_96(text: str) -> str:
+    return text.replace("(64, 128, 256, 512, 1024), 256", "(64, 128, 256, 512, 1024, 96), 256")
+
+
+def _whole_warps(text: str) -> str:
+    return text.replace(
+        "  if (i >= n) return;", '  static_assert(BLOCK % 64 == 0, "whole warps");\n  if (i >= n) return;'
+    )
+
+
+def test_evo_check_compiles_every_knob_value_and_says_what_exact_mode_freezes(tmp_path):
+    """A knob value that does not compile is found whatever the sample's seed (8 random genomes of 40 missed it)."""
+    cfg = _starter(tmp_path, _with_block_96, _whole_warps)
+    for seed in range(3):
+        ok, line = run_check(cfg, sample=1, seed=seed, gpu=False, say=lambda s: None)
+        assert not ok and "block" in line and "96" in line and "whole warps" in line, line
+    fam_py = cfg.parent / "family.py"
+    text = fam_py.read_text().replace(", 96), 256", "), 256")
+    fam_py.write_text(text.replace('doc="threads per block"', 'exact=False, doc="threads per block"'))
+    notes: list[str] = []
+    ok, line = run_check(cfg, sample=1, gpu=False, say=notes.append)
+    assert ok and "every knob value in one" in line, line
+    assert any("mode is exact: a genome that moves block" in n for n in notes), notes
+
+
 def test_evo_new_refuses_what_it_cannot_do(tmp_path):
     with pytest.raises(ScaffoldError, match="cannot name a family"):
         new_family("../up", tmp_path)
@@ -339,7 +418,7 @@ def test_evo_check_passes_a_shipped_config_on_the_cpu(tmp_path):
     r = evo(tmp_path, "check", str(SHIPPED), "--sample", "3", "--cpu")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "baseline [S=1,prenorm=0]" in r.stdout
-    assert r.stdout.splitlines()[-1].startswith("evo check: pass (mhc_pre_big_fuse: baseline and 3 sampled genomes")
+    assert re.match(r"evo check: pass \(mhc_pre_big_fuse: baseline and \d+ sampled genomes", r.stdout.splitlines()[-1])
 
 
 def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path):

@@ -23,7 +23,13 @@ def _config_parser(sub) -> None:
 def _check_parser(sub) -> None:
     ck = sub.add_parser("check", help="is a family ready for a campaign? (compiles, CPU reference; GPU if present)")
     ck.add_argument("config", help="campaign YAML")
-    ck.add_argument("--sample", type=int, default=8, help="random genomes to compile beside the baseline (default 8)")
+    ck.add_argument(
+        "--sample",
+        type=int,
+        default=8,
+        help="genomes to compile beside the baseline, at least (default 8; as many more as it takes for every knob "
+        "value to be in one; 0: the baseline alone)",
+    )
     ck.add_argument("--seed", type=int, default=0, help="seed of that sample")
     ck.add_argument("--cpu", action="store_true", help="skip the GPU part even where a GPU is visible")
 
@@ -117,13 +123,14 @@ def _families() -> int:
 
 
 def _check(args) -> int:
-    from evo.check import run_check
+    from evo.check import CONFIG_ERROR, run_check
+    from evo.cli.common import EXIT_USAGE
 
     if args.sample < 0:
         return _fail("check: --sample must be 0 or more")
     ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
     print(line)
-    return 0 if ok else 1
+    return 0 if ok else EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
 
 
 def _new(args) -> int:

@@ -343,7 +343,8 @@ class Family(abc.ABC):
         """Arguments in the kernel's order: tensors (passed as pointers) and Python ints/floats."""
 
     def arg_types(self) -> str:
-        """One letter per kernel argument: p pointer, i int32, f float32 (matches kernel_args)."""
+        """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args; `evo check`
+        compares it with the entry's signature)."""
         raise NotImplementedError
 
     def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:
@@ -460,6 +461,8 @@ def resolve_family(ref: str, root: Path | None = None, base: Path | None = None)
         if not folder.is_absolute():
             folder = (base or Path.cwd()) / folder
         folder = folder.resolve()
+        if not folder.exists():
+            raise FamilyError(f"{ref!r} is a path, and {folder} does not exist")
         if not (folder / "family.py").is_file():
             raise FamilyError(f"{ref!r} is a path, and {folder} holds no family.py")
         return FamilySource(folder.name, "path", folder)

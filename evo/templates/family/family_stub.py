@@ -44,7 +44,7 @@ class {cls}(Family):
         raise NotImplementedError("TODO(evo): launch: Launch(grid, block, shared_bytes)")
 
     def arg_types(self) -> str:
-        """One letter per kernel argument: p pointer, i int32, f float32 (matches kernel_args)."""
+        """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args)."""
         return "{arg_types}"  # TODO(evo): check against the kernel's signature: {signature}
 
     def kernel_args(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], geometry: Geometry) -> list[Any]:
