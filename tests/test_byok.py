@@ -54,7 +54,7 @@ def test_a_path_in_the_config_is_relative_to_the_config_file(tmp_path, monkeypat
     c = load_config(cfg)
     assert c.family.folder == (tmp_path / "fams" / "mine").resolve() and c.family.name == "mhc_pre_big_fuse"
     assert resolve_family("../fams/mine", base=tmp_path / "cfgs").origin == "path"
-    with pytest.raises(ConfigError, match=r"'\./nothere' is a path, and .* holds no family\.py"):
+    with pytest.raises(ConfigError, match=r"'\./nothere' is a path, and .* does not exist"):
         load_config(config_for(tmp_path / "cfgs" / "d.yaml", "./nothere"))
 
 

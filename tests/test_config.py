@@ -325,7 +325,7 @@ def test_missing_file(tmp_path):
 def test_directory_is_not_a_config(tmp_path):
     with pytest.raises(ConfigError) as ei:
         load_config(tmp_path)
-    _assert_one_line(str(ei.value), str(tmp_path), "give the path of a campaign YAML")
+    _assert_one_line(str(ei.value), str(tmp_path), "is a folder: give its campaign YAML")
 
 
 def test_bad_override(tmp_path):

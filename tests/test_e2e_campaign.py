@@ -27,6 +27,7 @@ def test_campaign_judges_steps_end_to_end(tmp_path):
     text = (ROOT / "configs/mhc_pre_big_fuse.yaml").read_text().replace("backend: auto", "backend: recorded")
     text = text.replace("budget: {attempts: 150, minutes: 8}", "budget: {attempts: 40}")
     # the proposer's trajectory pinned (not the shipped default, which selections move): it reaches every e2e verdict
+    assert "  options: {}" in text, "the shipped config no longer gives its proposer no options"
     text = text.replace("  options: {}", "  options: {ordinal: 1.0}")
     text += (
         f"\nstorage: sqlite:///{tmp_path}/ledger.db\nbound: {{profile: prof.yaml, geometry: T4096_H4096}}\n"

@@ -23,6 +23,7 @@ def _config(folder: Path, storage: str, attempts: int = 25) -> Path:
     # rule every: its recorded path takes several lasting steps (rule weighted reaches the optimum in fewer)
     text = text.replace("rule: weighted", "rule: every")
     # the proposer's trajectory pinned (not the shipped default, which selections move): several accepted steps
+    assert "  options: {}" in text, "the shipped config no longer gives its proposer no options"
     text = text.replace("  options: {}", "  options: {ordinal: 1.0}")
     cfg = folder / "c.yaml"
     cfg.write_text(text + f"\nstorage: {storage}\n")

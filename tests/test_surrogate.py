@@ -213,6 +213,9 @@ def test_big_space_uses_a_pool_and_still_improves():
         ({"calibrate": "yes"}, "calibrate"),
         ({"fit": 1}, "fit"),
         ({"fit_draw": "no"}, "fit_draw"),
+        ({"fit": False, "fit_ordinal": True}, "fit_ordinal"),  # combinations that would not do what they say
+        ({"fit": False, "fit_draw": True}, "fit_draw"),
+        ({"ordinal": 0, "fit_ordinal": True}, "fit_ordinal"),
     ],
 )
 def test_validate_options(options, bad):
@@ -317,6 +320,9 @@ def test_fit_takes_the_high_order_term_only_where_the_scores_need_it():
     gap = sur.kernel(a, b)[0, 0] - base.kernel(a, b)[0, 0]
     assert np.isclose(gap, 0.5 * sur.w_local)  # one knob apart
     assert np.isclose(sur.kernel(a, a)[0, 0] - base.kernel(a, a)[0, 0], sur.w_local)
+    # the predictive variance reads the prior's diagonal apart: it must be the kernel's, every term included
+    assert np.allclose(sur.prior_var(codes), np.diag(sur.kernel(codes, codes)))
+    assert np.allclose(base.prior_var(codes), np.diag(base.kernel(codes, codes)))
 
 
 def test_fit_ordinal_sizes_the_trend_by_the_attempts():

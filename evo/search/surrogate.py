@@ -151,6 +151,20 @@ class Surrogate(Proposer):
         ),
     }
 
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> None:
+        """The table's checks, and the combinations that would not do what they say."""
+        super().validate_options(options)
+
+        def given(name: str) -> Any:
+            return options.get(name, cls.OPTIONS[name].default)
+
+        for name in ("fit_ordinal", "fit_draw"):
+            if given(name) and not given("fit"):
+                raise ValueError(f"{name}: works only with fit: true (fit is false here)")
+        if given("fit_ordinal") and given("ordinal") == 0:
+            raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
+
     def __init__(self, family, geometries, options, seed, tabu=None):
         super().__init__(family, geometries, options, seed, tabu)
         self.np_rng = np.random.default_rng(self.rng.getrandbits(64))
