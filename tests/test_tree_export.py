@@ -317,6 +317,10 @@ def test_template_knobs_live_in_family_py_and_a_folder_outside_git_takes_git_app
         export(fam, atts, {}, out, specs=[{}], extra_files=series.files)
         patches = sorted(map(str, (out / "tree").glob("*.patch")))
         assert all("kernel.cu" not in Path(p).read_text().split("\n---\n", 1)[1] for p in patches)
+        # what the engine's launch site must instantiate now: in each commit message (the template's arguments
+        # live there, not in kernel.cu)
+        last = Path(patches[-1]).read_text().split("\n---\n", 1)[0]
+        assert "- launches fused_add_rmsnorm<512, 8, 2, Reduce::all_warps>" in last, last
         if where == "git":
             git(repo, "am", *patches)
         else:

@@ -214,6 +214,11 @@ def commit_message(
     for s in [s for s in was if s not in on]:
         idea = book.get(s)
         lines.append(f"- idea {s} taken out" + (f": {idea.title}" if idea else ""))
+    if family.template_knobs and set(family.template_knobs) & set(knob_part(a.genome).diff(knob_part(prev.genome))):
+        try:  # what the engine's launch site instantiates from now on (a template's arguments live there)
+            lines.append(f"- launches {family.entry_expression(knob_part(a.genome), {})}")
+        except KeyError:  # an argument comes from a geometry's specialization: no single instantiation to name
+            pass
     lines += ["", "Kernel speedup (median of per-round ratios, 95% interval):"]
     for g, iv in a.speedup_vs_parent.items():
         cum = a.speedup_vs_baseline.get(g)
