@@ -20,7 +20,11 @@ rm -f "$OUT/device.txt"  # one run per $OUT
 . "$(dirname "$0")/device-env.sh"
 for spec in "$@"; do
     cfg=${spec%%:*}; minutes=${spec##*:}; name=$(basename "$cfg" .yaml); path=configs/$name.yaml
-    if [ -f "$cfg" ] && [ "$(dirname "$cfg")" != configs ]; then path=$cfg; name=$(basename "$(dirname "$cfg")"); fi
+    if [ -f "$cfg" ] && [ "$(cd "$(dirname "$cfg")" && pwd -P)" != "$(cd "$root/configs" && pwd -P)" ]; then
+        # a user's family config: named by its folder (and by the file, unless it is the usual evo.yaml)
+        path=$cfg; name=$(basename "$(cd "$(dirname "$cfg")" && pwd -P)")
+        [ "$(basename "$cfg")" = evo.yaml ] || name="$name-$(basename "$cfg" .yaml)"
+    fi
     work=/tmp/evo-campaigns/$name
     rm -rf "$work" && mkdir -p "$work"
     o="$OUT/$name.txt"

@@ -10,6 +10,7 @@ campaign's own baseline check against float64 (every output within the family's 
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,7 +78,10 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
     from harness.build import Builder, BuildError
 
     fam = cfg.family
-    builder = Builder.for_config(cfg)
+    try:
+        builder = Builder.for_config(cfg)
+    except BuildError as e:
+        raise CheckFailed(str(e)) from None
     base = fam.baseline()
     try:
         built = builder.build(base)
@@ -138,7 +142,7 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
     letter short, or an int64 passed as int32, launches a kernel that reads garbage)."""
     import torch
 
-    from evo.scaffold import param_letter, read_entries, split_params
+    from evo.scaffold import opaque_params, param_letter, read_entries, split_params
 
     def call(what: str, f: Callable[[], Any]) -> Any:
         try:
@@ -165,18 +169,19 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
         raise CheckFailed(f"kernel_args gives {len(args)} arguments, arg_types {len(types)} letters ({types!r})")
     for i, (t, v) in enumerate(zip(types, args)):
         tensor = isinstance(v, torch.Tensor)
+        integral = isinstance(v, numbers.Integral)  # numpy's scalars too, as the launchers take them
         wrong = (
-            (t == "p" and not (tensor or isinstance(v, int)))
-            or (t in "il" and (tensor or not isinstance(v, int)))
-            or (t == "f" and (tensor or not isinstance(v, (int, float))))
+            (t == "p" and not (tensor or integral))
+            or (t in "il" and (tensor or not integral))
+            or (t == "f" and (tensor or not isinstance(v, numbers.Real)))
         )
         if wrong:
             raise CheckFailed(f"kernel_args[{i}] is a {type(v).__name__}, and arg_types says {t!r} ({types!r})")
     name = fam.entry.split("<", 1)[0].strip().lstrip(":")
     found = [e for e in read_entries(fam.source()) if e.name == name or e.name.split("::")[-1] == name]
     signatures = {tuple(split_params(e.params)) for e in found}
-    if len(signatures) != 1:
-        return  # not found, or overloads (or #if branches) that differ: NVRTC's lookup is the check
+    if len(signatures) != 1 or any(opaque_params(e.params) for e in found):
+        return  # not found, overloads (or #if branches) that differ, macros: NVRTC's lookup is the check
     params = list(signatures.pop())
     if len(params) != len(types):
         raise CheckFailed(
@@ -185,6 +190,10 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
         )
     for i, (param, t) in enumerate(zip(params, types)):
         want = param_letter(param)
+        if want == "d":
+            raise CheckFailed(
+                f"parameter {i} of {name} ({param}) is a double: evo passes p, i, l and f (take a float or a pointer)"
+            )
         if want != "?" and want != t:
             raise CheckFailed(f"arg_types {types!r}: parameter {i} of {name} ({param}) needs {want!r}, not {t!r}")
 
@@ -303,7 +312,17 @@ def run_check(
             f"family {fam.name} ({fam.folder}): {len(fam.knobs)} knobs, entry {fam.entry}; "
             f"{len(cfg.geometries)} geometries in {Path(config).name}"
         )
-        inexact = [k.name for k in fam.knobs if not k.exact]
+        base = fam.baseline()
+        inexact = [  # as the campaign asks: a knob with a value that may change bits at some geometry
+            k.name
+            for k in fam.knobs
+            if any(
+                k.name in fam.inexact_knobs(base.replace(**{k.name: v}), g)
+                for v in k.values
+                if v != k.default
+                for g in cfg.geometries
+            )
+        ]
         if cfg.gates.correctness.mode == "exact" and inexact:
             report.notes.append(
                 f"gates.correctness.mode is exact: a genome that moves {', '.join(inexact)} (may change output "

@@ -43,12 +43,20 @@ def knob_name(param: str) -> str:
     return s.lower()
 
 
+_NEST = r"(?:[^()]|\((?:[^()]|\([^()]*\))*\))*"  # a parenthesised list's inside, two levels of (...) in it
 _GLOBAL = re.compile(
-    r"(?P<tmpl>template\s*<(?P<targs>[^<>]*(?:<[^<>]*>[^<>]*)*)>\s*)?"
-    r"(?P<externc>extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-    r"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
+    r"(?P<tmpl>template\s*<(?P<targs>(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*)>\s*)?"
+    r"(?P<externc>extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?"
+    rf"(?:__launch_bounds__\s*\({_NEST}\)\s*)?"
+    rf"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>{_NEST})\)",
     re.S,
 )
+# comments, and string and character literals (a "}" in a printf would end a namespace) but extern "C"'s
+_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])+'", re.S)
+
+
+def _quiet(source: str) -> str:
+    return _NOISE.sub(lambda m: m.group(0) if m.group(0) == '"C"' else (" " if m.group(0)[0] == "/" else '""'), source)
 
 
 _SCOPE = re.compile(r"\bnamespace\s+(?P<ns>[A-Za-z_][\w:]*)?\s*\{|\{|\}")
@@ -71,11 +79,11 @@ def _namespace_at(text: str, pos: int) -> str:
 def read_entries(source: str) -> list[Entry]:
     """The ``__global__`` functions of a CUDA source, with their template parameters (comments ignored). A
     function inside a namespace is named with it (``myengine::rms_norm``): the name NVRTC looks it up by."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    text = _quiet(source)
     out = []
     for m in _GLOBAL.finditer(text):
         tparams = []
-        for part in filter(None, (p.strip() for p in (m.group("targs") or "").split(","))):
+        for part in split_params(m.group("targs") or ""):
             default = None
             if "=" in part:
                 part, default = (x.strip() for x in part.split("=", 1))
@@ -101,17 +109,20 @@ def split_params(params: str) -> list[str]:
     return [p for p in out if p and p != "void"]
 
 
-_INT64 = re.compile(r"\b(int64_t|uint64_t|long|size_t|ptrdiff_t|intptr_t|uintptr_t|index_t)\b")
+_INT64 = re.compile(r"\b(int64_t|uint64_t|long|size_t|ptrdiff_t|intptr_t|uintptr_t)\b")
 _INT32 = re.compile(r"\b(int|int32_t|uint32_t|unsigned|bool|char|short|int16_t|int8_t|uint8_t|uint16_t)\b")
 
 
 def param_letter(param: str) -> str:
-    """The arg_types letter a parameter needs: p pointer, l 64-bit integer, i 32-bit (or smaller) integer, f float;
-    ``?`` where the source cannot say (a template type, a struct by value)."""
+    """The arg_types letter a parameter needs: p pointer, l 64-bit integer, i 32-bit (or smaller) integer, f float,
+    d double (which no launcher passes); ``?`` where the source cannot say (a template type such as ``index_t``, a
+    struct or a half by value)."""
     if "*" in param or "[" in param:
         return "p"
     if re.search(r"\bfloat\b", param):
         return "f"
+    if re.search(r"\bdouble\b", param):
+        return "d"  # no launcher letter: evo check says so
     if _INT64.search(param):
         return "l"
     if _INT32.search(param):
@@ -120,7 +131,13 @@ def param_letter(param: str) -> str:
 
 
 def _arg_types(params: str) -> str:
-    return "".join(param_letter(p).replace("?", "i") for p in split_params(params))
+    return "".join(param_letter(p).replace("?", "i").replace("d", "f") for p in split_params(params))
+
+
+def opaque_params(params: str) -> bool:
+    """Whether a parameter list as read holds what a reader cannot count: a preprocessor line (``#ifdef``), or a
+    macro call or function-pointer type (``RMS_ARGS(T)``)."""
+    return "#" in params or re.search(r"[A-Za-z_]\w*\s*\(", params) is not None
 
 
 def _knob_line(ttype: str, name: str, default: str | None) -> str:

@@ -734,7 +734,8 @@ class Builder:
         for d, whose in [(d, "the family's") for d in family.include_dirs] + [
             (d, "the campaign's") for d in include_dirs
         ]:
-            p = Path(d) if folder is None else folder / d  # an absolute d stays itself
+            p = Path(d).expanduser()
+            p = p if folder is None else folder / p  # an absolute d stays itself
             if not p.is_dir():
                 raise BuildError(f"include folder {d} ({whose} include_dirs) is not a folder: {p}")
             if p.resolve() not in local:

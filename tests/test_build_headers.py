@@ -457,7 +457,7 @@ def test_options_and_include_dirs_of_the_family_and_the_campaign(tmp_path, cache
         Builder(fam, [G], ARCH, include_dirs=["nowhere"])
 
 
-def test_fields_set_as_class_attributes_are_the_familys(tmp_path, cache):
+def test_fields_set_as_class_attributes_are_the_familys(tmp_path, cache, monkeypatch):
     """docs/extending.md writes include_dirs, nvrtc_options, knobs and entry as class attributes: the dataclass's
     __init__ used to put each back to its default, so the kernel was built without them and nothing said so."""
     (tmp_path / "fams" / "inc").mkdir(parents=True)
@@ -480,6 +480,12 @@ def test_fields_set_as_class_attributes_are_the_familys(tmp_path, cache):
     (folder / "family.py").write_text((folder / "family.py").read_text().replace("'-DUNUSED_FLAG=1'", "'--bogus-flag'"))
     with pytest.raises(BuildError, match="bogus"):
         Builder(fam := load_family("attrs", tmp_path / "fams"), [G], ARCH).build(fam.baseline())
+    monkeypatch.setenv("HOME", str(tmp_path / "fams"))  # ~ in include_dirs is the user's home, at load and build
+    (folder / "family.py").write_text((folder / "family.py").read_text().replace("'../inc'", "'~/inc'"))
+    fam = load_family("attrs", tmp_path / "fams")
+    assert fam.include_dirs == ("~/inc",) and Builder(fam, [G], ARCH)._local[-1] == str(
+        (tmp_path / "fams" / "inc").resolve()
+    )
     given = type(fam)(include_dirs=("elsewhere",))  # a value given to the constructor wins
     assert given.include_dirs == ("elsewhere",) and given.nvrtc_options == ("--bogus-flag",)
 

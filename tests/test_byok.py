@@ -390,6 +390,44 @@ def _whole_warps(text: str) -> str:
     )
 
 
+def test_the_signature_reader_takes_engine_kernels_as_written():
+    from evo.scaffold import opaque_params, param_letter, split_params
+
+    src = textwrap.dedent("""\
+        namespace eng {
+        __device__ void dbg() { printf("}\\n"); char c = '}'; }  // a brace in a string ends no namespace
+        template <typename P = Pair<float, int>, typename V = Vec<Pack<float>, 4>, int B = 4>
+        __global__ void __launch_bounds__(B*(2)) nested(float* y, const int64_t* idx, index_t n, double eps) {}
+        __global__ void withif(float* y,
+        #ifdef HAS_BIAS
+          const float* bias,
+        #endif
+          int n) {}
+        }
+        """)
+    nested, withif = read_entries(src)
+    assert nested.name == "eng::nested" and [t[1] for t in nested.template] == ["P", "V", "B"]
+    assert nested.template[0][2] == "Pair<float, int>" and nested.template[1][2] == "Vec<Pack<float>, 4>"
+    assert [param_letter(x) for x in split_params(nested.params)] == ["p", "p", "?", "d"]  # index_t: either width
+    assert not opaque_params(nested.params) and opaque_params(withif.params)  # #ifdef: not counted, not checked
+
+
+def _numpy_scalars(s: str) -> str:
+    return s.replace(
+        'inputs["scale"], geometry["n"]]', 'np.float32(inputs["scale"]), np.int32(geometry["n"])]'
+    ).replace("from __future__ import annotations\n", "from __future__ import annotations\n\nimport numpy as np\n")
+
+
+def _guarded_params(s: str) -> str:
+    return s.replace("float scale, int n)", "float scale,\n#ifdef EVO_NEVER\n  int unused,\n#endif\n  int n)")
+
+
+def test_evo_check_takes_numpy_scalars_and_leaves_a_parameter_list_with_ifdefs_to_nvrtc(tmp_path):
+    cfg = _starter(tmp_path, _numpy_scalars, _guarded_params)
+    ok, line = run_check(cfg, sample=0, gpu=False, say=lambda s: None)
+    assert ok, line
+
+
 def test_evo_check_compiles_every_knob_value_and_says_what_exact_mode_freezes(tmp_path):
     """A knob value that does not compile is found whatever the sample's seed (8 random genomes of 40 missed it)."""
     cfg = _starter(tmp_path, _with_block_96, _whole_warps)

@@ -11,6 +11,7 @@ with evo (``candidates/``).
 from __future__ import annotations
 
 import abc
+import copy
 import hashlib
 import importlib.util
 import os
@@ -180,7 +181,8 @@ class Family(abc.ABC):
     def __post_init__(self) -> None:
         """Honour these fields set as class attributes of a subclass (``include_dirs = ("../include",)``), as
         docs/extending.md writes them: the dataclass's __init__ would otherwise set every field it was not given
-        back to its default, silently. A value given to the constructor wins."""
+        back to its default, silently. A value given to the constructor wins where it is not the field's default
+        (the two cannot be told apart). A subclass's own ``__post_init__`` calls this one (``super()``)."""
         for f in fields(Family):
             if f.name == "folder":
                 continue
@@ -191,7 +193,8 @@ class Family(abc.ABC):
                     declared = vars(klass)[f.name]
                     default = f.default_factory() if f.default_factory is not MISSING else f.default
                     if getattr(self, f.name) == default and not isinstance(declared, (property, classmethod)):
-                        setattr(self, f.name, declared)
+                        # a mutable one (faults) copied: each instance its own, as a constructor's would be
+                        setattr(self, f.name, copy.copy(declared) if isinstance(declared, (dict, list)) else declared)
                     break
 
     # --- knobs and genomes ---------------------------------------------

@@ -254,9 +254,8 @@ def _read_sqlite(path: Path) -> tuple[str, set[str], list[Any]]:
 def _ledger_problem(where: str, ok: str, tables: set[str], versions: list[Any]) -> str | None:
     """Why what :func:`_read_sqlite` read is not a whole evo ledger of this Optuna's schema, or None."""
     if ok != "ok":
-        return (
-            f"{where} is damaged (SQLite integrity check: {ok[:200]}); restore it from a copy, or give another storage"
-        )
+        ok = " ".join(ok.split())[:200]  # one line: a quick_check row may hold several
+        return f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give another storage"
     ours = tables & _OPTUNA_TABLES
     if not ours:
         other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
@@ -314,10 +313,12 @@ def _after_killed_writer(path: Path, readonly: bool) -> Path:
     journal = path.with_name(path.name + "-journal")
     snap_dir = Path(tempfile.mkdtemp(prefix="evo-ledger-"))
     atexit.register(shutil.rmtree, snap_dir, True)
-    keep = None if readonly else path.with_name(f"{path.name}.before-rollback-{time.strftime('%Y%m%dT%H%M%S')}")
+    # one folder per process: two workers recovering at once never share (or delete) each other's copy
+    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    keep = None if readonly else path.with_name(f"{path.name}.before-rollback-{stamp}")
     first = snap_dir if keep is None else keep
     try:
-        first.mkdir(exist_ok=True)
+        first.mkdir(exist_ok=keep is None)
         for f in (path, journal):
             shutil.copyfile(f, first / f.name)
     except FileNotFoundError:  # another process rolled it back meanwhile
@@ -331,7 +332,7 @@ def _after_killed_writer(path: Path, readonly: bool) -> Path:
         _roll_back(snap)
         problem = _ledger_problem(str(path), *_read_sqlite(snap))
     except sqlite3.Error as e:
-        problem = f"{path} is damaged (SQLite: {e})"
+        problem = f"{path} is damaged (SQLite: {' '.join(str(e).split())})"
     if problem:
         if keep is not None:
             shutil.rmtree(keep, True)
