@@ -53,16 +53,70 @@ def sample_genomes(family: Family, geometries: list[Geometry], n: int, seed: int
             values[k.name] = rng.choice(left) if left and rng.random() < 0.5 else rng.choice((k.default, *k.values))
         g = base.replace(**values)
         new = {(k, v) for k, v in values.items() if (k, v) in todo}
-        if new and g.key not in out and family.check(g, geometries) is None:
+        if new and g.key not in out and _valid(family, g, geometries):
             out[g.key] = g
             todo -= new
     for _ in range(50 * n):
         if len(out) >= n:
             break
         g = base.replace(**{k.name: rng.choice(k.values) for k in family.knobs})
-        if g.key != base.key and g.key not in out and family.check(g, geometries) is None:
+        if g.key != base.key and g.key not in out and _valid(family, g, geometries):
             out[g.key] = g
     return list(out.values())
+
+
+def _family_call(what: str, f: Callable[..., Any], *args: Any) -> Any:
+    """A method of the user's family: NotImplementedError (a stub) or whatever else it raises, as one line."""
+    try:
+        return f(*args)
+    except NotImplementedError as e:
+        raise CheckFailed(f"{what}: {e or 'not written yet'}") from None
+    except CheckFailed:
+        raise
+    except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
+        raise CheckFailed(f"{what} raised {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+
+
+def _valid(family: Family, genome: Genome, geometries: list[Geometry]) -> bool:
+    return _family_call(f"check({genome.key})", family.check, genome, geometries) is None
+
+
+MAX_THREADS, MAX_SHARED, REGISTERS = 1024, 227 * 1024, 65536  # a block on sm_90: threads, shared bytes, registers
+
+
+def check_launches(fam: Family, cfg: CampaignConfig, compiled: list[tuple[Genome, Any]], builder: Any) -> None:
+    """launch() for each compiled genome at every geometry: a Launch within what a block may have on the GPU, with
+    the registers and static shared memory its module was compiled to (a CPU never launches; the GPU would refuse
+    it at every attempt)."""
+    from evo.core.family import Launch
+
+    for genome, built in compiled:
+        for g in cfg.geometries:
+            lc = _family_call(f"launch({genome.key}) at {g.name}", fam.launch, genome, g)
+            where = f"launch({genome.key}) at {g.name}"
+            if not isinstance(lc, Launch):
+                raise CheckFailed(f"{where} gives a {type(lc).__name__}, not a Launch(grid, block, shared_bytes)")
+            dims = [*lc.grid, *lc.block]
+            if len(lc.grid) != 3 or len(lc.block) != 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+                raise CheckFailed(f"{where}: grid {lc.grid} and block {lc.block} must be three whole numbers >= 1 each")
+            threads = lc.block[0] * lc.block[1] * lc.block[2]
+            if threads > MAX_THREADS:
+                raise CheckFailed(f"{where}: a block of {threads} threads (a block holds at most {MAX_THREADS})")
+            if lc.grid[1] > 65535 or lc.grid[2] > 65535:
+                raise CheckFailed(f"{where}: grid {lc.grid} (y and z at most 65535)")
+            res = built.modules[builder.spec_of(g)].resources
+            if res.registers * threads > REGISTERS:
+                raise CheckFailed(
+                    f"{where}: {threads} threads x {res.registers} registers is over the {REGISTERS} an SM holds "
+                    "(__launch_bounds__ makes ptxas fit them)"
+                )
+            if not isinstance(lc.shared_bytes, int) or lc.shared_bytes < 0:
+                raise CheckFailed(f"{where}: shared_bytes {lc.shared_bytes!r} must be a whole number >= 0")
+            if lc.shared_bytes + res.shared_static > MAX_SHARED:
+                raise CheckFailed(
+                    f"{where}: {lc.shared_bytes} B dynamic + {res.shared_static} B static shared memory is over the "
+                    f"{MAX_SHARED} B a block may have"
+                )
 
 
 def small_geometry(family: Family, cfg: CampaignConfig) -> Geometry:
@@ -96,11 +150,13 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
     sass = {built.sass_sha256}
     rejected = 0
     genomes = sample_genomes(fam, list(cfg.geometries), sample, seed)
+    compiled = [(base, built)]
     for g in genomes:
         try:
             b = builder.build(g)
         except BuildError as e:
             raise CheckFailed(f"genome {g.key} does not compile ({e}); refuse it in check() if it is invalid") from None
+        compiled.append((g, b))
         v = static_gate(
             {k: m.resources for k, m in b.modules.items()},
             base_res,
@@ -111,6 +167,7 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
             rejected += 1
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
         sass.add(b.sass_sha256)
+    check_launches(fam, cfg, compiled, builder)
     held = {(k, v) for g in genomes for k, v in g.items()}
     missing = [f"{k.name}={v!r}" for k in fam.knobs for v in k.values if v != k.default and (k.name, v) not in held]
     report.facts.append(
@@ -156,6 +213,9 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
     if not isinstance(types, str) or set(types) - set("pilf"):
         raise CheckFailed(f"arg_types gives {types!r}: one letter per argument, p pointer, i int32, l int64, f float32")
     specs = call("outputs", lambda: fam.outputs(geo))
+    for o in specs:
+        if not isinstance(getattr(torch, str(o.dtype), None), torch.dtype):
+            raise CheckFailed(f"outputs: {o.name} has dtype {o.dtype!r}: a torch dtype's name (bfloat16, float32, ...)")
     outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype)) for o in specs}
     view = call("compare_view", lambda: fam.compare_view(outs, fam.baseline(), geo))
     for k, t in ref.items():
@@ -238,6 +298,12 @@ def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[
                 raise CheckFailed(f"reference: {k} at {geo.name} has NaN/Inf values")
         if not runs:
             check_arguments(fam, inputs, geo, ref)
+            again = _tensors(_family_call(f"make_inputs at {geo.name}", fam.make_inputs, geo, seed, "cpu"))
+            differ = [k for k in ts if k not in again or not torch.equal(ts[k], again[k])]
+            if differ:  # the hashes compare runs on the same inputs: a seed must give them again
+                raise CheckFailed(
+                    f"make_inputs gives other {', '.join(differ)} for the same seed (seed a torch.Generator with it)"
+                )
         runs.append(ts)
     same = [
         k
@@ -317,7 +383,7 @@ def run_check(
             k.name
             for k in fam.knobs
             if any(
-                k.name in fam.inexact_knobs(base.replace(**{k.name: v}), g)
+                k.name in _family_call("inexact_knobs", fam.inexact_knobs, base.replace(**{k.name: v}), g)
                 for v in k.values
                 if v != k.default
                 for g in cfg.geometries
@@ -328,9 +394,14 @@ def run_check(
                 f"gates.correctness.mode is exact: a genome that moves {', '.join(inexact)} (may change output "
                 "bits) is rejected unmeasured; mode: tolerance searches them against float64"
             )
-        why = fam.check(fam.baseline(), list(cfg.geometries))
+        why = _family_call("check(baseline)", fam.check, base, list(cfg.geometries))
         if why:
             raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")
+        for title in fam.faults:  # `evo selfcheck` applies each on the GPU: one that no longer applies is found here
+            try:
+                fam.faulty_source(title)
+            except (ValueError, TypeError, IndexError) as e:
+                raise CheckFailed(f"faults: {e}") from None
         check_compile(cfg, report, sample, seed, say)
         check_cpu_reference(cfg, report, say)
         if gpu:

@@ -580,6 +580,16 @@ def shipped_config(name: str) -> Path | None:
     return q if q.is_file() else None
 
 
+def _family_call(family: Family, method: str, *args: Any) -> Any:
+    """A method of the user's family, whatever it raises as one ConfigError line naming it."""
+    try:
+        return getattr(family, method)(*args)
+    except Exception as e:  # noqa: BLE001 - the family's own code: one line, not a traceback
+        raise ConfigError(
+            f"family {family.name}: {method}() raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ) from None
+
+
 def load_config(
     path: str | Path, *, backend_override: str | None = None, storage_override: str | None = None
 ) -> CampaignConfig:
@@ -688,7 +698,7 @@ def load_config(
             allowed = family.knob(n).values
             if not any(type(v) is type(x) and v == x for x in allowed):
                 raise ConfigError(f"start.{n}: {v!r} has the wrong type (allowed: {list(allowed)})")
-        why = family.check(start, geometries)
+        why = _family_call(family, "check", start, geometries)
         if why:
             raise ConfigError(f"start: genome is invalid: {why}")
 
@@ -794,7 +804,7 @@ def _geometries(raw: Any, family: Family) -> list[Geometry]:
                 )
                 raise ConfigError(f"{key}.{gp.name}: {v!r} is out of range (allowed: {allowed})")
             vals[gp.name] = v
-        why = family.check_geometry(vals)
+        why = _family_call(family, "check_geometry", vals)
         if why:
             raise ConfigError(f"{key}: family {family.name} cannot take this geometry: {why}")
         weight = _get(GeometryEntry, "weight", g, key)

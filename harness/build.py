@@ -423,10 +423,28 @@ def cuda_include_dirs() -> tuple[str, ...]:
     return _wheel_include_dirs() or other
 
 
+# <cstdint>, <stdint.h>, <cstddef>, <stddef.h> for NVRTC, which has no host C++ library: CCCL's, under the names
+# engine kernels include. Searched after every other folder (only where CUDA's headers are found), so a real one wins.
+STD_SHIM = Path(__file__).resolve().with_name("nvrtc_std")
+
+
+def std_shim_dirs() -> tuple[str, ...]:
+    return (str(STD_SHIM),) if STD_SHIM.is_dir() else ()
+
+
+@functools.cache
+def _std_shim_key() -> str:
+    h = hashlib.sha256()
+    for f in sorted(STD_SHIM.glob("*")) if STD_SHIM.is_dir() else []:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.cache
 def cuda_headers_key() -> str:
-    """What the cache key says of CUDA's headers: their folders and versions (a kernel that includes one)."""
-    parts = []
+    """What the cache key says of CUDA's headers: their folders and versions (a kernel that includes one), and
+    evo's own std shim after them."""
+    parts = [f"std-shim@{_std_shim_key()}"] if cuda_include_dirs() else []
     for d in cuda_include_dirs():
         ver = _cuda_version(Path(d))
         if ver is None:
@@ -459,7 +477,7 @@ class Includes:
     cuda: tuple[str, ...] = ()
 
     def options(self) -> list[str]:
-        return [f"-I{d}" for d in self.local + self.cuda]
+        return [f"-I{d}" for d in self.local + self.cuda + (std_shim_dirs() if self.cuda else ())]
 
     def program_name(self) -> str:
         return str(Path(self.origin) / "kernel.cu") if self.origin else "kernel.cu"
@@ -515,11 +533,7 @@ def first_error(log: str) -> str:
 
 _STD_INT = re.compile(r'identifier "(u?int(8|16|32|64)_t|u?intptr_t|size_t|ptrdiff_t)" is undefined')
 _NO_FILE = re.compile(r'cannot open source file "([^"]+)"')
-_STD_HEADERS = {
-    "cstdint",
-    "stdint.h",
-    "cstddef",
-    "stddef.h",
+_STD_HEADERS = {  # <cstdint>, <stdint.h>, <cstddef>, <stddef.h>: STD_SHIM's
     "limits",
     "climits",
     "type_traits",
@@ -601,7 +615,8 @@ def compile_program(
 
 
 def cuda_include_options() -> list[str]:
-    return [f"-I{d}" for d in cuda_include_dirs()]
+    dirs = cuda_include_dirs()
+    return [f"-I{d}" for d in dirs + (std_shim_dirs() if dirs else ())]
 
 
 def compile_source(

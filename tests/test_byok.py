@@ -324,6 +324,15 @@ def test_evo_new_reads_a_kernel_in_a_namespace_with_a_type_parameter_and_its_own
     assert all(m.function.startswith("_ZN8myengine12silu_and_mul") for m in built.modules.values())
     ok, line = run_check(dest / "evo.yaml", gpu=False, say=lambda s: None)
     assert not ok and "TODO(evo)" in line
+    # an idea as `git diff` of the engine's file writes it: its path names the file kernel.cu links to
+    from evo.search.ideas import make_patch
+
+    src = (src_dir / "act.cu").read_text()
+    diff = make_patch(src, src.replace("if (i < d)", "if (i < d) [[likely]]"))
+    diff = diff.replace("a/kernel.cu", "a/engine/csrc/act.cu").replace("b/kernel.cu", "b/engine/csrc/act.cu")
+    (tmp_path / "likely.patch").write_text("Title: likely\nRationale: a hint\n\n" + diff)
+    r = evo(tmp_path, "idea", "add", "./tuning/silu_and_mul", "likely.patch")
+    assert r.returncode == 0 and "idea likely registered" in r.stdout, r.stdout + r.stderr
     (e,) = read_entries("__global__ void plain(float* y) { y[0] = 1.f; }")  # C++ linkage: NVRTC finds it by name
     assert e.expression() == "::plain"
     (e,) = read_entries('extern "C" __global__ void plain(float* y) { y[0] = 1.f; }')
@@ -378,6 +387,51 @@ def test_evo_check_finds_on_the_cpu_what_only_the_gpu_would(tmp_path, edit, expe
     compared with, passed evo check on a CPU and launched a kernel reading garbage on the GPU."""
     ok, line = run_check(_starter(tmp_path, edit), sample=0, gpu=False, say=lambda s: None)
     assert not ok and expect in line, line
+
+
+SECOND_USER = {  # a second new user's mistakes: each was a traceback, or a pass that only the GPU would refuse
+    "check raises": (
+        ("def check(self, genome: Mapping[str, Any], geometries: Sequence[Geometry]) -> str | None:\n", "\n"),
+        ("", '        genome["blok"]\n'),
+        "check(baseline) raised KeyError: 'blok'",
+    ),
+    "dtype": (('OutputSpec("out", "bfloat16"', ""), ('OutputSpec("out", "bf16"', ""), "outputs: out has dtype 'bf16'"),
+    "launch tuple": (
+        ("def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:\n", "\n"),
+        ("", "        return (1, 1)\n"),
+        "gives a tuple, not a Launch",
+    ),
+    "block 2048": (('(genome["block"], 1, 1)', ""), ("(2048, 1, 1)", ""), "a block of 2048 threads"),
+    "unseeded": (
+        ("manual_seed(1000003 * seed + 7)", ""),
+        ("manual_seed(int(torch.randint(0, 1 << 30, (1,))))", ""),
+        "for the same seed",
+    ),
+    "include_dirs str": (("FAMILY = St(\n", ""), ('    include_dirs="inc",\n', ""), "include_dirs is 'inc': a tuple"),
+    "stale fault": (
+        ("    faults={", ""),
+        ('"gone": ("no such text", "x"),', ""),
+        "faults: fault 'gone' no longer applies",
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(SECOND_USER))
+def test_evo_check_names_a_second_users_mistakes_in_one_line(tmp_path, mistake):
+    (anchor, end), (add, tail), expect = SECOND_USER[mistake]
+
+    def edit(text: str) -> str:
+        if add.startswith(("OutputSpec", "(2048", "manual_seed")):
+            return text.replace(anchor, add)
+        head = text.index(anchor) + len(anchor)
+        if end:  # after the def line and its docstring
+            head = (
+                text.index('"""', text.index('"""', head) + 3) + 4 if text[head:].lstrip().startswith('"""') else head
+            )
+        return text[:head] + add + tail + text[head:] if tail else text[:head] + add + text[head:]
+
+    ok, line = run_check(_starter(tmp_path, edit), sample=1, gpu=False, say=lambda s: None)
+    assert not ok and expect in line and "\n" not in line, line
 
 
 def _with_block_96(text: str) -> str:

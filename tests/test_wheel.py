@@ -95,6 +95,12 @@ def test_the_wheel_checks_a_family_made_by_evo_new_and_the_example(installed):
     assert r.returncode == 0, r.stderr
     r = run("check", "my_axpy/evo.yaml", "--sample", "3", "--cpu")
     assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
+    # the kernel as engines write it, <cstdint> included: NVRTC has none, the wheel's harness/nvrtc_std gives it
+    kernel = user / "my_axpy" / "kernel.cu"
+    text = kernel.read_text().replace("#include <cuda_bf16.h>", "#include <cstdint>\n#include <cuda_bf16.h>")
+    kernel.write_text(text.replace("const int i = ", "const std::int64_t i = "))
+    r = run("check", "my_axpy/evo.yaml", "--sample", "1", "--cpu")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
     shutil.copytree(EXAMPLE, user / "rmsnorm")  # the example, as a user keeps it in their own repo
     r = run("check", "rmsnorm/evo.yaml", "--sample", "3", "--cpu")
     assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr

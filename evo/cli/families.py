@@ -146,12 +146,21 @@ def _new(args) -> int:
     how = f" (a link to {args.kernel})" if args.link else ""
     print(f"wrote {dest}/ (kernel.cu{how}, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
     if args.kernel:
+        import re
+
         from evo.scaffold import local_includes
 
         src = Path(args.kernel)
-        own = local_includes(src.read_text(encoding="utf-8", errors="replace"), src.parent)
+        text = src.read_text(encoding="utf-8", errors="replace")
+        own = local_includes(text, src.parent)
         if own:
             print(f"note: {', '.join(own)} beside your kernel: its folder is in family.py's include_dirs")
+        elsewhere = [n for n in dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)) if n not in own]
+        if elsewhere:
+            print(
+                f"note: {', '.join(elsewhere)} not beside your kernel: add the folder that holds "
+                f"{'them' if len(elsewhere) > 1 else 'it'} to family.py's include_dirs (relative to the family folder)"
+            )
     return 0
 
 
@@ -202,6 +211,8 @@ def _idea_add(args) -> int:
             title=args.title,
             rationale=args.rationale,
             exact=None if args.exact is None else args.exact == "yes",
+            # kernel.cu a link to the engine's file (evo new --link): a `git diff` of that file names it so
+            aliases=(fam.kernel_path.resolve().name,) if fam.kernel_path.is_symlink() else (),
         )
     except IdeaError as e:
         return _fail(f"idea {slug}: {e}")

@@ -83,8 +83,12 @@ class Geometry:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    dtype: str  # torch dtype name: float32, bfloat16, ...
+    dtype: str  # torch dtype name: float32, bfloat16, ... (a torch.dtype is taken as its name)
     shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dtype, str) and str(self.dtype).startswith("torch."):
+            object.__setattr__(self, "dtype", str(self.dtype)[len("torch.") :])
 
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
@@ -558,6 +562,10 @@ def family_problem(fam: Family) -> str | None:
         return "entry (the kernel's name) is empty"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
+    for field_name in ("include_dirs", "nvrtc_options"):
+        value = getattr(fam, field_name)
+        if not isinstance(value, (tuple, list)) or not all(isinstance(x, str) for x in value):
+            return f"{field_name} is {value!r}: a tuple of strings, e.g. {field_name}=({value!r},)"
     for d in fam.include_dirs:
         where = Path(d).expanduser()
         where = where if where.is_absolute() else fam.folder / where

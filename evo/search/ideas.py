@@ -157,8 +157,9 @@ def split_headers(text: str) -> tuple[dict[str, str], str]:
     return headers, ""
 
 
-def normalize_patch(diff: str, name: str = TARGET) -> str:
-    """One file's unified diff with its file names rewritten to a/kernel.cu and b/kernel.cu.
+def normalize_patch(diff: str, name: str = TARGET, aliases: tuple[str, ...] = ()) -> str:
+    """One file's unified diff with its file names rewritten to a/kernel.cu and b/kernel.cu (``aliases``: other
+    file names taken as that file).
 
     Raises IdeaError when the text holds no hunk, when it changes another file or more than one,
     or when it creates, deletes or renames a file. A ``--- `` line followed by a ``+++ `` line is a
@@ -183,7 +184,7 @@ def normalize_patch(diff: str, name: str = TARGET) -> str:
                 path = hdr[4:].split("\t")[0].strip()
                 if path == "/dev/null":
                     raise IdeaError(f"the patch creates or deletes a file; an idea may only change {name}")
-                if path.split("/")[-1] != name:
+                if path.split("/")[-1] not in (name, *aliases):
                     raise IdeaError(f"the patch changes {path}; an idea may only change {name}")
                 out.append(f"{hdr[:3]} {side}/{name}\n")
             headers += 1
@@ -268,8 +269,10 @@ def parse_idea(
     title: str | None = None,
     rationale: str | None = None,
     exact: bool | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Idea:
-    """Headers + diff -> Idea; arguments given here override the headers. Raises IdeaError."""
+    """Headers + diff -> Idea; arguments given here override the headers. Raises IdeaError. ``aliases``: other
+    file names the diff may give the kernel (the file a linked kernel.cu points to, as ``git diff`` names it)."""
     if not SLUG_RE.match(slug):
         raise IdeaError(f"idea name {slug[:60]!r} is not allowed (lower-case letters, digits, . _ -; up to 80)")
     from evo.inputs import PATCH_LIMIT
@@ -293,7 +296,8 @@ def parse_idea(
         if ex not in ("yes", "no", "true", "false"):
             raise IdeaError(f"Exact: {ex!r} is not allowed (allowed: yes, no)")
         exact = ex in ("yes", "true")
-    return Idea(slug, " ".join(t.split()), " ".join(r.split()), normalize_patch(diff), exact, origin, path)
+    patch = normalize_patch(diff, aliases=aliases)
+    return Idea(slug, " ".join(t.split()), " ".join(r.split()), patch, exact, origin, path)
 
 
 def make_patch(old: str, new: str, name: str = TARGET) -> str:

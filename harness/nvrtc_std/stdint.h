@@ -1,0 +1,3 @@
+// evo: <stdint.h> under NVRTC (see cstdint beside this file).
+#pragma once
+#include <cstdint>
