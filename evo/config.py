@@ -599,6 +599,10 @@ def load_config(
     p = Path(path)
     if not p.is_file():
         p = shipped_config(str(path)) or p
+    if p.suffix == ".py" and p.is_file():
+        cfg = p.with_name("evo.yaml")
+        hint = f", e.g. {cfg}" if cfg.is_file() else ""
+        raise ConfigError(f"{p} is Python (a family?): give its campaign YAML{hint}")
     if p.is_dir():
         inside = sorted(q.name for q in p.glob("*.yaml"))
         hint = f" (it holds {', '.join(inside[:3])})" if inside else ""

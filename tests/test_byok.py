@@ -183,6 +183,8 @@ def test_small_mistakes_get_the_message_that_fits(tmp_path):
     assert evo(tmp_path, "new", "mine").returncode == 0
     r = evo(tmp_path, "check", "mine")  # the family's folder, not its config
     assert r.returncode == 2 and "mine is a folder: give its campaign YAML, e.g. mine/evo.yaml" in r.stdout, r.stdout
+    r = evo(tmp_path, "check", "mine/family.py")
+    assert r.returncode == 2 and "is Python (a family?): give its campaign YAML, e.g. " in r.stdout, r.stdout
     cfg = tmp_path / "mine" / "evo.yaml"
     cfg.write_text(cfg.read_text().replace("family: .", "family: ./nowhere"))
     r = evo(tmp_path, "check", str(cfg))
