@@ -202,12 +202,7 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
     from evo.scaffold import opaque_params, param_letter, read_entries, split_params
 
     def call(what: str, f: Callable[[], Any]) -> Any:
-        try:
-            return f()
-        except NotImplementedError as e:
-            raise CheckFailed(f"{what}: {e or 'not written yet'}") from None
-        except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
-            raise CheckFailed(f"{what} at {geo.name} raised {type(e).__name__}: {e}") from None
+        return _family_call(f"{what} at {geo.name}", f)
 
     types = call("arg_types", fam.arg_types)
     if not isinstance(types, str) or set(types) - set("pilf"):
