@@ -162,11 +162,15 @@ def _knob_line(ttype: str, name: str, default: str | None) -> str:
     )
 
 
+def quoted_includes(source: str) -> list[str]:
+    """The ``#include "..."`` headers of a kernel, in order, once each (comments ignored)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    return list(dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, flags=re.M)))
+
+
 def local_includes(source: str, folder: Path) -> list[str]:
     """The ``#include "..."`` headers of a kernel that lie beside it in ``folder`` (its own headers)."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    names = dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, flags=re.M))
-    return [n for n in names if (folder / n).is_file()]
+    return [n for n in quoted_includes(source) if (folder / n).is_file()]
 
 
 def new_family(name: str, folder: Path, kernel: Path | None = None, link: bool = False) -> Path:

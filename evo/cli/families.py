@@ -146,16 +146,14 @@ def _new(args) -> int:
     how = f" (a link to {args.kernel})" if args.link else ""
     print(f"wrote {dest}/ (kernel.cu{how}, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
     if args.kernel:
-        import re
-
-        from evo.scaffold import local_includes
+        from evo.scaffold import local_includes, quoted_includes
 
         src = Path(args.kernel)
         text = src.read_text(encoding="utf-8", errors="replace")
         own = local_includes(text, src.parent)
         if own:
             print(f"note: {', '.join(own)} beside your kernel: its folder is in family.py's include_dirs")
-        elsewhere = [n for n in dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)) if n not in own]
+        elsewhere = [n for n in quoted_includes(text) if n not in own]
         if elsewhere:
             print(
                 f"note: {', '.join(elsewhere)} not beside your kernel: add the folder that holds "
