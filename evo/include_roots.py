@@ -31,6 +31,12 @@ class IncludeRoots:
     missing: list[tuple[str, Path]] = field(default_factory=list)  # (quoted include found nowhere, its includer)
 
 
+def listed(names: list[str], most: int = 4) -> str:
+    """``a, b, c, d and 3 more``: a list of headers short enough for one line."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def candidate_roots(folder: Path) -> list[Path]:
     """``folder`` and its ancestors up to the repository's root or LEVELS up, each followed by its
     ``include/`` subfolder where there is one: the folders an include root is looked for in, nearest first."""

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from evo.include_roots import IncludeRoots, find_include_roots
+from evo.include_roots import IncludeRoots, find_include_roots, listed
 from evo.kernel_source import Entry, includes, knob_name, read_entries, split_params
 
 __all__ = ["Entry", "ScaffoldError", "knob_name", "new_family", "read_entries", "split_params"]
@@ -121,7 +121,7 @@ def _include_dirs(roots: IncludeRoots, kernel: Path, dest_abs: Path) -> str:
     rows = []
     for root, found in roots.folders.items():
         why = "the kernel's folder" if root == kernel.resolve().parent else "an include root"
-        rows.append((os.path.relpath(root, dest_abs), f"{why}: {', '.join(found)}"))
+        rows.append((os.path.relpath(root, dest_abs), f"{why}: {listed(found)}"))
     if not rows:
         return ""
     if len(rows) == 1:

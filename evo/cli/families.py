@@ -159,19 +159,19 @@ def _new(args) -> int:
 
 def _say_includes(kernel: Path) -> None:
     """What evo new put in include_dirs, and the headers it found nowhere (one line each)."""
-    from evo.include_roots import find_include_roots
+    from evo.include_roots import find_include_roots, listed
 
     roots = find_include_roots(kernel)
     for root, found in roots.folders.items():
         if root == kernel.resolve().parent:
-            print(f"note: {', '.join(found)} beside your kernel: its folder is in family.py's include_dirs")
+            print(f"note: {listed(found)} beside your kernel: its folder is in family.py's include_dirs")
         else:
-            print(f"note: {', '.join(found)} found from {os.path.relpath(root)}: it is in family.py's include_dirs")
+            print(f"note: {listed(found)} found from {os.path.relpath(root)}: it is in family.py's include_dirs")
     named = (inc if by == kernel.resolve() else f"{inc} (from {by.name})" for inc, by in roots.missing)
     missing = list(dict.fromkeys(named))
     if missing:
         print(
-            f"note: {', '.join(missing)} found nowhere near your kernel: add the folder that holds "
+            f"note: {listed(missing, 8)} found nowhere near your kernel: add the folder that holds "
             f"{'them' if len(missing) > 1 else 'it'} to family.py's include_dirs (relative to the family folder)"
         )
 
