@@ -355,6 +355,8 @@ def read_entries(source: str) -> list[Entry]:
             _add(out, toks, decl, scopes, range(0))
             decl = _Decl(start=i + 1)
         i += 1
+    if body_of is not None:  # a body the file never closes (a cut-off file): its kernel still counts
+        _add(out, toks, body_of[0], [s for s in scopes if s is not None], range(body_of[1], n))
     return out
 
 

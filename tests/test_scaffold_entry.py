@@ -168,6 +168,8 @@ def test_if_0_else_comments_strings_and_raw_strings_hide_no_kernel_and_fake_none
     entries = read_entries(src)
     assert [e.name for e in entries] == ["live_elif", "live_one", "last"]
     assert "#ifdef HAS_B" in entries[-1].params  # kept: a reader cannot count that list
+    (cut,) = read_entries("namespace a { template <int B> __global__ void k(int n) { if (n) { blockDim.x;")
+    assert cut.name == "a::k" and cut.reads_block_dim  # a file cut off inside a kernel's body
 
 
 def _big_source(kernels: int) -> str:
