@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from evo.include_roots import IncludeRoots, find_include_roots, listed
+from evo.kernel_source import Entry, includes, knob_name, read_entries, split_params
+
+__all__ = ["Entry", "ScaffoldError", "knob_name", "new_family", "read_entries", "split_params"]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "family"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -19,94 +23,6 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 class ScaffoldError(Exception):
     """One line for the user."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A kernel's entry point as read from its source."""
-
-    name: str
-    template: tuple[tuple[str, str, str | None], ...]  # (type, name, default) of each template parameter
-    params: str  # the parameter list as written
-    extern_c: bool = False
-
-    def expression(self) -> str:
-        if not self.template:
-            # a C++ function (mangled) is found through a name expression: qualified, "::name" at global scope
-            return self.name if self.extern_c or "::" in self.name else f"::{self.name}"
-        return f"{self.name}<" + ", ".join("{" + knob_name(n) + "}" for _, n, _ in self.template) + ">"
-
-
-def knob_name(param: str) -> str:
-    """BLOCK_SIZE -> block_size, NumSplits -> num_splits."""
-    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", param)
-    return s.lower()
-
-
-_NEST = r"(?:[^()]|\((?:[^()]|\([^()]*\))*\))*"  # a parenthesised list's inside, two levels of (...) in it
-_GLOBAL = re.compile(
-    r"(?P<tmpl>template\s*<(?P<targs>(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*)>\s*)?"
-    r"(?P<externc>extern\s+\"C\"\s+)?(?:static\s+)?__global__\s+(?:void\s+)?"
-    rf"(?:__launch_bounds__\s*\({_NEST}\)\s*)?"
-    rf"(?:void\s+)?(?P<name>[A-Za-z_]\w*)\s*\((?P<params>{_NEST})\)",
-    re.S,
-)
-# comments, and string and character literals (a "}" in a printf would end a namespace) but extern "C"'s
-_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])+'", re.S)
-
-
-def _quiet(source: str) -> str:
-    return _NOISE.sub(lambda m: m.group(0) if m.group(0) == '"C"' else (" " if m.group(0)[0] == "/" else '""'), source)
-
-
-_SCOPE = re.compile(r"\bnamespace\s+(?P<ns>[A-Za-z_][\w:]*)?\s*\{|\{|\}")
-
-
-def _namespace_at(text: str, pos: int) -> str:
-    """The named namespaces enclosing ``pos`` ("a::b::"; an anonymous one adds nothing), read by brace depth."""
-    stack: list[str | None] = []
-    for m in _SCOPE.finditer(text, 0, pos):
-        if m.group(0) == "}":
-            if stack:
-                stack.pop()
-        elif m.group(0).startswith("namespace"):
-            stack.append(m.group("ns") or "")
-        else:
-            stack.append(None)
-    return "".join(f"{n}::" for n in stack if n)
-
-
-def read_entries(source: str) -> list[Entry]:
-    """The ``__global__`` functions of a CUDA source, with their template parameters (comments ignored). A
-    function inside a namespace is named with it (``myengine::rms_norm``): the name NVRTC looks it up by."""
-    text = _quiet(source)
-    out = []
-    for m in _GLOBAL.finditer(text):
-        tparams = []
-        for part in split_params(m.group("targs") or ""):
-            default = None
-            if "=" in part:
-                part, default = (x.strip() for x in part.split("=", 1))
-            bits = part.split()
-            tparams.append((" ".join(bits[:-1]) or "int", bits[-1], default))
-        name = _namespace_at(text, m.start()) + m.group("name")
-        out.append(Entry(name, tuple(tparams), " ".join(m.group("params").split()), bool(m.group("externc"))))
-    return out
-
-
-def split_params(params: str) -> list[str]:
-    """A parameter list split at its top-level commas (``Pack<int, 4> p`` stays one)."""
-    out, depth, cur = [], 0, ""
-    for ch in params:
-        depth += ch in "<([" and 1 or 0
-        depth -= ch in ">)]" and 1 or 0
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return [p for p in out if p and p != "void"]
 
 
 _INT64 = re.compile(r"\b(int64_t|uint64_t|long|size_t|ptrdiff_t|intptr_t|uintptr_t)\b")
@@ -164,21 +80,97 @@ def _knob_line(ttype: str, name: str, default: str | None) -> str:
 
 def quoted_includes(source: str) -> list[str]:
     """The ``#include "..."`` headers of a kernel, in order, once each (comments ignored)."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    return list(dict.fromkeys(re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, flags=re.M)))
+    return includes(source, quoted=True)
 
 
-def local_includes(source: str, folder: Path) -> list[str]:
-    """The ``#include "..."`` headers of a kernel that lie beside it in ``folder`` (its own headers)."""
-    return [n for n in quoted_includes(source) if (folder / n).is_file()]
+def kernel_names(entries: list[Entry]) -> list[str]:
+    """The kernels' names, in order, once each (a kernel's overloads and declarations are one kernel)."""
+    return list(dict.fromkeys(e.name for e in entries))
 
 
-def new_family(name: str, folder: Path, kernel: Path | None = None, link: bool = False) -> Path:
+def choose_entry(entries: list[Entry], kernel: Path, family: str, wanted: str | None) -> Entry:
+    """The kernel `evo new` scaffolds: the one ``--entry`` names (plain, ``ns::name`` or a template-id); else the
+    file's only kernel, or the one named like the family; else a one-line error listing the kernels."""
+    names = kernel_names(entries)
+    if not names:
+        raise ScaffoldError(f"{kernel} has no __global__ function")
+    if wanted is not None:
+        want = "".join(wanted.split("<", 1)[0].split()).removeprefix("::")
+        hits = [n for n in names if n == want or n.endswith("::" + want)]
+        if not hits:
+            raise ScaffoldError(f"--entry {wanted}: no such __global__ in {kernel}; its kernels: {', '.join(names)}")
+        if len(hits) > 1:
+            raise ScaffoldError(
+                f"--entry {wanted} names {len(hits)} kernels of {kernel}: {', '.join(hits)}; qualify it"
+            )
+        pick = hits[0]
+    elif len(names) == 1:
+        pick = names[0]
+    else:
+        same = [n for n in names if n.split("::")[-1] == family]
+        if len(same) != 1:
+            raise ScaffoldError(
+                f"{kernel} has {len(names)} kernels: {', '.join(names)}; pass --entry NAME to choose one"
+            )
+        pick = same[0]
+    return next(e for e in entries if e.name == pick)
+
+
+def _include_dirs(roots: IncludeRoots, kernel: Path, dest_abs: Path) -> str:
+    """family.py's include_dirs line(s): each include root, relative to the family folder, and what it holds."""
+    rows = []
+    for root, found in roots.folders.items():
+        why = "the kernel's folder" if root == kernel.resolve().parent else "an include root"
+        rows.append((os.path.relpath(root, dest_abs), f"{why}: {listed(found)}"))
+    if not rows:
+        return ""
+    if len(rows) == 1:
+        return f'    include_dirs=("{rows[0][0]}",),  # {rows[0][1]} (relative to this folder)\n'
+    lines = "".join(f'        "{path}",  # {why}\n' for path, why in rows)
+    return f"    include_dirs=(  # relative to this folder\n{lines}    ),\n"
+
+
+ENGINE_KNOB = """\
+        # The kernel reads blockDim: its block size is chosen at launch, as engines choose it. To search it, a
+        # knob whose value "engine" stands for the engine's own launch heuristic, computed per geometry in
+        # launch(): every campaign then also measures what the engine does today, and its log names the best
+        # against it (docs/extending.md, "The engine's own choice as a knob value"):
+        # Knob("block", ("engine", 128, 256, 512, 1024), "engine", doc="threads per block; engine: its heuristic"),
+"""
+ENGINE_LAUNCH = """\
+        # With the "block" knob above:
+        #     block = self.engine_block(geometry) if genome["block"] == "engine" else genome["block"]
+        # where engine_block(geometry) is the rule the engine's launcher applies (say min(hidden, 1024) rounded
+        # to whole warps), written as a method of this class.
+"""
+
+
+def _stub_values(name: str, cls: str, kernel: Path, entry: Entry, include_dirs: str) -> dict[str, str]:
+    """The fields of family_stub.py for ``entry``."""
+    knobs = "".join(_knob_line(*t) for t in entry.knob_params())
+    knobs = knobs or "        # TODO(evo): knobs (template parameters or EVO_<KNOB> macros)\n"
+    return {
+        "name": name,
+        "cls": cls,
+        "kernel": kernel.name,
+        "entry": entry.expression(),
+        "arg_types": _arg_types(entry.params),
+        "signature": entry.params.replace('"', "'"),
+        "knobs": knobs + (ENGINE_KNOB if entry.reads_block_dim else ""),
+        "engine_launch": ENGINE_LAUNCH if entry.reads_block_dim else "",
+        "include_dirs": include_dirs,
+    }
+
+
+def new_family(
+    name: str, folder: Path, kernel: Path | None = None, link: bool = False, entry: str | None = None
+) -> Path:
     """Write the family folder ``folder/name``; returns it. Raises ScaffoldError (nothing is written then).
 
-    ``link``: kernel.cu is a relative symbolic link to ``kernel`` (one source: evo builds the file your engine
-    builds, and ``evo export --tree`` patches that file), else a copy. Either way, when the kernel includes
-    headers of its own folder (``#include "utils.cuh"``), that folder goes into the family's ``include_dirs``."""
+    ``entry``: the kernel's name among the file's (choose_entry). ``link``: kernel.cu is a relative symbolic
+    link to ``kernel`` (one source: evo builds the file your engine builds, and ``evo export --tree`` patches
+    that file), else a copy. Either way, the folders the kernel's includes resolve from (its own folder, an
+    include root above it: find_include_roots) go into the family's ``include_dirs``."""
     if not _NAME.fullmatch(name):
         raise ScaffoldError(f"{name!r} cannot name a family (letters, digits and _; it is also the kernel's name)")
     dest = folder / name
@@ -187,6 +179,8 @@ def new_family(name: str, folder: Path, kernel: Path | None = None, link: bool =
     cls = "".join(p.capitalize() for p in name.split("_") if p) or "Family"
     files: dict[str, str] = {}
     if kernel is None:
+        if entry is not None:
+            raise ScaffoldError("--entry names a kernel of --kernel FILE: give the file too")
         values = {"name": name, "cls": cls, "description": "starter: out = x * scale + y in bf16 (replace me)"}
         for f in ("kernel.cu", "family.py", "evo.yaml", "test_family.py"):
             files[f] = (TEMPLATES / f).read_text().format(**values)
@@ -195,34 +189,12 @@ def new_family(name: str, folder: Path, kernel: Path | None = None, link: bool =
             src = kernel.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ScaffoldError(f"cannot read the kernel {kernel}: {e}") from None
-        entries = read_entries(src)
-        if not entries:
-            raise ScaffoldError(f"{kernel} has no __global__ function")
-        entry = next((x for x in entries if x.name.split("::")[-1] == name), entries[0])
-        own = local_includes(src, kernel.parent)
+        chosen = choose_entry(read_entries(src), kernel, name, entry)
         dest_abs = (folder / name).resolve()
-        kernel_dir = os.path.relpath(kernel.parent.resolve(), dest_abs)
-        include_dirs = (
-            f'    include_dirs=("{kernel_dir}",),  # the kernel\'s folder: {", ".join(own)} (relative to this one)\n'
-            if own
-            else ""
-        )
-        knobs = (
-            "".join(_knob_line(*t) for t in entry.template)
-            or "        # TODO(evo): knobs (template parameters or EVO_<KNOB> macros)\n"
-        )
-        values = {
-            "name": name,
-            "cls": cls,
-            "kernel": kernel.name,
-            "entry": entry.expression(),
-            "arg_types": _arg_types(entry.params),
-            "signature": entry.params.replace('"', "'"),
-            "knobs": knobs,
-            "include_dirs": include_dirs,
-        }
+        include_dirs = _include_dirs(find_include_roots(kernel, src), kernel, dest_abs)
         if not link:
             files["kernel.cu"] = src
+        values = _stub_values(name, cls, kernel, chosen, include_dirs)
         files["family.py"] = (TEMPLATES / "family_stub.py").read_text().format(**values)
         files["evo.yaml"] = (
             (TEMPLATES / "evo.yaml")

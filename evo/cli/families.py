@@ -4,6 +4,7 @@ check, new, idea add, ideas."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,11 @@ def _new_parser(sub) -> None:
     nw = sub.add_parser("new", help="write a new family folder (a working starter, or stubs around --kernel FILE)")
     nw.add_argument("name", help="the family's name (letters, digits, _)")
     nw.add_argument("--kernel", help="your kernel's .cu file: copied in, its entry point and template knobs read")
+    nw.add_argument(
+        "--entry",
+        help="with --kernel: the kernel to tune among the file's __global__ functions (name or ns::name; needed "
+        "when the file holds several)",
+    )
     nw.add_argument("-o", "--output", default=".", help="the folder to create NAME/ in (default: here)")
     nw.add_argument(
         "--link",
@@ -139,27 +145,35 @@ def _new(args) -> int:
     try:
         if args.link and not args.kernel:
             raise ScaffoldError("--link links kernel.cu to your kernel: give it with --kernel FILE")
-        dest = new_family(args.name, Path(args.output), Path(args.kernel) if args.kernel else None, args.link)
+        kernel = Path(args.kernel) if args.kernel else None
+        dest = new_family(args.name, Path(args.output), kernel, args.link, args.entry)
     except ScaffoldError as e:
         return _fail(f"new: {e}")
     cfg = dest / "evo.yaml"
     how = f" (a link to {args.kernel})" if args.link else ""
     print(f"wrote {dest}/ (kernel.cu{how}, family.py, evo.yaml, test_family.py); next: evo check {cfg}")
-    if args.kernel:
-        from evo.scaffold import local_includes, quoted_includes
-
-        src = Path(args.kernel)
-        text = src.read_text(encoding="utf-8", errors="replace")
-        own = local_includes(text, src.parent)
-        if own:
-            print(f"note: {', '.join(own)} beside your kernel: its folder is in family.py's include_dirs")
-        elsewhere = [n for n in quoted_includes(text) if n not in own]
-        if elsewhere:
-            print(
-                f"note: {', '.join(elsewhere)} not beside your kernel: add the folder that holds "
-                f"{'them' if len(elsewhere) > 1 else 'it'} to family.py's include_dirs (relative to the family folder)"
-            )
+    if kernel is not None:
+        _say_includes(kernel)
     return 0
+
+
+def _say_includes(kernel: Path) -> None:
+    """What evo new put in include_dirs, and the headers it found nowhere (one line each)."""
+    from evo.include_roots import find_include_roots, listed
+
+    roots = find_include_roots(kernel)
+    for root, found in roots.folders.items():
+        if root == kernel.resolve().parent:
+            print(f"note: {listed(found)} beside your kernel: its folder is in family.py's include_dirs")
+        else:
+            print(f"note: {listed(found)} found from {os.path.relpath(root)}: it is in family.py's include_dirs")
+    named = (inc if by == kernel.resolve() else f"{inc} (from {by.name})" for inc, by in roots.missing)
+    missing = list(dict.fromkeys(named))
+    if missing:
+        print(
+            f"note: {listed(missing, 8)} found nowhere near your kernel: add the folder that holds "
+            f"{'them' if len(missing) > 1 else 'it'} to family.py's include_dirs (relative to the family folder)"
+        )
 
 
 def _family_for(args):

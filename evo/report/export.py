@@ -101,7 +101,7 @@ def instantiation(family: Family, genome: Mapping[str, Any], source: str) -> str
         return ""
     name = family.entry.split("<", 1)[0].strip()
     entry = next((e for e in read_entries(source) if e.name == name), None)
-    if entry is None:
+    if entry is None or entry.returns != "void":  # enable_if_t<...> names the template's own parameters
         return ""
     return (
         f"\n// evo: the instantiation this step launches (its template-parameter knobs)\n"

@@ -41,7 +41,7 @@ class {cls}(Family):
 
     def launch(self, genome: Mapping[str, Any], geometry: Geometry) -> Launch:
         """Called per genome and geometry: grid, block and dynamic shared memory bytes."""
-        raise NotImplementedError("TODO(evo): launch: Launch(grid, block, shared_bytes)")
+{engine_launch}        raise NotImplementedError("TODO(evo): launch: Launch(grid, block, shared_bytes)")
 
     def arg_types(self) -> str:
         """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args)."""
