@@ -5,7 +5,8 @@
   num_warps chosen at launch (``"engine"``: the library's own heuristic).
 * ``torchext/``: a torch extension's .cu (torch includes, a host wrapper taking tensors, ``enable_if_t`` kernels),
   in place, blockDim.x chosen at launch; kernel.cu links to the .cu as it is.
-* ``multikernel/``: a header of several kernels, one chosen by entry name, taking a fast-division struct by value.
+* ``multikernel/``: a header of several kernels, each family choosing one by entry name (``evo/``: one taking a
+  fast-division struct by value; ``evo_silu/``: a gated SiLU, exact mode, block size chosen at launch).
 
 The first tests hold on today's code (the trees compile with nvcc as an engine builds them, NVRTC cannot take the
 header library, the families load and their inputs and references run on the CPU). The tests marked ``NEEDS_API``
@@ -35,6 +36,7 @@ CONFIGS = {
     "headerlib": ENGINES / "headerlib" / "evo" / "evo.yaml",
     "torchext": ENGINES / "torchext" / "evo" / "evo.yaml",
     "multikernel": ENGINES / "multikernel" / "evo" / "evo.yaml",
+    "multikernel_silu": ENGINES / "multikernel" / "evo_silu" / "evo.yaml",  # another kernel of the same header
 }
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (a CUDA toolkit) on the PATH")
@@ -62,6 +64,14 @@ def family(name: str) -> Family:
 
 def geometries(name: str) -> list[Geometry]:
     return list(load_config(CONFIGS[name]).geometries)
+
+
+def copy_family(tmp_path: Path, name: str) -> Path:
+    """The family's engine tree copied (links kept), with the family folder's config path in the copy."""
+    cfg = CONFIGS[name]
+    tree = cfg.parent.parent
+    shutil.copytree(tree, tmp_path / tree.name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / tree.name / cfg.parent.name / cfg.name
 
 
 def nvcc_cubin(source: Path, out: Path, *options: str) -> subprocess.CompletedProcess:
@@ -264,7 +274,12 @@ def evo(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProces
     )
 
 
-SAMPLE = {"headerlib": "8", "torchext": "0", "multikernel": "8"}  # torchext: ~40 s of nvcc a genome
+SAMPLE = {
+    "headerlib": "8",
+    "torchext": "0",
+    "multikernel": "8",
+    "multikernel_silu": "8",
+}  # torchext: ~40 s of nvcc a genome
 
 
 @NEEDS_API
@@ -277,7 +292,9 @@ def test_evo_check_passes_on_the_engine_tree_as_it_is(name):
 
 
 @NEEDS_API
-@pytest.mark.parametrize(("name", "knob"), [("headerlib", "num_warps"), ("torchext", "block")])
+@pytest.mark.parametrize(
+    ("name", "knob"), [("headerlib", "num_warps"), ("torchext", "block"), ("multikernel_silu", "block")]
+)
 def test_each_launch_knob_value_is_its_own_variant(name, knob):
     """At the baseline's code, every value of the launch-only knob launches otherwise at some geometry of the
     config, "engine" included: each is a variant to measure."""
@@ -304,20 +321,20 @@ WRONG_ARG_TYPES = {  # (right, wrong): as many letters, kernel_args unchanged, a
     "headerlib": ('return "pppiiiff"', 'return "pppiilff"'),
     "torchext": ('return "ppplfi"', 'return "ppplfl"'),
     "multikernel": ('return "ppilfpls"', 'return "ppiifpls"'),
+    "multikernel_silu": ('return "ppi"', 'return "ppl"'),
 }
 
 
 @NEEDS_API
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_a_wrong_arg_types_fails_evo_check_in_one_line(tmp_path, name):
-    tree = tmp_path / name
-    shutil.copytree(ENGINES / name, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    fam_py = tree / "evo" / "family.py"
+    cfg = copy_family(tmp_path, name)
+    fam_py = cfg.parent / "family.py"
     right, wrong = WRONG_ARG_TYPES[name]
     text = fam_py.read_text()
     assert text.count(right) == 1
     fam_py.write_text(text.replace(right, wrong))
-    r = evo(tree / "evo", "check", "evo.yaml", "--cpu", "--sample", "0")
+    r = evo(cfg.parent, "check", cfg.name, "--cpu", "--sample", "0")
     lines = r.stdout.strip().splitlines()
     assert r.returncode != 0 and lines[-1].startswith("evo check: FAIL") and "arg_types" in lines[-1], r.stdout
     assert "Traceback" not in r.stdout + r.stderr
@@ -328,25 +345,26 @@ def test_a_wrong_arg_types_fails_evo_check_in_one_line(tmp_path, name):
 
 
 def _copy_and_run(tmp_path: Path, name: str, attempts: int) -> tuple[Path, subprocess.CompletedProcess]:
-    tree = tmp_path / name
-    shutil.copytree(ENGINES / name, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    cfg = copy_family(tmp_path, name)
     storage = f"sqlite:///{tmp_path / 'ledger.db'}"
-    r = evo(tree / "evo", "run", "evo.yaml", "--attempts", str(attempts), "--plain", "--storage", storage, timeout=3000)
-    return tree, r
+    r = evo(cfg.parent, "run", cfg.name, "--attempts", str(attempts), "--plain", "--storage", storage, timeout=3000)
+    return cfg, r
 
 
 @pytest.mark.gpu
 @NEEDS_API
-@pytest.mark.parametrize(("name", "attempts"), [("headerlib", 16), ("torchext", 8), ("multikernel", 8)])
+@pytest.mark.parametrize(
+    ("name", "attempts"), [("headerlib", 16), ("torchext", 8), ("multikernel", 8), ("multikernel_silu", 12)]
+)
 def test_gpu_short_campaign_on_the_engine_tree(tmp_path, name, attempts):
     """The baseline (the engine's own choices) passes the correctness gate in place; a genome is held identical to
     another only where its code and its launches at every geometry are the same."""
     from evo.core import variant
     from evo.ledger.ledger import Ledger
 
-    tree, r = _copy_and_run(tmp_path, name, attempts)
+    path, r = _copy_and_run(tmp_path, name, attempts)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    cfg = load_config(tree / "evo" / "evo.yaml", storage_override=f"sqlite:///{tmp_path / 'ledger.db'}")
+    cfg = load_config(path, storage_override=f"sqlite:///{tmp_path / 'ledger.db'}")
     atts = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs).attempts()
     assert atts and atts[0].verdict.status == "baseline", atts[0].verdict
     by_id = {a.id: a for a in atts}
@@ -364,10 +382,9 @@ def test_gpu_short_campaign_on_the_engine_tree(tmp_path, name, attempts):
 @NEEDS_API
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_gpu_selfcheck_rejects_the_half_rows_fault(tmp_path, name):
-    tree = tmp_path / name
-    shutil.copytree(ENGINES / name, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    cfg = copy_family(tmp_path, name)
     storage = f"sqlite:///{tmp_path / 'ledger.db'}"
-    r = evo(tree / "evo", "selfcheck", "evo.yaml", "--aa", "5", "--storage", storage, timeout=3000)
+    r = evo(cfg.parent, "selfcheck", cfg.name, "--aa", "5", "--storage", storage, timeout=3000)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     half = [line for line in r.stdout.splitlines() if "half the rows" in line]
     assert half and all("rejected: correctness" in line and "right verdict" in line for line in half), r.stdout
