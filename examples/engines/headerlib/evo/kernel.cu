@@ -1,0 +1,1 @@
+#include <minilib/norm.cuh>

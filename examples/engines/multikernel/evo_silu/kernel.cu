@@ -1,0 +1,1 @@
+../src/mkcuda/act_norm.cuh

@@ -1,0 +1,1 @@
+../csrc/layernorm_kernels.cu
