@@ -129,6 +129,7 @@ class Module:
     # The kernel's symbol in the cubin, what get_function takes: the entry itself for an extern "C"
     # entry, the lowered (mangled) name NVRTC gave a template entry's instantiation.
     function: str = ""
+    compiler: str = "nvrtc"  # which compiled it: "nvrtc", or "nvcc" (harness/nvcc.py)
 
 
 @dataclass
@@ -482,20 +483,26 @@ class Includes:
     def program_name(self) -> str:
         return str(Path(self.origin) / "kernel.cu") if self.origin else "kernel.cu"
 
-    def scan(self, source: str) -> tuple[dict[str, str], bool]:
-        """(header -> sha256 of its text, for every header ``source`` includes from the local folders,
-        transitively; whether it includes anything else, i.e. CUDA's headers). Conditionals are not
-        evaluated: a header under ``#if 0`` counts too, which only costs a rebuild."""
+    def scan(self, source: str, pre_includes: Sequence[str] = ()) -> tuple[dict[str, str], bool]:
+        """(header -> sha256 of its text, for every header ``source`` and the ``pre_includes`` (files named by
+        ``-include``/``--pre-include`` options) include from the local folders, transitively; whether it includes
+        anything else, i.e. CUDA's headers). Conditionals are not evaluated: a header under ``#if 0`` counts too,
+        which only costs a rebuild."""
         found: dict[str, str] = {}
         cuda = False
         seen: set[Path] = set()
-        todo: list[tuple[str, Path | None]] = [(source, Path(self.origin) if self.origin else None)]
+        origin = Path(self.origin) if self.origin else None
+        todo: list[tuple[str, Path | None]] = [(source, origin)]
+        # a pre-included file is read as if the source's first line included it
+        todo += [(f'#include "{name}"', origin) for name in pre_includes]
         while todo:
             text, here = todo.pop()
             for quoted, angled in _INCLUDE_RE.findall(text):
                 name = quoted or angled
                 dirs = ([here] if quoted and here is not None else []) + [Path(d) for d in self.local]
                 path = next((d / name for d in dirs if (d / name).is_file()), None)
+                if path is None and Path(name).is_absolute() and Path(name).is_file():
+                    path = Path(name)
                 if path is None:
                     cuda = True
                     continue
@@ -504,10 +511,30 @@ class Includes:
                     continue
                 seen.add(path)
                 data = path.read_bytes()
-                base = Path(self.origin or self.local[0])
+                base = Path(self.origin or (self.local[0] if self.local else path.parent))
                 found[os.path.relpath(path, base)] = hashlib.sha256(data).hexdigest()
                 todo.append((data.decode(errors="replace"), path.parent))
         return found, cuda
+
+
+def pre_includes(options: Sequence[str]) -> list[str]:
+    """The files ``-include``/``--pre-include`` options name (``-include x.h``, ``--pre-include=x.h``)."""
+    names: list[str] = []
+    opts = list(options)
+    for i, o in enumerate(opts):
+        for flag in ("-include", "--pre-include"):
+            if o == flag and i + 1 < len(opts):
+                names.append(opts[i + 1])
+            elif o.startswith(flag + "="):
+                names.append(o.split("=", 1)[1])
+    return names
+
+
+def source_identity(source: str, headers: Mapping[str, str]) -> str:
+    """The compiled source's identity: the text, and the text of every header of the family's it includes."""
+    if not headers:
+        return hashlib.sha256(source.encode()).hexdigest()
+    return hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode()).hexdigest()
 
 
 class Compiled(NamedTuple):
@@ -533,33 +560,64 @@ def first_error(log: str) -> str:
 
 _STD_INT = re.compile(r'identifier "(u?int(8|16|32|64)_t|u?intptr_t|size_t|ptrdiff_t)" is undefined')
 _NO_FILE = re.compile(r'cannot open source file "([^"]+)"')
-_STD_HEADERS = {  # <cstdint>, <stdint.h>, <cstddef>, <stddef.h>: STD_SHIM's
-    "limits",
-    "climits",
-    "type_traits",
-    "cmath",
-    "math.h",
-    "cstdio",
-    "stdio.h",
-    "cassert",
-    "assert.h",
-    "algorithm",
-    "utility",
-    "array",
-    "cfloat",
-    "float.h",
-}
+# The C and C++ standard library's headers (NVRTC has none: evo's std shim gives <cstdint>, <stdint.h>, <cstddef>,
+# <stddef.h> only), and the prefixes of host libraries' headers an engine's kernel file reaches.
+_STD_HEADERS = frozenset(
+    "algorithm any array atomic bit bitset cassert cctype cerrno cfloat charconv chrono cinttypes climits clocale "
+    "cmath codecvt complex concepts condition_variable cstdarg cstdio cstdlib cstring ctime cwchar deque exception "
+    "execution filesystem forward_list fstream functional future initializer_list iomanip ios iosfwd iostream "
+    "istream iterator limits list locale map memory mutex new numbers numeric optional ostream queue random ranges "
+    "ratio regex scoped_allocator set shared_mutex source_location span sstream stack stdexcept streambuf string "
+    "string_view system_error thread tuple type_traits typeindex typeinfo unordered_map unordered_set utility "
+    "valarray variant vector version assert.h ctype.h errno.h float.h inttypes.h limits.h locale.h math.h "
+    "signal.h stdarg.h stdbool.h stdio.h stdlib.h string.h time.h wchar.h unistd.h".split()
+)
+_HOST_PREFIXES = (
+    "torch/",
+    "c10/",
+    "ATen/",
+    "pybind11/",
+    "tvm/",
+    "dlpack/",
+    "cublas",
+    "cusparse",
+    "cusolver",
+    "cufft",
+    "nccl",
+    "cudnn",
+    "cuda.h",
+    "cuda_runtime.h",
+    "nvml",
+    "Python.h",
+)
+TO_NVCC = "compile with nvcc: `build: {compiler: nvcc}`"
+
+
+def _cccl_std(name: str) -> str | None:
+    """``<cuda/std/X>`` for a standard header, where the CCCL headers evo picked hold it (else None)."""
+    std = "c" + name[:-2] if name.endswith(".h") else name
+    dirs = cuda_include_dirs()
+    return std if any((Path(d) / "cuda" / "std" / std).is_file() for d in dirs) else None
 
 
 def nvrtc_hint(error: str) -> str:
-    """What to do about an NVRTC error a kernel written for nvcc meets (NVRTC has no host C/C++ library)."""
+    """What to do about an NVRTC error a kernel written for nvcc meets: first, compile it with nvcc (NVRTC has no
+    host C/C++ library, no host headers, and refuses some of nvcc's options); never an edit of an engine's header.
+    A ``<cuda/std/X>`` is offered only for kernel.cu's own include, and only where CCCL has it."""
+    if "unrecognized option" in error:
+        return f" (an nvcc option NVRTC does not take: {TO_NVCC}; NVRTC-only options go in nvrtc_options)"
     if _STD_INT.search(error):
         return " (NVRTC has no <cstdint>: #include <cuda/std/cstdint>, CCCL's, which evo puts on the include path)"
     m = _NO_FILE.search(error)
-    if m and m.group(1) in _STD_HEADERS:
-        name = m.group(1)
-        std = "c" + name[:-2] if name.endswith(".h") else name
-        return f" (NVRTC has no host C++ library: #include <cuda/std/{std}>, CCCL's, on evo's include path)"
+    if m and m.group(1).startswith(("torch/", "c10/", "ATen/")):
+        return (
+            " (torch's headers: compile with nvcc and torch's includes: `build: {compiler: nvcc, torch_headers: true}`)"
+        )
+    if m and (m.group(1) in _STD_HEADERS or m.group(1).startswith(_HOST_PREFIXES)):
+        std = _cccl_std(m.group(1)) if m.group(1) in _STD_HEADERS else None
+        mine = re.match(r"\s*(?:\S*/)?kernel\.cu\(\d+\)", error) is not None  # included by kernel.cu itself
+        alt = f"; or, in kernel.cu, #include <cuda/std/{std}> (CCCL's)" if std and mine else ""
+        return f" (a host header, which NVRTC does not have: {TO_NVCC}{alt})"
     if m:
         return (
             " (searched: the family's folder, its include_dirs, the config's build.include_dirs, CUDA's headers;"
@@ -638,13 +696,8 @@ def build_module(
     """
     includes = includes if includes is not None else Includes(cuda=cuda_include_dirs())
     src_sha = hashlib.sha256(source.encode()).hexdigest()
-    headers, uses_cuda = includes.scan(source)
-    # The compiled source's identity: the text, and the text of every header of the family's it includes.
-    ident = (
-        hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode()).hexdigest()
-        if headers
-        else src_sha
-    )
+    headers, uses_cuda = includes.scan(source, pre_includes(options))
+    ident = source_identity(source, headers)
     opts = "".join(f"|{o}" for o in _debug_opts() + list(options))
     opts += "".join(f"|h:{n}={h}" for n, h in sorted(headers.items()))
     opts += f"|cuda:{cuda_headers_key()}" if uses_cuda else ""
@@ -724,8 +777,13 @@ class Builder:
         defines: Mapping[str, Any] | None = None,
         include_dirs: Sequence[str] = (),
         nvrtc_options: Sequence[str] = (),
+        compiler: str | None = None,
+        compile_options: Sequence[str] = (),
+        torch_headers: bool | None = None,
     ):
-        """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
+        """``include_dirs``, ``nvrtc_options`` and ``compile_options``: the campaign's (absolute folders), after the
+        family's own. ``compiler`` ("auto", "nvrtc", "nvcc") and ``torch_headers``: the campaign's where not None,
+        else the family's (harness/route.py says how ``auto`` decides; ``route_note`` then says it once).
         ``source_hook(body, genome)``: the kernel text a genome with genes beyond the family's knobs builds from
         (the campaign's source-level ideas, evo/search/ideas.py ``idea_hook``); the builder knows nothing of them.
 
@@ -758,6 +816,32 @@ class Builder:
         self._local, self._origin = tuple(map(str, local)), str(folder) if folder is not None else ""
         self._includes: Includes | None = None
         self.nvrtc_options = check_nvrtc_options(tuple(family.nvrtc_options) + tuple(nvrtc_options))
+        self._route_setup(compiler, compile_options, torch_headers)
+
+    def _route_setup(self, compiler: str | None, compile_options: Sequence[str], torch_headers: bool | None) -> None:
+        """The compiler asked for, the engine's options (passed to whichever compiles) and torch's headers."""
+        from harness.nvcc import check_nvcc_options
+        from harness.route import COMPILERS
+
+        self.requested = compiler if compiler is not None else self.family.compiler
+        if self.requested not in COMPILERS:
+            raise BuildError(f"compiler {self.requested!r}: one of {', '.join(COMPILERS)}")
+        opts = tuple(self.family.compile_options) + tuple(compile_options)
+        self.compile_options = check_nvrtc_options(check_nvcc_options(opts))
+        self.torch_headers = bool(self.family.torch_headers if torch_headers is None else torch_headers)
+        if self.torch_headers and self.requested == "nvrtc":
+            raise BuildError("torch_headers needs nvcc (NVRTC cannot read torch's headers): compiler nvcc or auto")
+        self._route: str | None = None if self.requested == "auto" else self.requested
+        self.route_note = ""  # auto's decision, one line, once it is made
+
+    @property
+    def compiler(self) -> str:
+        """The compiler this builder's modules are built by: the one asked for, or auto's (decided at first use)."""
+        if self._route is None:
+            from harness.route import decide
+
+            self._route, self.route_note = decide(self)
+        return self._route
 
     @property
     def includes(self) -> Includes:
@@ -775,7 +859,7 @@ class Builder:
         geometries: Sequence[Geometry] | None = None,
     ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
-        section (include folders and NVRTC options)."""
+        section (include folders, options, compiler, torch's headers)."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
         return cls(
@@ -786,6 +870,9 @@ class Builder:
             defines=cfg.build_defines,
             include_dirs=[str(d) for d in b.include_dirs],
             nvrtc_options=list(b.nvrtc_options),
+            compiler=getattr(b, "compiler", None),
+            compile_options=list(getattr(b, "compile_options", ())),
+            torch_headers=getattr(b, "torch_headers", None),
         )
 
     def spec_of(self, geometry: Geometry) -> str:
@@ -815,5 +902,13 @@ class Builder:
             src = resolve_source(self.family, genome, spec, body, self.defines)
             built.source[key] = src
             entry = self.family.entry_expression(genome, spec)
-            built.modules[key] = build_module(src, entry, self.arch, key, self.nvrtc_options, self.includes)
+            built.modules[key] = self.module(src, entry, key)
         return built
+
+    def module(self, source: str, entry: str, key: str) -> Module:
+        """One resolved source compiled (or fetched from the cache) by this builder's compiler."""
+        if self.compiler == "nvcc":
+            from harness.route import nvcc_module
+
+            return nvcc_module(self, source, entry, key)
+        return build_module(source, entry, self.arch, key, self.nvrtc_options + self.compile_options, self.includes)
