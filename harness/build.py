@@ -835,12 +835,9 @@ class Builder:
         self.route_note = ""  # auto's decision, one line, once it is made
 
     @property
-    def compiler(self) -> str:
-        """The compiler this builder's modules are built by: the one asked for, or auto's (decided at first use)."""
-        if self._route is None:
-            from harness.route import decide
-
-            self._route, self.route_note = decide(self)
+    def compiler(self) -> str | None:
+        """The compiler this builder's modules are built by: the one asked for, or auto's (None until its first
+        module decides it, harness/route.py)."""
         return self._route
 
     @property
@@ -907,7 +904,15 @@ class Builder:
 
     def module(self, source: str, entry: str, key: str) -> Module:
         """One resolved source compiled (or fetched from the cache) by this builder's compiler."""
-        if self.compiler == "nvcc":
+        if self._route is None:
+            from harness.route import decide
+
+            self._route, self.route_note, built, error = decide(self, source, entry, key)
+            if error is not None:
+                raise error
+            if built is not None:
+                return built
+        if self._route == "nvcc":
             from harness.route import nvcc_module
 
             return nvcc_module(self, source, entry, key)

@@ -81,11 +81,10 @@ def _wheel_nvcc() -> str | None:
             return str(p)
     except Exception:  # no cuda-pathfinder, or one that does not know nvcc
         pass
-    try:
-        import nvidia  # the NVIDIA wheels' namespace package
-    except ImportError:
-        return None
-    for base in getattr(nvidia, "__path__", []):
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")  # the NVIDIA wheels' namespace package
+    for base in (spec.submodule_search_locations or []) if spec is not None else []:
         for p in sorted(Path(base).glob("cu*/bin/nvcc"), reverse=True):
             if os.access(p, os.X_OK):
                 return str(p)

@@ -1,21 +1,23 @@
 """Which compiler builds a Builder's modules: NVRTC, nvcc, or ``auto`` (NVRTC, and nvcc where NVRTC cannot compile
 the kernel as written).
 
-``auto`` decides once per Builder, at its first build, from the family's baseline genome (so every process of a
-campaign, compile-ahead workers included, decides alike and every genome of a campaign is built by one compiler):
-NVRTC when it compiles the baseline; else nvcc when there is one and it compiles it, or when NVRTC's failure is one
-nvcc does not have (a host header, an nvcc-only option); else NVRTC, whose error the build reports. The decision is
-said once in ``Builder.route_note``.
+``auto`` decides once per Builder, from the first module it builds (a campaign's and `evo check`'s is the baseline's),
+and keeps it, so every genome of a campaign is built by one compiler: NVRTC when it compiles that module; else nvcc
+when there is one and it compiles it, or when NVRTC's failure is one nvcc does not have (a host header, an engine's
+nvcc-only option); else NVRTC, whose error the build reports. What cannot be compiled by NVRTC as written is so for
+every genome of a kernel (its headers and options are the same), so compile-ahead processes decide alike. The
+decision is said once in ``Builder.route_note``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from harness.nvcc import GET_NVCC, NvccIncludes, build_nvcc, find_nvcc, nvcc_or_error
 
 if TYPE_CHECKING:
-    from harness.build import Builder, Module
+    from harness.build import Builder, BuildError, Module
 
 COMPILERS = ("auto", "nvrtc", "nvcc")
 
@@ -44,32 +46,50 @@ def nvcc_module(b: Builder, source: str, entry: str, key: str) -> Module:
     )
 
 
-def _nvcc_can_help(error: str) -> bool:
-    """An NVRTC failure that is NVRTC's, not the kernel's: a header it lacks, an option it does not take."""
-    return "cannot open source file" in error or "unrecognized option" in error
+def _nvcc_can_help(error: str, compile_options: tuple[str, ...]) -> bool:
+    """An NVRTC failure that is NVRTC's, not the kernel's: a host header it lacks, an engine's option it does not
+    take (the ones whose hint says to compile with nvcc; a header of the engine's not found, or an nvrtc_option NVRTC
+    refuses, is the user's to fix)."""
+    from harness.build import nvrtc_hint
+
+    m = re.search(r"unrecognized option (\S+)", error)
+    if m:
+        return m.group(1) in compile_options or m.group(1).split("=", 1)[0] in compile_options
+    return "compile with nvcc" in nvrtc_hint(error)
 
 
-def decide(b: Builder) -> tuple[str, str]:
-    """(compiler, the one line that says it) for a Builder whose requested compiler is ``auto``."""
-    from harness.build import BuildError, build_module, resolve_source
+Decision = tuple[str | None, str, "Module | None", "BuildError | None"]
+
+
+def decide(b: Builder, source: str, entry: str, key: str) -> Decision:
+    """(compiler, the one line that says it, the module built on the way, or the error to report) for a Builder whose
+    requested compiler is ``auto``, deciding on its first module (``source``, ``entry``, ``key``). The compiler is
+    None (undecided: the next module decides) when both compilers fail on it and NVRTC's error is the kernel's."""
+    from harness.build import BuildError, build_module
 
     if b.torch_headers:
         nvcc_or_error()
-        return "nvcc", "compiler: nvcc (auto: torch_headers is on, and NVRTC cannot read torch's headers)"
-    base = b.family.baseline()
-    key, spec = next(iter(b.specs.items()), ("default", {}))
-    source = resolve_source(b.family, base, spec, b.source_for(base), b.defines)
-    entry = b.family.entry_expression(base, spec)
+        return "nvcc", "compiler: nvcc (auto: torch_headers is on, and NVRTC cannot read torch's headers)", None, None
     try:
-        build_module(source, entry, b.arch, key, b.nvrtc_options + b.compile_options, b.includes)
-        return "nvrtc", "compiler: nvrtc (auto: NVRTC compiles the baseline)"
+        m = build_module(source, entry, b.arch, key, b.nvrtc_options + b.compile_options, b.includes)
+        return "nvrtc", "compiler: nvrtc (auto: NVRTC compiles it)", m, None
     except BuildError as e:
-        why = str(e).removeprefix("compile error: ").split(" (", 1)[0][:160]
+        nvrtc_error = e
+    error = str(nvrtc_error)
+    limit = _nvcc_can_help(error, b.compile_options)
+    if "unrecognized option" in error and not limit:  # an nvrtc_option of the user's: theirs to fix
+        return "nvrtc", "compiler: nvrtc (auto: NVRTC refuses one of nvrtc_options)", None, nvrtc_error
     if find_nvcc() is None:
-        return "nvrtc", f"compiler: nvrtc (auto: NVRTC cannot compile the baseline, and no nvcc is here: {GET_NVCC})"
+        return (
+            "nvrtc",
+            f"compiler: nvrtc (auto: NVRTC cannot compile it, and no nvcc is here: {GET_NVCC})",
+            None,
+            nvrtc_error,
+        )
+    why = error.removeprefix("compile error: ").split(" (", 1)[0][:160]
     note = f"compiler: nvcc (auto: NVRTC cannot compile the kernel as written: {why})"
     try:
-        nvcc_module(b, source, entry, key)
-    except BuildError:
-        return ("nvcc", note) if _nvcc_can_help(why) else ("nvrtc", "compiler: nvrtc (auto: nvcc fails on it too)")
-    return "nvcc", note
+        return "nvcc", note, nvcc_module(b, source, entry, key), None
+    except BuildError as e:
+        # NVRTC lacks what the kernel needs: nvcc's error is the one to fix; else both fail on the kernel itself
+        return ("nvcc", note, None, e) if limit else (None, "", None, nvrtc_error)
