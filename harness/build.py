@@ -30,19 +30,10 @@ from typing import Any, NamedTuple
 
 from evo.core.family import Family, Geometry
 from evo.core.records import Resources
-from harness.errors import HarnessError
+from harness.errors import BuildError
+from harness.hints import nvrtc_hint
 
 DEFAULT_ARCH = "sm_90"
-
-
-class BuildError(HarnessError):
-    """NVRTC rejected the source; the message is the first error line of its log."""
-
-    kind, gate = "compile", "static"
-
-    def __init__(self, message: str, log: str = ""):
-        super().__init__(message)
-        self.log = log
 
 
 class PatchError(BuildError):
@@ -558,74 +549,6 @@ def first_error(log: str) -> str:
     )
 
 
-_STD_INT = re.compile(r'identifier "(u?int(8|16|32|64)_t|u?intptr_t|size_t|ptrdiff_t)" is undefined')
-_NO_FILE = re.compile(r'cannot open source file "([^"]+)"')
-# The C and C++ standard library's headers (NVRTC has none: evo's std shim gives <cstdint>, <stdint.h>, <cstddef>,
-# <stddef.h> only), and the prefixes of host libraries' headers an engine's kernel file reaches.
-_STD_HEADERS = frozenset(
-    "algorithm any array atomic bit bitset cassert cctype cerrno cfloat charconv chrono cinttypes climits clocale "
-    "cmath codecvt complex concepts condition_variable cstdarg cstdio cstdlib cstring ctime cwchar deque exception "
-    "execution filesystem forward_list fstream functional future initializer_list iomanip ios iosfwd iostream "
-    "istream iterator limits list locale map memory mutex new numbers numeric optional ostream queue random ranges "
-    "ratio regex scoped_allocator set shared_mutex source_location span sstream stack stdexcept streambuf string "
-    "string_view system_error thread tuple type_traits typeindex typeinfo unordered_map unordered_set utility "
-    "valarray variant vector version assert.h ctype.h errno.h float.h inttypes.h limits.h locale.h math.h "
-    "signal.h stdarg.h stdbool.h stdio.h stdlib.h string.h time.h wchar.h unistd.h".split()
-)
-_HOST_PREFIXES = (
-    "torch/",
-    "c10/",
-    "ATen/",
-    "pybind11/",
-    "tvm/",
-    "dlpack/",
-    "cublas",
-    "cusparse",
-    "cusolver",
-    "cufft",
-    "nccl",
-    "cudnn",
-    "cuda.h",
-    "cuda_runtime.h",
-    "nvml",
-    "Python.h",
-)
-TO_NVCC = "compile with nvcc: `build: {compiler: nvcc}`"
-
-
-def _cccl_std(name: str) -> str | None:
-    """``<cuda/std/X>`` for a standard header, where the CCCL headers evo picked hold it (else None)."""
-    std = "c" + name[:-2] if name.endswith(".h") else name
-    dirs = cuda_include_dirs()
-    return std if any((Path(d) / "cuda" / "std" / std).is_file() for d in dirs) else None
-
-
-def nvrtc_hint(error: str) -> str:
-    """What to do about an NVRTC error a kernel written for nvcc meets: first, compile it with nvcc (NVRTC has no
-    host C/C++ library, no host headers, and refuses some of nvcc's options); never an edit of an engine's header.
-    A ``<cuda/std/X>`` is offered only for kernel.cu's own include, and only where CCCL has it."""
-    if "unrecognized option" in error:
-        return f" (an nvcc option NVRTC does not take: {TO_NVCC}; NVRTC-only options go in nvrtc_options)"
-    if _STD_INT.search(error):
-        return " (NVRTC has no <cstdint>: #include <cuda/std/cstdint>, CCCL's, which evo puts on the include path)"
-    m = _NO_FILE.search(error)
-    if m and m.group(1).startswith(("torch/", "c10/", "ATen/")):
-        return (
-            " (torch's headers: compile with nvcc and torch's includes: `build: {compiler: nvcc, torch_headers: true}`)"
-        )
-    if m and (m.group(1) in _STD_HEADERS or m.group(1).startswith(_HOST_PREFIXES)):
-        std = _cccl_std(m.group(1)) if m.group(1) in _STD_HEADERS else None
-        mine = re.match(r"\s*(?:\S*/)?kernel\.cu\(\d+\)", error) is not None  # included by kernel.cu itself
-        alt = f"; or, in kernel.cu, #include <cuda/std/{std}> (CCCL's)" if std and mine else ""
-        return f" (a host header, which NVRTC does not have: {TO_NVCC}{alt})"
-    if m:
-        return (
-            " (searched: the family's folder, its include_dirs, the config's build.include_dirs, CUDA's headers;"
-            " a header of your engine goes in one of those include_dirs)"
-        )
-    return ""
-
-
 def by_name_expression(entry: str) -> bool:
     """Whether the entry is looked up through an NVRTC name expression (its lowered name comes back from NVRTC):
     a template-id, or a qualified name (``myengine::rms_norm``, a C++ function in a namespace). Otherwise it is an
@@ -659,7 +582,7 @@ def compile_program(
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog).replace("\x00", "")
-            first = first_error(log) + nvrtc_hint(first_error(log))
+            first = first_error(log) + nvrtc_hint(first_error(log), cuda_include_dirs())
             if first.startswith("__nv_name_map"):  # NVRTC's own file for name expressions: say which one
                 first += f" (the entry {entry!r})"
             raise BuildError(f"compile error: {first}", log) from None
@@ -913,7 +836,39 @@ class Builder:
             if built is not None:
                 return built
         if self._route == "nvcc":
-            from harness.route import nvcc_module
+            return self.nvcc_module(source, entry, key)
+        return self.nvrtc_module(source, entry, key)
 
-            return nvcc_module(self, source, entry, key)
+    def nvrtc_module(self, source: str, entry: str, key: str) -> Module:
         return build_module(source, entry, self.arch, key, self.nvrtc_options + self.compile_options, self.includes)
+
+    def nvcc_module(self, source: str, entry: str, key: str) -> Module:
+        """One resolved source compiled (or fetched from the cache) by nvcc (harness/nvcc.py), as NVRTC's are:
+        the same identity (the text and the family's headers it includes), the template entry's instantiation
+        hashed under the template's name."""
+        from harness.nvcc import NvccIncludes, build_nvcc
+
+        def analyse(cubin: bytes, log: str, function: str) -> tuple[Resources, str]:
+            try:
+                res = parse_ptxas_report(log, function)
+            except BuildError:
+                res = resources_from_cubin(cubin, function)
+            rename = {function: entry.split("<", 1)[0].strip()} if function != entry else None
+            return res, sass_digest(cubin, rename)
+
+        inc = NvccIncludes(self._local, self._origin, self.torch_headers)
+        r = build_nvcc(source, entry, self.arch, self.compile_options, inc, _debug_opts(), cache_dir(), analyse)
+        headers, _ = Includes(self._local, self._origin).scan(source, pre_includes(self.compile_options))
+        return Module(
+            key,
+            source_identity(source, headers),
+            r.cubin_sha256,
+            r.sass_sha256,
+            r.resources,
+            r.cubin_path,
+            r.log,
+            cached=r.cached,
+            compile_s=r.compile_s,
+            function=r.function,
+            compiler="nvcc",
+        )

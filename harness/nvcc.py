@@ -31,12 +31,13 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from evo.core.records import Resources
+from harness.errors import BuildError
 
 # A torch-extension .cu takes ~30 s on a 2-core machine; a compile past this is a failed build, not a hang.
 DEFAULT_TIMEOUT_S = 900.0
@@ -46,10 +47,7 @@ ENTRY_FILE = "evo_entry"  # the #line name of the appended reference, so an erro
 GET_NVCC = "install a CUDA toolkit, or `pip install nvidia-cuda-nvcc` (its nvcc is found through cuda-pathfinder)"
 
 
-def _error(message: str, log: str = "") -> Exception:
-    """A harness.build.BuildError (imported here: harness.build imports this module's names lazily too)."""
-    from harness.build import BuildError
-
+def _error(message: str, log: str = "") -> BuildError:
     return BuildError(message, log)
 
 
@@ -450,23 +448,26 @@ class NvccResult:
     compile_s: float = 0.0
 
 
+# (cubin, ptxas log, the entry's symbol) -> (resources, SASS digest): harness.build's reading of a cubin
+Analyse = Callable[[bytes, str, str], tuple[Resources, str]]
+
+
 def build_nvcc(
     source: str,
     entry: str,
     arch: str,
     options: Sequence[str],
     includes: NvccIncludes,
-    debug: Sequence[str] = (),
+    debug: Sequence[str],
+    cache: Path,
+    analyse: Analyse,
 ) -> NvccResult:
-    """Compile (or fetch from the cache) one resolved source with nvcc; see the module's docstring for the key."""
-    from harness.build import BuildError, cache_dir, parse_ptxas_report, resources_from_cubin, sass_digest
-
+    """Compile (or fetch from ``cache``) one resolved source with nvcc; see the module's docstring for the key."""
     nvcc = nvcc_or_error()
     parts = [hashlib.sha256(source.encode()).hexdigest(), arch, f"nvcc {nvcc_version(nvcc)}", entry]
     parts += [f"o:{o}" for o in list(debug) + list(options)] + [f"i:{o}" for o in includes.options()]
     key = "nvcc-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
-    d = cache_dir()
-    hit = lookup(d, key)
+    hit = lookup(cache, key)
     if hit is not None:
         path, meta = hit
         return NvccResult(
@@ -479,21 +480,15 @@ def build_nvcc(
             cached=True,
         )
     c = compile_nvcc(source, entry, arch, options, includes, debug)
-    try:
-        res = parse_ptxas_report(c.log, c.function)
-    except BuildError:
-        res = resources_from_cubin(c.cubin, c.function)
-    template_name = entry.split("<", 1)[0].strip()
-    # hashed under the entry's name, as NVRTC's route does for a template entry (harness.build.sass_digest)
-    rename = {c.function: template_name} if c.function != entry else None
+    res, sass = analyse(c.cubin, c.log, c.function)
     meta = {
         "compiler": "nvcc",
         "cubin_sha256": hashlib.sha256(c.cubin).hexdigest(),
-        "sass_sha256": sass_digest(c.cubin, rename),
+        "sass_sha256": sass,
         "resources": asdict(res),
         "log": c.log,
         "function": c.function,
         "deps": {p: h for p in c.deps if (h := file_sha256(p)) is not None},
     }
-    path = store(d, key, c.cubin, meta)
-    return NvccResult(str(path), meta["cubin_sha256"], meta["sass_sha256"], res, c.log, c.function, False, c.seconds)
+    path = store(cache, key, c.cubin, meta)
+    return NvccResult(str(path), meta["cubin_sha256"], sass, res, c.log, c.function, False, c.seconds)

@@ -12,66 +12,39 @@ decision is said once in ``Builder.route_note``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
-from harness.nvcc import GET_NVCC, NvccIncludes, build_nvcc, find_nvcc, nvcc_or_error
-
-if TYPE_CHECKING:
-    from harness.build import Builder, BuildError, Module
+from harness.errors import BuildError
+from harness.hints import nvrtc_hint
+from harness.nvcc import GET_NVCC, find_nvcc, nvcc_or_error
 
 COMPILERS = ("auto", "nvrtc", "nvcc")
-
-
-def nvcc_module(b: Builder, source: str, entry: str, key: str) -> Module:
-    """One resolved source compiled (or fetched from the cache) by nvcc, as a Module like NVRTC's."""
-    from harness.build import Includes, Module, _debug_opts, pre_includes, source_identity
-
-    r = build_nvcc(
-        source, entry, b.arch, b.compile_options, NvccIncludes(b._local, b._origin, b.torch_headers), _debug_opts()
-    )
-    # the same identity as on NVRTC's route: the text and the family's headers it includes
-    headers, _ = Includes(b._local, b._origin).scan(source, pre_includes(b.compile_options))
-    return Module(
-        key,
-        source_identity(source, headers),
-        r.cubin_sha256,
-        r.sass_sha256,
-        r.resources,
-        r.cubin_path,
-        r.log,
-        cached=r.cached,
-        compile_s=r.compile_s,
-        function=r.function,
-        compiler="nvcc",
-    )
 
 
 def _nvcc_can_help(error: str, compile_options: tuple[str, ...]) -> bool:
     """An NVRTC failure that is NVRTC's, not the kernel's: a host header it lacks, an engine's option it does not
     take (the ones whose hint says to compile with nvcc; a header of the engine's not found, or an nvrtc_option NVRTC
     refuses, is the user's to fix)."""
-    from harness.build import nvrtc_hint
-
     m = re.search(r"unrecognized option (\S+)", error)
     if m:
         return m.group(1) in compile_options or m.group(1).split("=", 1)[0] in compile_options
     return "compile with nvcc" in nvrtc_hint(error)
 
 
-Decision = tuple[str | None, str, "Module | None", "BuildError | None"]
+# (compiler or None, the line that says it, the module built on the way, the error to report)
+Decision = tuple[str | None, str, Any, BuildError | None]
 
 
-def decide(b: Builder, source: str, entry: str, key: str) -> Decision:
+def decide(b: Any, source: str, entry: str, key: str) -> Decision:
     """(compiler, the one line that says it, the module built on the way, or the error to report) for a Builder whose
-    requested compiler is ``auto``, deciding on its first module (``source``, ``entry``, ``key``). The compiler is
-    None (undecided: the next module decides) when both compilers fail on it and NVRTC's error is the kernel's."""
-    from harness.build import BuildError, build_module
-
+    requested compiler is ``auto`` (a harness.build.Builder: it builds with its ``nvrtc_module`` and ``nvcc_module``),
+    deciding on its first module (``source``, ``entry``, ``key``). The compiler is None (undecided: the next module
+    decides) when both compilers fail on it and NVRTC's error is the kernel's."""
     if b.torch_headers:
         nvcc_or_error()
         return "nvcc", "compiler: nvcc (auto: torch_headers is on, and NVRTC cannot read torch's headers)", None, None
     try:
-        m = build_module(source, entry, b.arch, key, b.nvrtc_options + b.compile_options, b.includes)
+        m = b.nvrtc_module(source, entry, key)
         return "nvrtc", "compiler: nvrtc (auto: NVRTC compiles it)", m, None
     except BuildError as e:
         nvrtc_error = e
@@ -89,7 +62,7 @@ def decide(b: Builder, source: str, entry: str, key: str) -> Decision:
     why = error.removeprefix("compile error: ").split(" (", 1)[0][:160]
     note = f"compiler: nvcc (auto: NVRTC cannot compile the kernel as written: {why})"
     try:
-        return "nvcc", note, nvcc_module(b, source, entry, key), None
+        return "nvcc", note, b.nvcc_module(source, entry, key), None
     except BuildError as e:
         # NVRTC lacks what the kernel needs: nvcc's error is the one to fix; else both fail on the kernel itself
         return ("nvcc", note, None, e) if limit else (None, "", None, nvrtc_error)
