@@ -182,6 +182,17 @@ def test_auto_keeps_nvrtc_where_nvrtc_compiles(tmp_path, cache):
 
 
 @needs_nvcc
+def test_auto_stays_undecided_while_both_compilers_fail_on_the_kernel_itself(tmp_path, cache):
+    folder = write_family(tmp_path / "fams", header=DEVICE_ONLY_HEADER.replace("x[i] * a", "x[i] * oops"))
+    b = _builder(tmp_path, compile_options=["-DSCALE_BIAS=1.0f"])
+    with pytest.raises(BuildError, match=r'scale\.cuh\(6\): error: identifier "oops" is undefined'):
+        b.build({"block": 128, "pad": 0})
+    assert (b.compiler, b.route_note) == (None, "")  # NVRTC's error is the kernel's: nothing decided
+    (folder / "include" / "mylib" / "scale.cuh").write_text(DEVICE_ONLY_HEADER)
+    assert b.build({"block": 128, "pad": 0}).modules["default"].compiler == "nvrtc" == b.compiler
+
+
+@needs_nvcc
 def test_a_compile_error_under_nvcc_is_one_line_with_file_and_line(tmp_path, cache):
     write_family(tmp_path / "fams", header=LIB_HEADER.replace("x[i] * a", "x[i] * undeclared_b"))
     fam = load_family("lib", tmp_path / "fams")
@@ -242,6 +253,9 @@ def test_nvrtc_cache_follows_a_pre_included_header(tmp_path, cache):
     g = {"block": 128, "pad": 0}
     assert not Builder(fam, [G], ARCH, compiler="nvrtc").build(g).modules["default"].cached
     assert Builder(fam, [G], ARCH, compiler="nvrtc").build(g).modules["default"].cached
+    with (folder / "pre.h").open("a") as f:  # the pre-included file itself
+        f.write("#define PRE_UNUSED 1\n")
+    assert not Builder(fam, [G], ARCH, compiler="nvrtc").build(g).modules["default"].cached
     with (folder / "pre_sub.h").open("a") as f:  # what the pre-included file includes counts too
         f.write("#error pre_sub changed\n")
     with pytest.raises(BuildError, match=r"pre_sub\.h.*#error"):
