@@ -298,6 +298,8 @@ def compile_nvcc(
             first = nvcc_first_error(log)
             if ENTRY_FILE in first:
                 first += f" (the entry {entry!r}: not a __global__ function of the source)"
+            elif not includes.torch and re.search(r"fatal error: (torch|c10|ATen)/\S+: No such file", first):
+                first += " (torch's headers: `build: {torch_headers: true}`)"
             raise _error(f"compile error: {first}", log)
         cubin = out.read_bytes()
         deps = read_deps(dep.read_text(), cwd, exclude=src)

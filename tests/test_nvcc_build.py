@@ -205,6 +205,11 @@ def test_a_compile_error_under_nvcc_is_one_line_with_file_and_line(tmp_path, cac
     (tmp_path / "fams" / "lib" / "kernel.cu").write_text('#include "mylib/missing.cuh"\n')
     with pytest.raises(BuildError, match=r"kernel\.cu:1:10: fatal error: mylib/missing\.cuh"):
         Builder(fam, [G], ARCH, compiler="nvcc").build({"block": 128, "pad": 0})
+    (tmp_path / "fams" / "lib" / "kernel.cu").write_text("#include <torch/all.h>\n")  # torch's, not asked for
+    with pytest.raises(
+        BuildError, match=r"torch/all\.h: No such file.*\(torch's headers: `build: \{torch_headers: true\}`\)"
+    ):
+        Builder(fam, [G], ARCH, compiler="nvcc").build({"block": 128, "pad": 0})
 
 
 @needs_nvcc
