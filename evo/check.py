@@ -142,10 +142,12 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
     except BuildError as e:
         raise CheckFailed(f"the baseline does not compile: {e}") from None
     base_res = {k: m.resources for k, m in built.modules.items()}
+    if builder.route_note:  # compiler: auto said which it took, once
+        say(f"  {builder.route_note}")
     for k, r in sorted(base_res.items()):
         say(
-            f"  baseline [{k}] ({builder.arch}): {r.registers} registers, {r.spill_stores} B spill stores, "
-            f"{r.stack_frame} B stack, {r.shared_static} B static shared"
+            f"  baseline [{k}] ({builder.arch}, {built.modules[k].compiler}): {r.registers} registers, "
+            f"{r.spill_stores} B spill stores, {r.stack_frame} B stack, {r.shared_static} B static shared"
         )
     sass = {built.sass_sha256}
     rejected = 0

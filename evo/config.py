@@ -262,14 +262,36 @@ class SanitizerConfig:
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """What NVRTC gets beyond the family's own: header folders (absolute, resolved against the config's folder)
-    searched after the family's, and extra options for every module."""
+    """What the compiler gets beyond the family's own: header folders (absolute, resolved against the config's
+    folder) searched after the family's, extra options for every module, and which compiler (None: the family's)."""
 
     include_dirs: tuple[Path, ...] = key(
         (), "header folders searched after the family's (relative to the config)", custom=True, kind="list of paths"
     )
     nvrtc_options: tuple[str, ...] = key(
-        (), "extra NVRTC options for every module", custom=True, kind="list of strings"
+        (), "extra NVRTC options for every module (NVRTC only)", custom=True, kind="list of strings"
+    )
+    compiler: str | None = key(
+        None,
+        "auto: NVRTC, and nvcc where NVRTC cannot compile the kernel as written (said once); nvrtc; nvcc (a CUDA "
+        "toolkit's or the nvidia-cuda-nvcc wheel's)",
+        choices=("auto", "nvrtc", "nvcc"),
+        custom=True,
+        shown="the family's (auto unless it says)",
+    )
+    compile_options: tuple[str, ...] = key(
+        (),
+        "the engine's own build options, passed as given to whichever compiler builds (after the family's), e.g. "
+        "--expt-relaxed-constexpr, -use_fast_math, -DFOO=1",
+        custom=True,
+        kind="list of strings",
+    )
+    torch_headers: bool | None = key(
+        None,
+        "the installed torch's C++ include folders on the include path (nvcc), for a torch-extension .cu",
+        custom=True,
+        kind="bool",
+        shown="the family's (false unless it says)",
     )
 
 
@@ -343,7 +365,9 @@ class CampaignConfig:
         shown="none: no idea genes are proposed (ideas in the ledger still build)",
     )
     sanitizer: SanitizerConfig = key(factory=SanitizerConfig, doc="compute-sanitizer on the champion after a GPU run")
-    build: BuildConfig = key(factory=BuildConfig, doc="include_dirs and nvrtc_options for NVRTC", custom=True)
+    build: BuildConfig = key(
+        factory=BuildConfig, doc="include folders, options and the compiler (NVRTC or nvcc)", custom=True
+    )
 
     @property
     def build_defines(self) -> dict[str, int]:
@@ -745,7 +769,14 @@ def load_config(
 def _build(raw: Any, cfg_path: Path) -> BuildConfig:
     b = _section(raw, "build", _keys(BuildConfig))
     dirs, opts = b.get("include_dirs") or [], b.get("nvrtc_options") or []
-    for key, v in (("include_dirs", dirs), ("nvrtc_options", opts)):
+    copts, compiler, torch = b.get("compile_options") or [], b.get("compiler"), b.get("torch_headers")
+    if compiler is not None and compiler not in ("auto", "nvrtc", "nvcc"):
+        raise ConfigError(f"build.compiler: {compiler!r} is not one of auto, nvrtc, nvcc")
+    if torch is not None and not isinstance(torch, bool):
+        raise ConfigError(f"build.torch_headers: expected true or false, got {torch!r}")
+    if torch and compiler == "nvrtc":
+        raise ConfigError("build.torch_headers needs nvcc (NVRTC cannot read torch's headers): compiler nvcc or auto")
+    for key, v in (("include_dirs", dirs), ("nvrtc_options", opts), ("compile_options", copts)):
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
             raise ConfigError(f"build.{key}: expected a list of strings, got {v!r}")
     resolved = []
@@ -755,7 +786,7 @@ def _build(raw: Any, cfg_path: Path) -> BuildConfig:
         if not q.is_dir():
             raise ConfigError(f"build.include_dirs: {d!r} is not a folder ({q})")
         resolved.append(q.resolve())
-    return BuildConfig(tuple(resolved), tuple(opts))
+    return BuildConfig(tuple(resolved), tuple(opts), compiler, tuple(copts), torch)
 
 
 def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: float | None) -> None:

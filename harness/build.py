@@ -30,19 +30,10 @@ from typing import Any, NamedTuple
 
 from evo.core.family import Family, Geometry
 from evo.core.records import Resources
-from harness.errors import HarnessError
+from harness.errors import BuildError
+from harness.hints import nvrtc_hint
 
 DEFAULT_ARCH = "sm_90"
-
-
-class BuildError(HarnessError):
-    """NVRTC rejected the source; the message is the first error line of its log."""
-
-    kind, gate = "compile", "static"
-
-    def __init__(self, message: str, log: str = ""):
-        super().__init__(message)
-        self.log = log
 
 
 class PatchError(BuildError):
@@ -129,6 +120,7 @@ class Module:
     # The kernel's symbol in the cubin, what get_function takes: the entry itself for an extern "C"
     # entry, the lowered (mangled) name NVRTC gave a template entry's instantiation.
     function: str = ""
+    compiler: str = "nvrtc"  # which compiled it: "nvrtc", or "nvcc" (harness/nvcc.py)
 
 
 @dataclass
@@ -482,20 +474,26 @@ class Includes:
     def program_name(self) -> str:
         return str(Path(self.origin) / "kernel.cu") if self.origin else "kernel.cu"
 
-    def scan(self, source: str) -> tuple[dict[str, str], bool]:
-        """(header -> sha256 of its text, for every header ``source`` includes from the local folders,
-        transitively; whether it includes anything else, i.e. CUDA's headers). Conditionals are not
-        evaluated: a header under ``#if 0`` counts too, which only costs a rebuild."""
+    def scan(self, source: str, pre_includes: Sequence[str] = ()) -> tuple[dict[str, str], bool]:
+        """(header -> sha256 of its text, for every header ``source`` and the ``pre_includes`` (files named by
+        ``-include``/``--pre-include`` options) include from the local folders, transitively; whether it includes
+        anything else, i.e. CUDA's headers). Conditionals are not evaluated: a header under ``#if 0`` counts too,
+        which only costs a rebuild."""
         found: dict[str, str] = {}
         cuda = False
         seen: set[Path] = set()
-        todo: list[tuple[str, Path | None]] = [(source, Path(self.origin) if self.origin else None)]
+        origin = Path(self.origin) if self.origin else None
+        todo: list[tuple[str, Path | None]] = [(source, origin)]
+        # a pre-included file is read as if the source's first line included it
+        todo += [(f'#include "{name}"', origin) for name in pre_includes]
         while todo:
             text, here = todo.pop()
             for quoted, angled in _INCLUDE_RE.findall(text):
                 name = quoted or angled
                 dirs = ([here] if quoted and here is not None else []) + [Path(d) for d in self.local]
                 path = next((d / name for d in dirs if (d / name).is_file()), None)
+                if path is None and Path(name).is_absolute() and Path(name).is_file():
+                    path = Path(name)
                 if path is None:
                     cuda = True
                     continue
@@ -504,10 +502,30 @@ class Includes:
                     continue
                 seen.add(path)
                 data = path.read_bytes()
-                base = Path(self.origin or self.local[0])
+                base = Path(self.origin or (self.local[0] if self.local else path.parent))
                 found[os.path.relpath(path, base)] = hashlib.sha256(data).hexdigest()
                 todo.append((data.decode(errors="replace"), path.parent))
         return found, cuda
+
+
+def pre_includes(options: Sequence[str]) -> list[str]:
+    """The files ``-include``/``--pre-include`` options name (``-include x.h``, ``--pre-include=x.h``)."""
+    names: list[str] = []
+    opts = list(options)
+    for i, o in enumerate(opts):
+        for flag in ("-include", "--pre-include"):
+            if o == flag and i + 1 < len(opts):
+                names.append(opts[i + 1])
+            elif o.startswith(flag + "="):
+                names.append(o.split("=", 1)[1])
+    return names
+
+
+def source_identity(source: str, headers: Mapping[str, str]) -> str:
+    """The compiled source's identity: the text, and the text of every header of the family's it includes."""
+    if not headers:
+        return hashlib.sha256(source.encode()).hexdigest()
+    return hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode()).hexdigest()
 
 
 class Compiled(NamedTuple):
@@ -529,43 +547,6 @@ def first_error(log: str) -> str:
         or next((ln for ln in lines if "error" in ln), None)
         or (lines[0][:200] if lines else "unknown")
     )
-
-
-_STD_INT = re.compile(r'identifier "(u?int(8|16|32|64)_t|u?intptr_t|size_t|ptrdiff_t)" is undefined')
-_NO_FILE = re.compile(r'cannot open source file "([^"]+)"')
-_STD_HEADERS = {  # <cstdint>, <stdint.h>, <cstddef>, <stddef.h>: STD_SHIM's
-    "limits",
-    "climits",
-    "type_traits",
-    "cmath",
-    "math.h",
-    "cstdio",
-    "stdio.h",
-    "cassert",
-    "assert.h",
-    "algorithm",
-    "utility",
-    "array",
-    "cfloat",
-    "float.h",
-}
-
-
-def nvrtc_hint(error: str) -> str:
-    """What to do about an NVRTC error a kernel written for nvcc meets (NVRTC has no host C/C++ library)."""
-    if _STD_INT.search(error):
-        return " (NVRTC has no <cstdint>: #include <cuda/std/cstdint>, CCCL's, which evo puts on the include path)"
-    m = _NO_FILE.search(error)
-    if m and m.group(1) in _STD_HEADERS:
-        name = m.group(1)
-        std = "c" + name[:-2] if name.endswith(".h") else name
-        return f" (NVRTC has no host C++ library: #include <cuda/std/{std}>, CCCL's, on evo's include path)"
-    if m:
-        return (
-            " (searched: the family's folder, its include_dirs, the config's build.include_dirs, CUDA's headers;"
-            " a header of your engine goes in one of those include_dirs)"
-        )
-    return ""
 
 
 def by_name_expression(entry: str) -> bool:
@@ -601,7 +582,7 @@ def compile_program(
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog).replace("\x00", "")
-            first = first_error(log) + nvrtc_hint(first_error(log))
+            first = first_error(log) + nvrtc_hint(first_error(log), cuda_include_dirs())
             if first.startswith("__nv_name_map"):  # NVRTC's own file for name expressions: say which one
                 first += f" (the entry {entry!r})"
             raise BuildError(f"compile error: {first}", log) from None
@@ -638,13 +619,8 @@ def build_module(
     """
     includes = includes if includes is not None else Includes(cuda=cuda_include_dirs())
     src_sha = hashlib.sha256(source.encode()).hexdigest()
-    headers, uses_cuda = includes.scan(source)
-    # The compiled source's identity: the text, and the text of every header of the family's it includes.
-    ident = (
-        hashlib.sha256((source + "".join(f"\0{n}\0{h}" for n, h in sorted(headers.items()))).encode()).hexdigest()
-        if headers
-        else src_sha
-    )
+    headers, uses_cuda = includes.scan(source, pre_includes(options))
+    ident = source_identity(source, headers)
     opts = "".join(f"|{o}" for o in _debug_opts() + list(options))
     opts += "".join(f"|h:{n}={h}" for n, h in sorted(headers.items()))
     opts += f"|cuda:{cuda_headers_key()}" if uses_cuda else ""
@@ -724,8 +700,13 @@ class Builder:
         defines: Mapping[str, Any] | None = None,
         include_dirs: Sequence[str] = (),
         nvrtc_options: Sequence[str] = (),
+        compiler: str | None = None,
+        compile_options: Sequence[str] = (),
+        torch_headers: bool | None = None,
     ):
-        """``include_dirs`` and ``nvrtc_options``: the campaign's (absolute folders), after the family's own.
+        """``include_dirs``, ``nvrtc_options`` and ``compile_options``: the campaign's (absolute folders), after the
+        family's own. ``compiler`` ("auto", "nvrtc", "nvcc") and ``torch_headers``: the campaign's where not None,
+        else the family's (harness/route.py says how ``auto`` decides; ``route_note`` then says it once).
         ``source_hook(body, genome)``: the kernel text a genome with genes beyond the family's knobs builds from
         (the campaign's source-level ideas, evo/search/ideas.py ``idea_hook``); the builder knows nothing of them.
 
@@ -758,6 +739,29 @@ class Builder:
         self._local, self._origin = tuple(map(str, local)), str(folder) if folder is not None else ""
         self._includes: Includes | None = None
         self.nvrtc_options = check_nvrtc_options(tuple(family.nvrtc_options) + tuple(nvrtc_options))
+        self._route_setup(compiler, compile_options, torch_headers)
+
+    def _route_setup(self, compiler: str | None, compile_options: Sequence[str], torch_headers: bool | None) -> None:
+        """The compiler asked for, the engine's options (passed to whichever compiles) and torch's headers."""
+        from harness.nvcc import check_nvcc_options
+        from harness.route import COMPILERS
+
+        self.requested = compiler if compiler is not None else self.family.compiler
+        if self.requested not in COMPILERS:
+            raise BuildError(f"compiler {self.requested!r}: one of {', '.join(COMPILERS)}")
+        opts = tuple(self.family.compile_options) + tuple(compile_options)
+        self.compile_options = check_nvrtc_options(check_nvcc_options(opts))
+        self.torch_headers = bool(self.family.torch_headers if torch_headers is None else torch_headers)
+        if self.torch_headers and self.requested == "nvrtc":
+            raise BuildError("torch_headers needs nvcc (NVRTC cannot read torch's headers): compiler nvcc or auto")
+        self._route: str | None = None if self.requested == "auto" else self.requested
+        self.route_note = ""  # auto's decision, one line, once it is made
+
+    @property
+    def compiler(self) -> str | None:
+        """The compiler this builder's modules are built by: the one asked for, or auto's (None until its first
+        module decides it, harness/route.py)."""
+        return self._route
 
     @property
     def includes(self) -> Includes:
@@ -775,7 +779,7 @@ class Builder:
         geometries: Sequence[Geometry] | None = None,
     ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
-        section (include folders and NVRTC options)."""
+        section (include folders, options, compiler, torch's headers)."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
         return cls(
@@ -786,6 +790,9 @@ class Builder:
             defines=cfg.build_defines,
             include_dirs=[str(d) for d in b.include_dirs],
             nvrtc_options=list(b.nvrtc_options),
+            compiler=getattr(b, "compiler", None),
+            compile_options=list(getattr(b, "compile_options", ())),
+            torch_headers=getattr(b, "torch_headers", None),
         )
 
     def spec_of(self, geometry: Geometry) -> str:
@@ -815,5 +822,53 @@ class Builder:
             src = resolve_source(self.family, genome, spec, body, self.defines)
             built.source[key] = src
             entry = self.family.entry_expression(genome, spec)
-            built.modules[key] = build_module(src, entry, self.arch, key, self.nvrtc_options, self.includes)
+            built.modules[key] = self.module(src, entry, key)
         return built
+
+    def module(self, source: str, entry: str, key: str) -> Module:
+        """One resolved source compiled (or fetched from the cache) by this builder's compiler."""
+        if self._route is None:
+            from harness.route import decide
+
+            self._route, self.route_note, built, error = decide(self, source, entry, key)
+            if error is not None:
+                raise error
+            if built is not None:
+                return built
+        if self._route == "nvcc":
+            return self.nvcc_module(source, entry, key)
+        return self.nvrtc_module(source, entry, key)
+
+    def nvrtc_module(self, source: str, entry: str, key: str) -> Module:
+        return build_module(source, entry, self.arch, key, self.nvrtc_options + self.compile_options, self.includes)
+
+    def nvcc_module(self, source: str, entry: str, key: str) -> Module:
+        """One resolved source compiled (or fetched from the cache) by nvcc (harness/nvcc.py), as NVRTC's are:
+        the same identity (the text and the family's headers it includes), the template entry's instantiation
+        hashed under the template's name."""
+        from harness.nvcc import NvccIncludes, build_nvcc
+
+        def analyse(cubin: bytes, log: str, function: str) -> tuple[Resources, str]:
+            try:
+                res = parse_ptxas_report(log, function)
+            except BuildError:
+                res = resources_from_cubin(cubin, function)
+            rename = {function: entry.split("<", 1)[0].strip()} if function != entry else None
+            return res, sass_digest(cubin, rename)
+
+        inc = NvccIncludes(self._local, self._origin, self.torch_headers)
+        r = build_nvcc(source, entry, self.arch, self.compile_options, inc, _debug_opts(), cache_dir(), analyse)
+        headers, _ = Includes(self._local, self._origin).scan(source, pre_includes(self.compile_options))
+        return Module(
+            key,
+            source_identity(source, headers),
+            r.cubin_sha256,
+            r.sass_sha256,
+            r.resources,
+            r.cubin_path,
+            r.log,
+            cached=r.cached,
+            compile_s=r.compile_s,
+            function=r.function,
+            compiler="nvcc",
+        )

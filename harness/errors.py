@@ -23,3 +23,13 @@ class HarnessError(Exception):
             first = str(self).splitlines()[0] if str(self) else ""
             return f"{type(self).__name__}: {first}"
         return str(self)
+
+
+class BuildError(HarnessError):
+    """A compiler (NVRTC, nvcc) rejected the source; the message is the first error line of its log."""
+
+    kind, gate = "compile", "static"
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log

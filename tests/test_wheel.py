@@ -67,6 +67,7 @@ def installed(tmp_path_factory):
         text=True,
     )
     assert r.returncode == 0 and all(p.startswith(str(env_dir)) for p in r.stdout.split()), r.stdout + r.stderr
+    run.wheel = wheel  # type: ignore[attr-defined]
     return run, user
 
 
@@ -104,3 +105,49 @@ def test_the_wheel_checks_a_family_made_by_evo_new_and_the_example(installed):
     shutil.copytree(EXAMPLE, user / "rmsnorm")  # the example, as a user keeps it in their own repo
     r = run("check", "rmsnorm/evo.yaml", "--sample", "3", "--cpu")
     assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
+
+
+# A header of a header-only kernel library as engines write them: host C++ beside the kernels.
+HOST_LIBRARY = """\
+#pragma once
+#include <iostream>
+#include <stdexcept>
+#include <vector>
+
+namespace mylib {
+constexpr int lanes(int vec) { return 32 * vec; }  // host constexpr used in device code: --expt-relaxed-constexpr
+inline void check_sizes(const std::vector<int>& sizes) {
+  for (int s : sizes)
+    if (s <= 0) throw std::invalid_argument("sizes must be positive");
+  std::cout << sizes.size() << " sizes" << std::endl;
+}
+}  // namespace mylib
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc")
+def test_the_wheel_compiles_a_host_cpp_library_with_nvcc_and_ships_the_torch_stand_ins(installed):
+    import zipfile
+
+    run, user = installed
+    names = zipfile.ZipFile(run.wheel).namelist()
+    assert "harness/torch_shim/c10/cuda/impl/cuda_cmake_macros.h" in names and "harness/nvcc.py" in names
+    r = run("new", "host_lib")
+    assert r.returncode == 0, r.stderr
+    fam = user / "host_lib"
+    (fam / "mylib").mkdir()
+    (fam / "mylib" / "host.cuh").write_text(HOST_LIBRARY)
+    kernel = (
+        (fam / "kernel.cu")
+        .read_text()
+        .replace("#include <cuda_bf16.h>", '#include <cuda_bf16.h>\n#include "mylib/host.cuh"')
+    )
+    (fam / "kernel.cu").write_text(
+        kernel.replace("if (i >= n) return;", "if (i >= n || mylib::lanes(VEC) < 0) return;")
+    )
+    with (fam / "evo.yaml").open("a") as f:
+        f.write("build: {compile_options: [--expt-relaxed-constexpr]}\n")
+    r = run("check", "host_lib/evo.yaml", "--sample", "2", "--cpu")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("evo check: pass"), r.stdout + r.stderr
+    assert "compiler: nvcc (auto: NVRTC cannot compile the kernel as written" in r.stdout, r.stdout
+    assert "(sm_90, nvcc)" in r.stdout or ", nvcc):" in r.stdout, r.stdout

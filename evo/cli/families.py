@@ -250,6 +250,9 @@ def _idea_add(args) -> int:
             "defines": cfg.build_defines,
             "include_dirs": [str(d) for d in cfg.build.include_dirs],
             "nvrtc_options": list(cfg.build.nvrtc_options),
+            "compiler": cfg.build.compiler,
+            "compile_options": list(cfg.build.compile_options),
+            "torch_headers": cfg.build.torch_headers,
         }
     else:
         geometries = [Geometry(g["name"], g["params"]) for g in recorded_geometries(fam)]

@@ -179,6 +179,14 @@ class Family(abc.ABC):
     # are part of the compile-cache key.
     include_dirs: tuple[str, ...] = ()
     nvrtc_options: tuple[str, ...] = ()
+    # Which compiler builds the kernel: "nvrtc", "nvcc" (a CUDA toolkit's, or the nvidia-cuda-nvcc wheel's), or
+    # "auto" (NVRTC, and nvcc where NVRTC cannot compile the kernel as written: host C++ in its headers, an nvcc-only
+    # option); the engine's own build options passed as given to whichever compiles (e.g. "--expt-relaxed-constexpr",
+    # "-use_fast_math", "-DFOO=1"; nvrtc_options go to NVRTC only); torch_headers: the installed torch's C++ include
+    # folders on the include path (nvcc only), for a torch-extension .cu as engines write them.
+    compiler: str = "auto"
+    compile_options: tuple[str, ...] = ()
+    torch_headers: bool = False
     # compute-sanitizer findings known not to be bugs of the kernel, each with its argument (gates/sanitizer.py)
     sanitizer_suppressions: tuple[SanitizerSuppression, ...] = ()
 
@@ -562,7 +570,11 @@ def family_problem(fam: Family) -> str | None:
         return "entry (the kernel's name) is empty"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
-    for field_name in ("include_dirs", "nvrtc_options"):
+    if fam.compiler not in ("auto", "nvrtc", "nvcc"):
+        return f"compiler is {fam.compiler!r}: one of auto, nvrtc, nvcc"
+    if not isinstance(fam.torch_headers, bool):
+        return f"torch_headers is {fam.torch_headers!r}: True or False"
+    for field_name in ("include_dirs", "nvrtc_options", "compile_options"):
         value = getattr(fam, field_name)
         if not isinstance(value, (tuple, list)) or not all(isinstance(x, str) for x in value):
             return f"{field_name} is {value!r}: a tuple of strings, e.g. {field_name}=({value!r},)"

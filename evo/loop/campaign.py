@@ -325,6 +325,8 @@ class Campaign:
         led = self.ledger
         base_genome = self.family.baseline()
         built = self.builder.build(base_genome)
+        if getattr(self.builder, "route_note", ""):  # compiler: auto says once which compiler builds the campaign
+            self.out(self.builder.route_note)
         self._base_resources = {k: m.resources for k, m in built.modules.items()}
         loaded = self._load(built, base_genome)
         existing = next((a for a in led.attempts() if a.verdict.status == BASELINE), None)
