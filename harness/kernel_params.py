@@ -70,6 +70,8 @@ def layout_problem(
         n = value_size(t, values[i]) if values is not None else SIZES[t]
         if n != p.size:
             what = f"kernel_args[{i}] gives {n} B" if t == "s" else f"{t!r} passes {n} B"
+            if t in "il" and p.size < 4:
+                what += " (a bool, char or short takes 's' with a numpy scalar of its size: np.int8(v), np.int16(v))"
             return (
                 f"arg_types {types!r}: parameter {i} of {who}{describe(i)} is {p.size} B at offset {p.offset} in the "
                 f"cubin; {what}"
