@@ -280,7 +280,9 @@ class GpuBackend:
             fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
 
         pdl = loaded.pdl and self.family.pdl_safe(loaded.genome)
-        if pdl or "s" in types:  # CuPy passes no raw bytes by value: the driver copies what the cubin's layout says
+        # A value passed by value goes through the driver, which copies as many bytes as the cubin's layout says
+        # (not left to how a CuPy call reads a numpy void).
+        if pdl or "s" in types:
             from harness.driver_launch import launcher
 
             ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, types, args, pdl=pdl)
