@@ -2,7 +2,8 @@
 
 In order, stopping at the first problem: the config and its family load (knobs, geometries, the entry point);
 the baseline is valid at every geometry; NVRTC compiles the baseline and a seeded random sample of genomes at
-every specialization (ptxas's registers, spills and stack frame through the static gate, against the baseline's);
+every specialization (ptxas's registers, spills and stack frame through the static gate, against the baseline's;
+arg_types against each cubin's parameter layout, evo/check_params.py);
 ``make_inputs`` and ``reference`` run on the CPU at the family's small geometry (random, finite, seed-dependent
 inputs; finite outputs keyed like ``outputs``); and, where a CUDA GPU is visible, the baseline passes the
 campaign's own baseline check against float64 (every output within the family's error bound, no race).
