@@ -2,7 +2,8 @@
 
 In order, stopping at the first problem: the config and its family load (knobs, geometries, the entry point);
 the baseline is valid at every geometry; NVRTC compiles the baseline and a seeded random sample of genomes at
-every specialization (ptxas's registers, spills and stack frame through the static gate, against the baseline's);
+every specialization (ptxas's registers, spills and stack frame through the static gate, against the baseline's;
+arg_types against each cubin's parameter layout, evo/check_params.py);
 ``make_inputs`` and ``reference`` run on the CPU at the family's small geometry (random, finite, seed-dependent
 inputs; finite outputs keyed like ``outputs``); and, where a CUDA GPU is visible, the baseline passes the
 campaign's own baseline check against float64 (every output within the family's error bound, no race).
@@ -127,7 +128,11 @@ def small_geometry(family: Family, cfg: CampaignConfig) -> Geometry:
     return min(cfg.geometries, key=lambda x: (family.bytes_moved(x) or 0, x.name))
 
 
-def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: int, say: Callable[[str], None]) -> None:
+def check_compile(
+    cfg: CampaignConfig, report: CheckReport, sample: int, seed: int, say: Callable[[str], None]
+) -> tuple[Any, Any]:
+    """The baseline and a sample of genomes compiled, within the static gate, their launches, and arg_types held on
+    every module's parameters; returns (the builder, the baseline's Built)."""
     from gates.static import static_gate
     from harness.build import Builder, BuildError
 
@@ -170,6 +175,7 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
         sass.add(b.sass_sha256)
     check_launches(fam, cfg, compiled, builder)
+    check_layouts(fam, compiled)
     held = {(k, v) for g in genomes for k, v in g.items()}
     missing = [f"{k.name}={v!r}" for k in fam.knobs for v in k.values if v != k.default and (k.name, v) not in held]
     report.facts.append(
@@ -187,6 +193,26 @@ def check_compile(cfg: CampaignConfig, report: CheckReport, sample: int, seed: i
         )
     if genomes and len(sass) == 1:
         report.notes.append("every sampled genome gave the baseline's machine code: do the knobs reach the kernel?")
+    return builder, built
+
+
+def _small_layout(cfg: CampaignConfig, geo: Geometry, built: Any, builder: Any) -> Any:
+    """The baseline's parameter layout at the small geometry (its module, built here when no config geometry
+    shares its specialization); CheckFailed where the cubin cannot say."""
+    from evo.check_params import read_layout
+    from harness.build import Builder, BuildError
+
+    mod = built.modules.get(builder.spec_of(geo))
+    if mod is None:
+        try:
+            small = Builder.for_config(cfg, geometries=[geo])
+            mod = small.build(cfg.family.baseline()).modules[small.spec_of(geo)]
+        except BuildError as e:
+            raise CheckFailed(f"the baseline does not compile at {geo.name}: {e}") from None
+    layout, problem = read_layout(mod)
+    if problem:
+        raise CheckFailed(problem)
+    return layout
 
 
 def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,20 +221,45 @@ def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if isinstance(v, torch.Tensor)}
 
 
-def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: Mapping[str, Any]) -> None:
+def check_layouts(fam: Family, compiled: list[tuple[Genome, Any]]) -> None:
+    """arg_types against the parameters of every compiled module (the baseline's and the sampled genomes'), read
+    from each cubin: count and sizes, whatever the signature looks like as text (a knob may change a type)."""
+    from evo.check_params import arg_types_problem, hold, read_layout, signature
+
+    types = _family_call("arg_types", fam.arg_types)
+    problem = arg_types_problem(types)
+    if problem:
+        raise CheckFailed(problem)
+    params = signature(fam)
+    for genome, built in compiled:
+        for key, mod in sorted(built.modules.items()):
+            layout, problem = read_layout(mod)
+            if layout is not None:
+                problem = hold(fam, types, layout, params=params)
+            if problem:
+                where = "" if genome.key == fam.baseline().key else f" (genome {genome.key}"
+                where += f" [{key}])" if where else (f" ([{key}])" if len(built.modules) > 1 else "")
+                raise CheckFailed(problem + where)
+
+
+def check_arguments(
+    fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: Mapping[str, Any], layout: Any = None
+) -> None:
     """What only the GPU would otherwise find: the reference's shapes against the compared outputs, kernel_args
-    against arg_types (count and kinds), and arg_types against the entry's parameter list in kernel.cu (a
-    letter short, or an int64 passed as int32, launches a kernel that reads garbage)."""
+    against arg_types (count and kinds) and, given ``layout`` (the baseline's parameters at ``geo``, from its
+    cubin), each value's size against its parameter's (an ``s`` value of 12 bytes where the kernel takes 16)."""
     import torch
 
-    from evo.scaffold import opaque_params, param_letter, read_entries, split_params
+    from evo.check_params import arg_types_problem, hold, signature
+    from harness.kernel_params import struct_bytes
 
     def call(what: str, f: Callable[[], Any]) -> Any:
         return _family_call(f"{what} at {geo.name}", f)
 
     types = call("arg_types", fam.arg_types)
-    if not isinstance(types, str) or set(types) - set("pilf"):
-        raise CheckFailed(f"arg_types gives {types!r}: one letter per argument, p pointer, i int32, l int64, f float32")
+    problem = arg_types_problem(types)
+    if problem:
+        raise CheckFailed(problem)
     specs = call("outputs", lambda: fam.outputs(geo))
     for o in specs:
         if not isinstance(getattr(torch, str(o.dtype), None), torch.dtype):
@@ -230,36 +281,29 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
         wrong = (
             (t == "p" and not (tensor or integral))
             or (t in "il" and (tensor or not integral))
-            or (t == "f" and (tensor or not isinstance(v, numbers.Real)))
+            or (t in "fd" and (tensor or not isinstance(v, numbers.Real)))
+            or (t == "s" and struct_bytes(v) is None)
         )
         if wrong:
-            raise CheckFailed(f"kernel_args[{i}] is a {type(v).__name__}, and arg_types says {t!r} ({types!r})")
-    name = fam.entry.split("<", 1)[0].strip().lstrip(":")
-    found = [e for e in read_entries(fam.source()) if e.name == name or e.name.split("::")[-1] == name]
-    signatures = {tuple(split_params(e.params)) for e in found}
-    if len(signatures) != 1 or any(opaque_params(e.params) for e in found):
-        return  # not found, overloads (or #if branches) that differ, macros: NVRTC's lookup is the check
-    params = list(signatures.pop())
-    if len(params) != len(types):
-        raise CheckFailed(
-            f"arg_types {types!r} has {len(types)} letters; {name} in {fam.kernel_path.name} takes "
-            f"{len(params)} parameters ({', '.join(params)})"
-        )
-    for i, (param, t) in enumerate(zip(params, types)):
-        want = param_letter(param)
-        if want == "d":
-            raise CheckFailed(
-                f"parameter {i} of {name} ({param}) is a double: evo passes p, i, l and f (take a float or a pointer)"
-            )
-        if want != "?" and want != t:
-            raise CheckFailed(f"arg_types {types!r}: parameter {i} of {name} ({param}) needs {want!r}, not {t!r}")
+            kinds = " (s: bytes, a numpy scalar or array, a ctypes Structure)" if t == "s" else ""
+            raise CheckFailed(f"kernel_args[{i}] is a {type(v).__name__}, and arg_types says {t!r} ({types!r}){kinds}")
+    if layout is not None:
+        problem = hold(fam, types, layout, args, signature(fam))
+        if problem:
+            raise CheckFailed(f"{problem} (at {geo.name})")
 
 
-def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
+def check_cpu_reference(
+    cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None], built: Any = None, builder: Any = None
+) -> None:
+    """make_inputs and reference on the CPU at the small geometry, and kernel_args there against the baseline
+    (``built`` by ``builder``: the layout of its module for that geometry, compiled now if no config geometry
+    shares its specialization)."""
     import torch
 
     fam = cfg.family
     geo = small_geometry(fam, cfg)
+    layout = _small_layout(cfg, geo, built, builder) if built is not None else None
     runs: list[dict[str, Any]] = []
     for seed in (0, 1):
         try:
@@ -294,7 +338,7 @@ def check_cpu_reference(cfg: CampaignConfig, report: CheckReport, say: Callable[
             if not bool(torch.isfinite(t).all()):
                 raise CheckFailed(f"reference: {k} at {geo.name} has NaN/Inf values")
         if not runs:
-            check_arguments(fam, inputs, geo, ref)
+            check_arguments(fam, inputs, geo, ref, layout)
             again = _tensors(_family_call(f"make_inputs at {geo.name}", fam.make_inputs, geo, seed, "cpu"))
             differ = [k for k in ts if k not in again or not torch.equal(ts[k], again[k])]
             if differ:  # the hashes compare runs on the same inputs: a seed must give them again
@@ -399,8 +443,8 @@ def run_check(
                 fam.faulty_source(title)
             except (ValueError, TypeError, IndexError) as e:
                 raise CheckFailed(f"faults: {e}") from None
-        check_compile(cfg, report, sample, seed, say)
-        check_cpu_reference(cfg, report, say)
+        builder, built = check_compile(cfg, report, sample, seed, say)
+        check_cpu_reference(cfg, report, say, built, builder)
         if gpu:
             check_gpu_baseline(cfg, report, say)
     except CheckFailed as e:

@@ -26,28 +26,31 @@ class ScaffoldError(Exception):
 
 
 _INT64 = re.compile(r"\b(int64_t|uint64_t|long|size_t|ptrdiff_t|intptr_t|uintptr_t)\b")
-_INT32 = re.compile(r"\b(int|int32_t|uint32_t|unsigned|bool|char|short|int16_t|int8_t|uint8_t|uint16_t)\b")
+_SMALL = re.compile(r"\b(bool|char|short|int16_t|int8_t|uint8_t|uint16_t)\b")  # 1 or 2 bytes: passed as s
+_INT32 = re.compile(r"\b(int|int32_t|uint32_t|unsigned)\b")
 
 
 def param_letter(param: str) -> str:
-    """The arg_types letter a parameter needs: p pointer, l 64-bit integer, i 32-bit (or smaller) integer, f float,
-    d double (which no launcher passes); ``?`` where the source cannot say (a template type such as ``index_t``, a
-    struct or a half by value)."""
+    """The arg_types letter a parameter needs: p pointer, l 64-bit integer, i 32-bit integer, f float, d double, s a
+    1- or 2-byte integer (its bytes, e.g. ``np.int8(v)``); ``?`` where the source cannot say (a template type such as
+    ``index_t``, a struct or a half by value: the cubin's size decides)."""
     if "*" in param or "[" in param:
         return "p"
     if re.search(r"\bfloat\b", param):
         return "f"
     if re.search(r"\bdouble\b", param):
-        return "d"  # no launcher letter: evo check says so
+        return "d"
     if _INT64.search(param):
         return "l"
+    if _SMALL.search(param):  # "short int" too
+        return "s"
     if _INT32.search(param):
         return "i"
     return "?"
 
 
 def _arg_types(params: str) -> str:
-    return "".join(param_letter(p).replace("?", "i").replace("d", "f") for p in split_params(params))
+    return "".join(param_letter(p).replace("?", "i") for p in split_params(params))
 
 
 def opaque_params(params: str) -> bool:

@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 from evo.core.family import Family, Geometry
 from evo.core.records import Resources
+from harness.cubin import EIFMT_SVAL, nv_info_records
+from harness.cubin import elf_sections as _elf_sections
 from harness.errors import BuildError
 from harness.hints import nvrtc_hint
 
@@ -249,18 +251,6 @@ def sass_digest(cubin: bytes, rename: Mapping[str, str] | None = None) -> str:
     return h.hexdigest()
 
 
-def _elf_sections(cubin: bytes) -> list[tuple[str, int, int, int]]:
-    """(name, offset, size, sh_info) of every section of an ELF64 cubin."""
-    (e_shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    raw = []
-    for i in range(e_shnum):
-        name, _t, _f, _a, off, size, _link, info = struct.unpack_from("<IIQQQQII", cubin, e_shoff + i * e_shentsize)
-        raw.append((name, off, size, info))
-    str_off = raw[e_shstrndx][1]
-    return [(cubin[str_off + n : cubin.index(b"\0", str_off + n)].decode(), o, sz, inf) for n, o, sz, inf in raw]
-
-
 EIATTR_FRAME_SIZE, EIATTR_REGCOUNT = 0x11, 0x2F
 
 
@@ -277,20 +267,13 @@ def resources_from_cubin(cubin: bytes, entry: str) -> Resources:
     res = Resources(report="cubin")
     for name, off, size, _inf in secs:
         if name == ".nv.info":
-            data, i = cubin[off : off + size], 0
-            while i + 4 <= len(data):
-                fmt, attr = data[i], data[i + 1]
-                if fmt == 0x04:  # EIFMT_SVAL: u16 size, payload
-                    (n,) = struct.unpack_from("<H", data, i + 2)
-                    payload, i = data[i + 4 : i + 4 + n], i + 4 + n
-                    if n == 8:
-                        s_idx, val = struct.unpack_from("<II", payload)
-                        if s_idx == sym and attr == EIATTR_REGCOUNT:
-                            res.registers = val
-                        elif s_idx == sym and attr == EIATTR_FRAME_SIZE:
-                            res.stack_frame = val
-                else:
-                    i += 4
+            for fmt, attr, payload in nv_info_records(cubin[off : off + size]):
+                if fmt == EIFMT_SVAL and len(payload) == 8:
+                    s_idx, val = struct.unpack_from("<II", payload)
+                    if s_idx == sym and attr == EIATTR_REGCOUNT:
+                        res.registers = val
+                    elif s_idx == sym and attr == EIATTR_FRAME_SIZE:
+                        res.stack_frame = val
         elif name == f".nv.shared.{entry}":
             res.shared_static = max(0, size - 1024) if size >= 1024 else size  # sm_90 reserves 1 KiB
     return res

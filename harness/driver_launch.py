@@ -1,5 +1,6 @@
 """Kernel launches through the driver's ``cuLaunchKernelEx``, for the launch attributes a CuPy RawKernel call
-cannot pass: programmatic dependent launch (PDL).
+cannot pass: programmatic dependent launch (PDL); and for kernels that take a value by value (arg_types ``s``: the
+driver copies each parameter's bytes, as many as the cubin says it takes, from the pointer it is given).
 
 With PDL (``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION``) a launch may begin while the launch before it
 on the stream is still running: its blocks are scheduled once every block of the previous grid has executed
@@ -19,6 +20,8 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence
 from typing import Any
+
+from harness.kernel_params import struct_bytes
 
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
@@ -49,7 +52,13 @@ class _Config(ctypes.Structure):
 # cuda.h: CUlaunchAttribute is 8 + 64 bytes, CUlaunchConfig 7 uints, a stream, a pointer and a uint (56 bytes)
 assert ctypes.sizeof(_Attr) == 72 and ctypes.sizeof(_Config) == 56
 
-_ARG_TYPES: dict[str, Any] = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "l": ctypes.c_int64, "f": ctypes.c_float}
+_ARG_TYPES: dict[str, Any] = {
+    "p": ctypes.c_uint64,
+    "i": ctypes.c_int32,
+    "l": ctypes.c_int64,
+    "f": ctypes.c_float,
+    "d": ctypes.c_double,
+}
 _lib = None
 
 
@@ -76,11 +85,17 @@ def pack_args(types: str, values: Sequence[Any]):
     Returns (array, holders); the holders must outlive every launch that uses the array."""
     if len(types) != len(values):
         raise ValueError(f"{len(values)} kernel arguments for types {types!r}")
-    holders: list[Any] = []  # ctypes scalars of the types in _ARG_TYPES
+    holders: list[Any] = []  # ctypes scalars of the types in _ARG_TYPES, byte arrays for s
     for t, v in zip(types, values):
-        if t not in _ARG_TYPES:
+        if t == "s":  # a value passed by value: the driver copies as many bytes as the parameter takes
+            b = struct_bytes(v)
+            if b is None:
+                raise ValueError(f"a {type(v).__name__} is no value to pass by value (bytes, numpy, ctypes)")
+            holders.append((ctypes.c_char * max(1, len(b))).from_buffer_copy(b or b"\0"))
+        elif t in _ARG_TYPES:
+            holders.append(_ARG_TYPES[t](float(v) if t in "fd" else int(v)))
+        else:
             raise ValueError(f"unknown kernel argument type {t!r}")
-        holders.append(_ARG_TYPES[t](float(v) if t == "f" else int(v)))
     arr = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
     return arr, holders
 

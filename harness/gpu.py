@@ -24,7 +24,9 @@ from typing import Any
 from evo.core.family import Family, Geometry
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Builder, Built
+from harness.cubin import CubinError, ParamLayout, read_param_layout
 from harness.errors import HarnessError
+from harness.kernel_params import layout_problem, struct_bytes
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
 STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a launch may ask for without the function attribute
@@ -47,6 +49,25 @@ def empty_kernel_options(pdl: bool) -> tuple[str, ...]:
     return ("-std=c++17", f"-DEVO_PDL={1 if pdl else 0}")
 
 
+class ArgumentsError(HarnessError):
+    """arg_types or kernel_args do not fit the compiled kernel's parameters (count, sizes; harness/cubin.py)."""
+
+    kind, gate = "arguments", "static"
+
+
+def module_layout(mod: Any, types: str) -> ParamLayout:
+    """The parameter layout of a built module, held against arg_types (count, and the sizes of the fixed-size
+    letters); ArgumentsError when they differ or the cubin cannot say."""
+    try:
+        layout = read_param_layout(mod.cubin_path, mod.function)
+    except CubinError as e:
+        raise ArgumentsError(f"could not read the parameter layout of {mod.function}: {e}") from None
+    problem = layout_problem(types, layout)
+    if problem:
+        raise ArgumentsError(problem)
+    return layout
+
+
 class KernelCrash(HarnessError):
     """A launch failed (illegal address, trap, ...): the CUDA context is no longer usable."""
 
@@ -64,6 +85,7 @@ class Loaded:
     # Launch with programmatic dependent launch where the family says the kernel is safe for it: each
     # launch may then overlap the one before it (harness/driver_launch.py).
     pdl: bool = False
+    layouts: dict[str, ParamLayout] = field(default_factory=dict)  # spec_key -> the kernel's parameters (its cubin)
 
 
 @dataclass
@@ -202,11 +224,14 @@ class GpuBackend:
 
     # --- loading and launching ------------------------------------------
     def load(self, built: Built, genome: Mapping[str, Any]) -> Loaded:
+        """The built genome's kernels, loaded once each module's parameter layout (read from its cubin) takes
+        arg_types: a mismatch is an ArgumentsError (an error verdict), never a launch that reads garbage."""
         cupy = self.cupy
-        fns = {}
+        fns, layouts = {}, {}
         for key, mod in built.modules.items():
+            layouts[key] = module_layout(mod, self.family.arg_types())
             fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(mod.function)  # a template's lowered name
-        return Loaded(built, genome, fns, pdl=self.pdl)
+        return Loaded(built, genome, fns, pdl=self.pdl, layouts=layouts)
 
     def _args(self, inputs, outputs, g: Geometry) -> tuple:
         import numpy as np
@@ -228,28 +253,44 @@ class GpuBackend:
                 out.append(np.int64(v))
             elif t == "f":
                 out.append(np.float32(v))
+            elif t == "d":
+                out.append(np.float64(v))
+            elif t == "s":
+                b = struct_bytes(v)
+                if b is None:
+                    raise ArgumentsError(f"kernel_args gives a {type(v).__name__} where arg_types says 's' (bytes)")
+                out.append(np.void(b))
             else:
                 raise ValueError(f"unknown kernel argument type {t!r}")
         return tuple(out)
 
     def _launcher(self, loaded: Loaded, g: Geometry, inputs, outputs):
         """A zero-argument callable that launches the kernel on the torch stream that is current."""
-        fn = loaded.functions[self.builder.spec_of(g)]
+        spec = self.builder.spec_of(g)
+        fn = loaded.functions[spec]
         lc = self.family.launch(loaded.genome, g)
         args = self._args(inputs, outputs, g)
+        types = self.family.arg_types()
+        if spec in loaded.layouts:  # the s values' sizes, which arg_types alone does not give
+            problem = layout_problem(types, loaded.layouts[spec], args)
+            if problem:
+                raise ArgumentsError(f"{problem} (at {g.name})")
         torch = self.torch
         if lc.shared_bytes > STATIC_SMEM_LIMIT:  # more than 48 KiB of dynamic shared memory needs the opt-in
             fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
 
-        if loaded.pdl and self.family.pdl_safe(loaded.genome):
+        pdl = loaded.pdl and self.family.pdl_safe(loaded.genome)
+        # A value passed by value goes through the driver, which copies as many bytes as the cubin's layout says
+        # (not left to how a CuPy call reads a numpy void).
+        if pdl or "s" in types:
             from harness.driver_launch import launcher
 
-            ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, self.family.arg_types(), args, pdl=True)
+            ex = launcher(fn.kernel.ptr, lc.grid, lc.block, lc.shared_bytes, types, args, pdl=pdl)
 
-            def launch_pdl() -> None:
+            def launch_driver() -> None:
                 ex(torch.cuda.current_stream().cuda_stream)
 
-            return launch_pdl
+            return launch_driver
 
         def launch() -> None:
             # CuPy must launch on torch's current stream, or a torch graph capture records nothing.

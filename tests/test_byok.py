@@ -370,7 +370,11 @@ def _drop_n(s: str) -> str:
     "edit, expect",
     [
         (_drop_n, "arg_types 'pppf' has 4 letters; st in kernel.cu takes 5 parameters"),
-        (lambda s: s.replace('return "pppfi"', 'return "pppfl"'), "parameter 4 of st (int n) needs 'i', not 'l'"),
+        (
+            lambda s: s.replace('return "pppfi"', 'return "pppfl"'),
+            "parameter 4 of st in kernel.cu (int n) is 4 B at offset 28 in the cubin; 'l' passes 8 B",
+        ),
+        (lambda s: s.replace('return "pppfi"', 'return "pppff"'), "parameter 4 of st (int n) needs 'i', not 'f'"),
         (lambda s: s.replace(', geometry["n"]]', "]"), "kernel_args gives 4 arguments, arg_types 5 letters"),
         (
             lambda s: s.replace('inputs["scale"], geometry["n"]]', 'inputs["scale"], inputs["x"]]'),

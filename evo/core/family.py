@@ -358,8 +358,9 @@ class Family(abc.ABC):
         """Arguments in the kernel's order: tensors (passed as pointers) and Python ints/floats."""
 
     def arg_types(self) -> str:
-        """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args; `evo check`
-        compares it with the entry's signature)."""
+        """One letter per kernel argument: p pointer, i int32, l int64, f float32, d float64, s a trivially copyable
+        value passed by value (its kernel_args value: bytes, a numpy scalar or array, a ctypes Structure). `evo check`
+        and the GPU backend hold it on the compiled kernel's parameter layout (harness/cubin.py)."""
         raise NotImplementedError
 
     def written_view(self, outputs: Mapping[str, Any], genome: Mapping[str, Any], geometry: Geometry) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class Code(StrEnum):
     ERROR_HARNESS = "error.harness"  # a bug in evo itself (the exception is re-raised after recording)
     ERROR_IDEA = "error.idea"  # an idea patch does not apply (alone or with another)
     ERROR_PROPOSER = "error.proposer"  # the outside proposer gave no usable answer
+    ERROR_ARGUMENTS = "error.arguments"  # arg_types/kernel_args do not fit the cubin's parameter layout
     # only from reading an old record whose reason no rule of legacy_code recognises (and test fixtures)
     UNSPECIFIED = "unspecified"
 

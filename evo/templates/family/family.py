@@ -68,7 +68,8 @@ class {cls}(Family):
         return Launch(((geometry["n"] + per_block - 1) // per_block, 1, 1), (genome["block"], 1, 1), 0)
 
     def arg_types(self) -> str:
-        """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args)."""
+        """One letter per kernel argument: p pointer, i int32, l int64, f float32, d float64, s a value passed by
+        value (its bytes: a numpy scalar or array, bytes, a ctypes Structure). evo check holds them on the cubin."""
         return "pppfi"
 
     def kernel_args(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], geometry: Geometry) -> list[Any]:

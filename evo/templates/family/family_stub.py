@@ -44,7 +44,8 @@ class {cls}(Family):
 {engine_launch}        raise NotImplementedError("TODO(evo): launch: Launch(grid, block, shared_bytes)")
 
     def arg_types(self) -> str:
-        """One letter per kernel argument: p pointer, i int32, l int64, f float32 (matches kernel_args)."""
+        """One letter per kernel argument: p pointer, i int32, l int64, f float32, d float64, s a value passed by
+        value (its bytes: a numpy scalar or array, bytes, a ctypes Structure). evo check holds them on the cubin."""
         return "{arg_types}"  # TODO(evo): check against the kernel's signature: {signature}
 
     def kernel_args(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], geometry: Geometry) -> list[Any]:
