@@ -139,7 +139,7 @@ class Space:
     data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
     ruled: frozenset[str] = frozenset()  # exact mode: genomes with a knob that changes the summation order
     _backend: Any = field(default=None, repr=False, compare=False)
-    _variants: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _variants: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def variant(self, key: str) -> str | None:
         """The genome's variant as the campaign's identity gate holds it (evo/core/variant.py): the sweep's SASS
