@@ -21,6 +21,7 @@ from typing import Any
 from evo.config import CampaignConfig, ConfigError, load_config
 from evo.core.family import Family, FamilyError, Geometry
 from evo.core.genome import Genome
+from evo.core.variant import LaunchError, Variant, inert_knobs, launch_digest
 
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
 
@@ -154,7 +155,6 @@ def check_compile(
             f"  baseline [{k}] ({builder.arch}, {built.modules[k].compiler}): {r.registers} registers, "
             f"{r.spill_stores} B spill stores, {r.stack_frame} B stack, {r.shared_static} B static shared"
         )
-    sass = {built.sass_sha256}
     rejected = 0
     genomes = sample_genomes(fam, list(cfg.geometries), sample, seed)
     compiled = [(base, built)]
@@ -173,15 +173,20 @@ def check_compile(
         if not v.ok:
             rejected += 1
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
-        sass.add(b.sass_sha256)
     check_launches(fam, cfg, compiled, builder)
+    variants = Variants(cfg, builder, dict(compiled))
+    inert = variants.inert() if genomes else []  # (one-knob genomes compiled on demand: --sample 0 asks for none)
+    extra = [(g, b) for g, b in variants.built.items() if g not in dict(compiled)]
+    check_launches(fam, cfg, extra, builder)
     check_layouts(fam, compiled)
     held = {(k, v) for g in genomes for k, v in g.items()}
     missing = [f"{k.name}={v!r}" for k in fam.knobs for v in k.values if v != k.default and (k.name, v) not in held]
     report.facts.append(
-        f"baseline and {len(genomes)} sampled genome{'s' if len(genomes) != 1 else ''} compiled ("
+        f"baseline{',' if extra else ' and'} {len(genomes)} sampled genome{'s' if len(genomes) != 1 else ''}"
+        + (f" and {len(extra)} one-knob genome{'s' if len(extra) != 1 else ''}" if extra else "")
+        + " compiled ("
         + ("every knob value in one, " if genomes and not missing else "")
-        + f"{len(sass)} distinct SASS"
+        + f"{variants.describe()}"
         + (f", {rejected} over the static gate" if rejected else "")
         + ")"
     )
@@ -191,8 +196,13 @@ def check_compile(
             + (" ..." if len(missing) > 6 else "")
             + " (check() refused every one drawn): those values were not compiled"
         )
-    if genomes and len(sass) == 1:
-        report.notes.append("every sampled genome gave the baseline's machine code: do the knobs reach the kernel?")
+    if genomes and len(variants.distinct()) == 1:
+        report.notes.append(
+            "every sampled genome gave the baseline's machine code and launch: do the knobs reach the kernel?"
+        )
+    else:
+        for k in inert:
+            report.notes.append(f"knob {k} changes neither the machine code nor the launch: does it reach the kernel?")
     return builder, built
 
 
@@ -213,6 +223,54 @@ def _small_layout(cfg: CampaignConfig, geo: Geometry, built: Any, builder: Any) 
     if problem:
         raise CheckFailed(problem)
     return layout
+
+
+class Variants:
+    """The compiled genomes of ``evo check`` by variant (machine code x launch, evo/core/variant.py): counted for
+    the report, and asked which knobs change neither (a one-knob genome compiled only where its launch is the
+    baseline's)."""
+
+    def __init__(self, cfg: CampaignConfig, builder: Any, built: Mapping[Genome, Any]):
+        self.cfg, self.builder = cfg, builder
+        self.pdl = cfg.gates.perf.launch == "pdl"
+        self.built = dict(built)
+        self.launches: dict[Genome, str] = {}
+        self.known = {g: Variant(b.sass_sha256, self.launch_of(g)) for g, b in self.built.items()}
+
+    def launch_of(self, genome: Genome) -> str:
+        if genome not in self.launches:
+            try:
+                self.launches[genome] = launch_digest(self.cfg.family, genome, self.cfg.geometries, self.pdl)
+            except LaunchError as e:
+                raise CheckFailed(str(e)) from None
+        return self.launches[genome]
+
+    def sass_of(self, genome: Genome) -> str:
+        from harness.build import BuildError
+
+        if genome not in self.built:
+            try:
+                self.built[genome] = self.builder.build(genome)
+            except BuildError as e:
+                raise CheckFailed(
+                    f"genome {genome.key} does not compile ({e}); refuse it in check() if it is invalid"
+                ) from None
+            self.known[genome] = Variant(self.built[genome].sass_sha256, self.launch_of(genome))
+        return str(self.built[genome].sass_sha256)
+
+    def inert(self) -> list[str]:
+        fam = self.cfg.family
+        return inert_knobs(fam, self.launch_of, self.sass_of, lambda g: _valid(fam, g, list(self.cfg.geometries)))
+
+    def distinct(self) -> set[str]:
+        return {v.key for v in self.known.values()}
+
+    def describe(self) -> str:
+        """ "N distinct variants (code x launch)", with the count of machine codes where it is smaller."""
+        n, codes = len(self.distinct()), len({v.sass_sha256 for v in self.known.values()})
+        word = "variant" if n == 1 else "variants"
+        of_code = f"; {codes} machine code{'s' if codes != 1 else ''}" if codes < n else ""
+        return f"{n} distinct {word} (code x launch{of_code})"
 
 
 def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ tolerance), perf (paired timings), the sanitizer's findings, and the share-deriv
 from gates.correctness import CorrectnessEvidence, OutputCheck, baseline_problem, correctness_gate
 from gates.perf import EarlyStop, PairSamples, PerfResult, noise_floor, perf_gate, threshold
 from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate
-from gates.static import identical_sass, static_gate
+from gates.static import identical_sass, identical_variant, static_gate
 
 __all__ = [
     "CorrectnessEvidence",
@@ -26,5 +26,6 @@ __all__ = [
     "ToolReport",
     "sanitizer_gate",
     "identical_sass",
+    "identical_variant",
     "static_gate",
 ]

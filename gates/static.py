@@ -39,8 +39,22 @@ def static_gate(
     return PASS
 
 
+def identical_variant(other: int | None) -> Verdict:
+    """Skip GPU work for a variant already measured under another genome: ``other`` is that attempt's id (found by
+    evo/core/variant.py, the one rule of "same variant": machine code and launch), or None."""
+    if other is None:
+        return PASS
+    return Verdict.rejected(
+        "static",
+        f"identical machine code and launch to attempt #{other}: the same variant, not measured again",
+        Code.STATIC_IDENTICAL_SASS,  # (the code's name predates launches; decisions read it)
+        {"attempt": other},
+    )
+
+
 def identical_sass(sass_sha256: str, measured: Mapping[str, int]) -> Verdict:
-    """Skip GPU work for machine code that was already measured under another genome."""
+    """Skip GPU work for machine code that was already measured under another genome (by SASS alone: for callers
+    with no launch to compare; the campaign asks ``identical_variant``)."""
     other = measured.get(sass_sha256)
     if other is not None:
         return Verdict.rejected(

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from evo.core.family import Family, Geometry
+from evo.core.genome import Genome
+from evo.core.variant import LaunchError, launch_digest
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
 from harness.errors import HarnessError
@@ -153,6 +155,7 @@ class RecordedBackend:
         self.baseline_hashes = {self._cfg_key(k): v for k, v in d["baseline_hashes"].items() if self._cfg_key(k)}
         self.baseline_errors = {self._cfg_key(k): v for k, v in d["baseline_errors"].items() if self._cfg_key(k)}
         self._rev = {v: k for k, v in self.sweep.geo_map.items()}
+        self._launches: dict[str, str] = {}  # genome key -> its launch digest (old sweeps' links, _link_holds)
 
     def _cfg_key(self, key: str) -> str | None:
         """Recorded "geometry/seed/output" -> the campaign's geometry name."""
@@ -163,14 +166,40 @@ class RecordedBackend:
         return None
 
     def _entry(self, key: str) -> dict[str, Any]:
+        """The sweep's entry of a genome, its ``same_as`` links followed (a link holds one variant's data for
+        another genome of the same machine code and launch)."""
         e = self.sweep.data["genomes"].get(key)
         hops = 0
         while e is not None and "same_as" in e and hops < 4:
+            self._link_holds(key, e)
             e = self.sweep.data["genomes"].get(e["same_as"])
             hops += 1
         if e is None:
             raise NotRecorded(f"genome {key} is not in the recorded sweep {self.sweep.path.name}")
         return e
+
+    def _link_holds(self, key: str, link: Mapping[str, Any]) -> None:
+        """A sweep from before launch digests linked by machine code alone (its links carry no ``launch``): such a
+        link is followed where both genomes launch alike at the campaign's geometries (evo/core/variant.py), as
+        every link of the shipped sweeps does; where their launches differ, this genome's launch was never
+        measured, and its twin's times are not served in its place. A sweep that records launches links by
+        (code, launch) already."""
+        if "launch" in link:
+            return
+        try:
+            mine, theirs = self._launch_of(key), self._launch_of(link["same_as"])
+        except LaunchError as e:
+            raise NotRecorded(str(e)) from None
+        if mine != theirs:
+            raise NotRecorded(
+                f"genome {key} is linked by its machine code alone to {link['same_as']} in the recorded sweep "
+                f"{self.sweep.path.name} (a sweep from before launch digests), and its launch differs: never measured"
+            )
+
+    def _launch_of(self, key: str) -> str:
+        if key not in self._launches:
+            self._launches[key] = launch_digest(self.family, Genome.from_key(key), self.geometries, self.pdl)
+        return self._launches[key]
 
     # --- the backend interface ----------------------------------------------
     def facts(self) -> dict[str, Any]:
@@ -199,8 +228,6 @@ class RecordedBackend:
         return dict(self.sweep.data["copy_ceiling"])  # (one recorded figure, however many trials are asked for)
 
     def load(self, built: Built | None, genome: Mapping[str, Any]) -> Loaded:
-        from evo.core.genome import Genome
-
         return Loaded(built, genome, {"key": Genome(genome).key})  # type: ignore[arg-type]
 
     def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:

@@ -166,6 +166,22 @@ def test_identical_sass_across_shards_is_linked_to_the_first_in_order(real, orde
     assert merged["merged"]["identical_sass_measured_twice"]["pairs_x_geometries"] == len(real["geometries"])
 
 
+def test_the_same_code_with_another_launch_is_kept_and_the_same_variant_linked(real, order):
+    """Shards that record launch digests (tools/sweep.py from 2026-12-07): across shards, genomes are linked by
+    (machine code, launch); the same machine code launched otherwise is a variant of its own, kept measured."""
+    keys = order[1]
+    x, y, z = keys[3], keys[5], keys[8]  # x in shard 3/3, y and z in 2/3
+    shards = shards_of(real, order, 3)
+    sx = real["genomes"][x]["sass"]
+    shards[2][1]["genomes"][x]["launch"] = "L1"
+    s2 = shards[1][1]["genomes"]
+    s2[y].update(sass=sx, launch="L2")  # x's code, another launch: measured by itself
+    s2[z].update(sass=sx, launch="L1")  # x's code and launch: x's twin, measured in another shard
+    merged = ms.merge(shards)["genomes"]
+    assert merged[z] == {"same_as": x, "sass": sx, "launch": "L1"}
+    assert "t" in merged[y] and "same_as" not in merged[y] and "t" in merged[x]
+
+
 # --- refusals ------------------------------------------------------------------------------------------------
 def _one_line(excinfo) -> str:
     msg = str(excinfo.value)
@@ -313,16 +329,19 @@ def run_sweep(monkeypatch, *args: str) -> int:
 
 def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_path, order, real, cfg):
     keys = order[1]
-    fake_gpu.twins = {keys[5]: keys[3], keys[8]: keys[3], keys[9]: keys[4]}  # identical code, across shards
+    # identical code and launch (the same variant), across shards: 6 in shard 3/3, 32 and 44 in 2/3; 1 in 1/3, 60 in 3/3
+    fake_gpu.twins = {keys[32]: keys[6], keys[44]: keys[6], keys[60]: keys[1]}
+    fake_gpu.twins[keys[5]] = keys[3]  # the same code, another launch (block, h_split): a variant of its own
     assert run_sweep(monkeypatch, "--out", str(tmp_path / "all.json.xz")) == 0
     whole = ms.load(tmp_path / "all.json.xz")
     assert whole["shard"] == {"index": 1, "count": 1, "genomes": 1152} and whole["stopped"] == "complete"
     assert whole["space"]["order"] == keys and whole["space"]["product"] == 1152 and whole["seed"] == 0
     assert {k: e["same_as"] for k, e in whole["genomes"].items() if "same_as" in e} == {
-        keys[5]: keys[3],
-        keys[8]: keys[3],
-        keys[9]: keys[4],
+        keys[32]: keys[6],
+        keys[44]: keys[6],
+        keys[60]: keys[1],
     }
+    assert "t" in whole["genomes"][keys[5]] and whole["genomes"][keys[5]]["sass"] == whole["genomes"][keys[3]]["sass"]
     timed = [e for e in whole["genomes"].values() if "t" in e]
     assert timed and all(e["n"].keys() == e["t"].keys() for e in timed)  # each genome's own launches a graph
     paths = []
@@ -344,7 +363,7 @@ def test_sweep_shards_merge_to_the_unsharded_sweep(fake_gpu, monkeypatch, tmp_pa
                 assert m[field][n] == pytest.approx(xs, rel=1e-5, abs=1e-4), (k, field, n)
     assert [s["scale"]["T4096_H4096"] for s in merged["merged"]["shards"]] == pytest.approx([1.0, 1 / 1.02, 1.0])
     twice = merged["merged"]["identical_sass_measured_twice"]
-    assert twice["pairs_x_geometries"] == 2 * 3  # keys[5] and keys[9] were measured in their own shards too
+    assert twice["pairs_x_geometries"] == 2 * 3  # keys[32] and keys[60] were measured in their own shards too
     a, b = sb.load_space(FAMILY, tmp_path / "m.json.xz").scores, sb.load_space(FAMILY, tmp_path / "all.json.xz").scores
     assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in b if b[k] is not None)
     assert [k for k in b if b[k] is None] == [k for k in a if a[k] is None]
@@ -385,7 +404,7 @@ def test_sweep_resume_completes_a_time_limited_sweep(fake_gpu, monkeypatch, tmp_
     first run measured linked as same_as, and harness/recorded.py and search_bench read it as the unsharded one."""
     keys = order[1]
     whole = tmp_path / "all.json.xz"
-    fake_gpu.twins = {keys[700]: keys[3]}  # in the second part, the same code as a genome of the first
+    fake_gpu.twins = {keys[707]: keys[3]}  # in the second part, the same code and launch as a genome of the first
     assert run_sweep(monkeypatch, "--out", str(whole)) == 0
     fake_gpu.tick = 1.0  # one second per clock reading: the first run stops early
     first = tmp_path / "first.json.xz"
@@ -403,16 +422,16 @@ def test_sweep_resume_completes_a_time_limited_sweep(fake_gpu, monkeypatch, tmp_
     assert r["stopped"] == "complete" and list(r["genomes"]) == list(w["genomes"]) and r["merged"]["missing"] == []
     assert [s["stopped"] for s in r["merged"]["shards"]] == [f["stopped"], "complete"]
     assert r["merged"]["shards"][1]["scale"]["T4096_H4096"] == pytest.approx(1 / 1.03)
-    assert r["genomes"][keys[700]] == {"same_as": keys[3], "sass": w["genomes"][keys[3]]["sass"]}
+    assert r["genomes"][keys[707]] == {"same_as": keys[3], **{k: w["genomes"][keys[3]][k] for k in ("sass", "launch")}}
     for k, e in w["genomes"].items():
-        if k == keys[700]:
+        if k == keys[707]:
             continue
         m = r["genomes"][k]
         assert m.get("same_as") == e.get("same_as") and m.get("checks") == e.get("checks"), k
         for n, xs in e.get("t", {}).items():
             assert m["t"][n] == pytest.approx(xs, rel=1e-4, abs=1e-3), k
     a, b = sb.load_space(FAMILY, out).scores, sb.load_space(FAMILY, whole).scores
-    assert all(a[k] == pytest.approx(b[k], rel=1e-4) for k in b if b[k] is not None and k != keys[700])
+    assert all(a[k] == pytest.approx(b[k], rel=1e-4) for k in b if b[k] is not None and k != keys[707])
     # another sweep's file, or a continuation that measured what the first held: refused with the reason
     other = copy.deepcopy(f)
     other["created"] = "2000-01-01T00:00:00+00:00"

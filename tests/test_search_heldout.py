@@ -4,6 +4,7 @@ bootstrap intervals, best-so-far curves, more peers, synthetic landscapes and th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -11,6 +12,7 @@ import pytest
 
 from evo.core.genome import Genome
 from evo.core.records import BASELINE, Attempt, Verdict
+from evo.core.variant import launch_digest
 from evo.search import Surrogate
 from tools import bench_peers as bp
 from tools import search_bench as sb
@@ -56,9 +58,12 @@ def test_pre_gpu_rejections_are_counted_apart_and_alike(space):
     base = space.family.baseline()
     warp = base.replace(split_reduce="warp")  # the exact rule: rejected before the GPU
     assert warp.key in space.ruled
-    other = next(g for g in space.genomes if g.key not in space.ruled and g.key != base.key)
+    launch = functools.partial(launch_digest, space.family, geometries=space.geometries)
+    other = next(
+        g for g in space.genomes if g.key not in space.ruled and g.key != base.key and launch(g) == launch(base)
+    )
     twin_sass = dict(space.sass)
-    twin_sass[other.key] = space.sass[base.key]  # the same machine code as the (timed) baseline
+    twin_sass[other.key] = space.sass[base.key]  # the same machine code (and launch) as the (timed) baseline
     s = dataclasses.replace(space, sass=twin_sass)
     keys = [base.key, warp.key, other.key]
     assert sb.before_gpu(s, keys) == ["", "exact rule", "identical SASS"]

@@ -24,9 +24,10 @@ recorded in ``merged.shards[i].scale``. Hence:
 * ``harness/recorded.py``'s drift correction t_i x B / b_i is unchanged, since t and b are scaled together.
 
 A shard run on another GPU (or later) of the same model can run a few per cent faster or slower as a whole; the
-scale takes that out, as far as the baseline's median captures it. Genomes with the same SASS are measured once in
-an unsharded sweep and stored as ``same_as`` the first one in the seeded order; across shards the same code may
-have been measured twice, so the merge keeps the measurement of the genome first in the seeded order and makes
+scale takes that out, as far as the baseline's median captures it. Genomes of the same variant (machine code and
+launch, evo/core/variant.py ``variant_key``; the SASS alone in shards from before launch digests) are measured once
+in an unsharded sweep and stored as ``same_as`` the first one in the seeded order; across shards the same variant
+may have been measured twice, so the merge keeps the measurement of the genome first in the seeded order and makes
 the others ``same_as`` it. Where that happened, ``merged.identical_sass_measured_twice`` compares the two
 measurements (scaled): a direct check of how well the scale carries one shard's times over to another's.
 """
@@ -43,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from evo.core.variant import variant_key  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from tools.sweep import in_shard  # noqa: E402
 
@@ -244,12 +246,12 @@ def merge(
         )
     entries[base_key] = (ref["genomes"][base_key], int(ref["shard"]["index"]))
 
-    # Identical SASS: the genome first in the seeded order that was measured (has a status) keeps its entry.
+    # The same variant: the genome first in the seeded order that was measured (has a status) keeps its entry.
     canon: dict[str, str] = {}
     for key in sorted(entries, key=pos.__getitem__):
         e = entries[key][0]
         if "status" in e and e.get("sass"):
-            canon.setdefault(e["sass"], key)
+            canon.setdefault(variant_key(e["sass"], e.get("launch", "")), key)
     genomes: dict[str, Any] = {}
     twice: list[float] = []
     for key in order:
@@ -257,13 +259,13 @@ def merge(
             continue
         e, i = entries[key]
         digest = e.get("sass")
-        first = canon.get(digest) if digest else None
+        first = canon.get(variant_key(digest, e.get("launch", ""))) if digest else None
         if first is not None and first != key:
             if "t" in e and "t" in entries[first][0]:  # the same code measured in two shards: compare them
                 c, ci = entries[first]
                 es, cs = _scaled(e, scales[i]), _scaled(c, scales[ci])
                 twice.extend(_median(es["t"][n]) / _median(cs["t"][n]) for n in es["t"] if n in cs["t"])
-            genomes[key] = {"same_as": first, "sass": digest}
+            genomes[key] = {"same_as": first, "sass": digest, **({"launch": e["launch"]} if e.get("launch") else {})}
         else:
             genomes[key] = _scaled(e, scales[i])
 

@@ -33,8 +33,9 @@ Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
   The loop gives the proposer the campaign's tabu (knob values the exact-mode
   correctness gate ruled out) at every step. A
   proposer with a ``static_key`` attribute (the surrogate) gets the sweep's SASS
-  digests through it: what compiling a genome on the CPU tells before any GPU
-  time (``--no-static-key`` withholds it).
+  digests through it, each with the genome's launch digest (the variant): what
+  compiling a genome on the CPU tells before any GPU time (``--no-static-key``
+  withholds it).
 * Kernel Tuner's ``genetic_algorithm`` and ``bayes_opt`` (``pip install
   kernel_tuner``; skipped with the reason when it is not importable) run in
   Kernel Tuner's own simulation mode on a cache file written from the same
@@ -103,6 +104,7 @@ from evo.config import PerfGateConfig, narrow_family  # noqa: E402
 from evo.core.family import Family, Geometry, load_family  # noqa: E402
 from evo.core.genome import Genome  # noqa: E402
 from evo.core.records import Attempt, Code, Verdict  # noqa: E402
+from evo.core.variant import launch_digest, variant_key  # noqa: E402
 from gates.correctness import correctness_gate  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
@@ -137,6 +139,20 @@ class Space:
     data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
     ruled: frozenset[str] = frozenset()  # exact mode: genomes with a knob that changes the summation order
     _backend: Any = field(default=None, repr=False, compare=False)
+    _variants: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def variant(self, key: str) -> str | None:
+        """The genome's variant as the campaign's identity gate holds it (evo/core/variant.py): the sweep's SASS
+        digest and the family's launches at the sweep's geometries (computed here, cached: a sweep from before
+        launch digests records none), or None where the sweep has no digest."""
+        d = self.sass.get(key)
+        if not d:
+            return None
+        if key not in self._variants:
+            pdl = (self.data or {}).get("launch") == "pdl"
+            launch = launch_digest(self.family, Genome.from_key(key), self.geometries, pdl)
+            self._variants[key] = variant_key(d, launch)
+        return self._variants[key]
 
     def recorded_backend(self) -> Any:
         """The recorded backend replaying this sweep (made once per space: a sweep file takes seconds to read)."""
@@ -359,8 +375,8 @@ def before_gpu(space: Space, keys: Sequence[str]) -> list[str]:
     """Why each proposal of a run is rejected before it reaches the GPU, as the campaign's gates rule it ("": it is
     measured). The same rule for every strategy, whatever tool proposed the genomes:
 
-    * identical SASS: its machine code (the sweep's digest from a CPU compile) equals that of an earlier attempt
-      with timings (one that passed correctness) -- the campaign's ``identical_sass`` gate;
+    * identical SASS: its machine code (the sweep's digest from a CPU compile) and its launch equal those of an
+      earlier attempt with timings (one that passed correctness) -- the campaign's ``identical_sass`` gate;
     * exact rule: exact mode and a knob that changes the summation order -- the ``exact_rule`` gate.
 
     The static gate (registers, spills) is not replayed: the sweeps record no resources, and every genome in them
@@ -369,7 +385,7 @@ def before_gpu(space: Space, keys: Sequence[str]) -> list[str]:
     timed: set[str] = set()
     out: list[str] = []
     for k in keys:
-        d = space.sass.get(k)
+        d = space.variant(k)
         if d and d in timed:
             out.append("identical SASS")
             continue
@@ -570,7 +586,7 @@ def run_proposer(
     cap = cap or space.size
     prop = proposer_class(name)(space.family, space.geometries, dict(options or {}), seed)
     if static_key and space.sass and hasattr(prop, "static_key"):
-        prop.static_key = lambda g: space.sass.get(Genome(g).key)
+        prop.static_key = lambda g: space.variant(Genome(g).key)  # machine code and launch: the variant
     camp = bench_campaign(space, prop, cap, seed, tabu, until_target, name, options, tol)
     camp.run()
     attempts = camp.ledger.attempts()

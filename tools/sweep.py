@@ -14,10 +14,15 @@ time-limited sweep is a uniform sample): compile (in parallel processes),
 check correctness on every geometry x seed x run against the frozen baseline,
 and time it interleaved with the baseline (``--rounds`` rounds of CUDA-graph
 batches, each graph about ``--batch-ms`` of its own launches, as a campaign
-times them; the genome's count is kept as ``n``). Genomes whose SASS equals one already swept are stored as
-``same_as``. The A/A pairs of the baseline, the copy ceiling, device facts and
-torch.compile peer timings are stored too, and so are the seed, the knob space
-and the seeded order of its valid genomes (``space``), which the merge checks.
+times them; the genome's count is kept as ``n``). A genome that is the same
+variant as one already swept (machine code and launch at every geometry,
+evo/core/variant.py) is stored as ``same_as`` it; every entry records its
+``sass`` and ``launch`` digests (sweeps before 2026-12-07 record the SASS alone
+and linked by it: harness/recorded.py follows such a link only where the two
+genomes launch alike). The A/A pairs of the baseline, the copy ceiling, device
+facts and torch.compile peer timings are stored too, and so are the seed, the
+knob space and the seeded order of its valid genomes (``space``), which the
+merge checks.
 
 ``--shard I/N`` (I = 1..N) sweeps the baseline (every genome's times are
 interleaved with it, so each shard measures it) and the valid genomes at
@@ -55,6 +60,7 @@ import yaml  # noqa: E402
 
 from evo.config import ConfigError, load_config, restrict_knobs  # noqa: E402
 from evo.core.genome import Genome  # noqa: E402
+from evo.core.variant import LaunchError, launch_digest, variant_key  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.build import Builder, BuildError  # noqa: E402
 
@@ -210,8 +216,15 @@ def main() -> int:
 
     sass: dict[str, str] = {}
     errors: dict[str, str] = {}
+    pdl = cfg.gates.perf.launch == "pdl"
+    launch: dict[str, str] = {}  # genome key -> launch digest at the config's geometries (no compile: cheap)
+    for g in order:
+        try:
+            launch[g.key] = launch_digest(fam, g, geos, pdl)
+        except LaunchError as e:  # recorded as such: the recorded backend answers it with the reason
+            errors[g.key] = str(e)
     with cf.ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(args.config, builder.arch)) as ex:
-        for key, s, err in ex.map(_compile, [g.key for g in order], chunksize=8):
+        for key, s, err in ex.map(_compile, [g.key for g in order if g.key not in errors], chunksize=8):
             if s is not None:
                 sass[key] = s
             else:
@@ -256,11 +269,15 @@ def main() -> int:
         aa[g.name] = {"a": s.times_us["a"], "b": s.times_us["b"], "discarded": s.discarded}
 
     genomes: dict[str, dict] = {}
-    by_sass: dict[str, str] = {}
-    if prev is not None:  # code the earlier run measured is not measured again: same_as its genome there
+    by_variant: dict[str, str] = {}  # variant_key(sass, launch) -> the genome swept for it
+    if prev is not None:  # a variant the earlier run measured is not measured again: same_as its genome there
         for k, e in prev["genomes"].items():
             if "status" in e and e.get("sass"):
-                by_sass.setdefault(e["sass"], k)
+                try:  # (a PREV from before launch digests: its genomes' launches, computed now)
+                    lk = e.get("launch") or launch_digest(fam, Genome.from_key(k), geos, pdl)
+                except LaunchError:
+                    continue
+                by_variant.setdefault(variant_key(e["sass"], lk), k)
     measured = 0
     stopped = "complete"
     for i, g in enumerate(order):
@@ -269,13 +286,15 @@ def main() -> int:
             break
         key = g.key
         if key in errors:
-            genomes[key] = {"status": "compile_error", "reason": errors[key]}
+            status = "compile_error" if key in launch else "launch_error"
+            genomes[key] = {"status": status, "reason": errors[key]}
             continue
-        if sass[key] in by_sass and g != base:
-            genomes[key] = {"same_as": by_sass[sass[key]], "sass": sass[key]}
+        vk = variant_key(sass[key], launch[key])
+        if vk in by_variant and g != base:
+            genomes[key] = {"same_as": by_variant[vk], "sass": sass[key], "launch": launch[key]}
             continue
-        by_sass[sass[key]] = key
-        entry: dict = {"sass": sass[key], "status": "ok"}
+        by_variant[vk] = key
+        entry: dict = {"sass": sass[key], "launch": launch[key], "status": "ok"}
         try:
             loaded = be.load(builder.build(g), g)
             ev = be.correctness(loaded, freeze=False) if g != base else ev

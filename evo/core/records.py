@@ -36,7 +36,8 @@ class Code(StrEnum):
     STATIC_REGISTERS = "static.registers"  # more registers than gates.static.max_registers
     STATIC_SPILLS = "static.spills"  # spills the baseline does not have
     STATIC_STACK = "static.stack"  # a larger stack frame than the baseline's
-    STATIC_IDENTICAL_SASS = "static.identical_sass"  # machine code already measured; detail: attempt
+    # the same variant (machine code and launch, evo/core/variant.py) already measured; detail: attempt
+    STATIC_IDENTICAL_SASS = "static.identical_sass"
     # correctness gate (gates/correctness.py; the campaign's recheck)
     CORRECTNESS_INEXACT_KNOB = "correctness.inexact_knob"  # exact mode, an order-changing knob; detail: knobs, geometry
     CORRECTNESS_OOB = "correctness.oob"  # wrote into the guard band around an output
@@ -63,6 +64,7 @@ class Code(StrEnum):
     SANITIZER_FINDING = "sanitizer.finding"  # a finding no family suppression declares known; detail: tool, findings
     # could not be judged (Verdict.kind is the part after the dot)
     ERROR_COMPILE = "error.compile"  # NVRTC/ptxas failed
+    ERROR_LAUNCH = "error.launch"  # the family's launch() raised or gave no Launch (evo/core/variant.py)
     ERROR_CRASH = "error.crash"  # the kernel or the worker process crashed
     ERROR_TIMEOUT = "error.timeout"  # the worker did not answer in worker.timeout_s
     ERROR_INTERRUPTED = "error.interrupted"  # the campaign stopped while it ran; it may be proposed again
@@ -113,7 +115,8 @@ class Verdict:
     status: str  # accepted | rejected | error | baseline
     gate: str | None = None  # static | correctness | perf | e2e | sanitizer | idea | proposer
     reason: str = ""
-    kind: str | None = None  # for errors: compile, crash, timeout, interrupted, not_recorded, harness, idea, proposer
+    # for errors: compile, launch, crash, timeout, interrupted, not_recorded, harness, idea, proposer
+    kind: str | None = None
     code: Code = Code.UNSPECIFIED  # not given: derived from status and kind (a rejection stays UNSPECIFIED)
     detail: dict[str, Any] = field(default_factory=dict, hash=False)
 
@@ -161,7 +164,10 @@ _LEGACY: dict[str | None, list[tuple[re.Pattern[str], Code]]] = {
         (re.compile(r"registers > limit"), Code.STATIC_REGISTERS),
         (re.compile(r"^spills "), Code.STATIC_SPILLS),
         (re.compile(r"stack frame"), Code.STATIC_STACK),
-        (re.compile(r"^identical SASS to attempt #(?P<attempt>\d+)"), Code.STATIC_IDENTICAL_SASS),
+        (
+            re.compile(r"^identical (SASS|machine code and launch) to attempt #(?P<attempt>\d+)"),
+            Code.STATIC_IDENTICAL_SASS,
+        ),
     ],
     "correctness": [
         (_KNOBS_RE, Code.CORRECTNESS_INEXACT_KNOB),
@@ -284,6 +290,9 @@ class Attempt:
     source_sha256: str = ""
     cubin_sha256: str = ""
     sass_sha256: str = ""
+    # The launch at every geometry (evo/core/variant.py launch_digest): with sass_sha256, the variant's identity.
+    # "" in records made before launch digests (they load as such): those match by SASS alone, as they did then.
+    launch_sha256: str = ""
     resources: dict[str, Resources] = field(default_factory=dict)  # per specialization
     verdict: Verdict = field(default_factory=lambda: Verdict.error("interrupted", "not evaluated"))
     output_hashes: dict[str, dict[str, str]] = field(default_factory=dict)  # geometry -> "seed/output" -> sha256

@@ -30,6 +30,7 @@ from evo.config import CampaignConfig, narrow_to_recorded
 from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.core.variant import LaunchError, Variant, launch_digest, twin
 from evo.ledger.ledger import BudgetTaken, GenomeTaken, Ledger, SessionTaken, View, safe_url, worker_name
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
@@ -40,7 +41,7 @@ from gates import (
     PairSamples,
     baseline_problem,
     correctness_gate,
-    identical_sass,
+    identical_variant,
     noise_floor,
     perf_gate,
     static_gate,
@@ -533,11 +534,20 @@ class Campaign:
             backend=self.backend.name,
             started_at=now(),
         )
-        if built is not None:
+        if built is not None:  # the baseline's: its launch() runs on every measurement, an error ends the run there
             a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
             a.resources = {k: m.resources for k, m in built.modules.items()}
             a.compile_s = round(built.compile_s, 3)
+            try:
+                a.launch_sha256 = self.launch_sha256(prop.genome)
+            except LaunchError as e:
+                raise CampaignError(f"the baseline: {e}") from None
         return a
+
+    def launch_sha256(self, genome: Any) -> str:
+        """The genome's launch digest at the campaign's geometries (evo/core/variant.py), with PDL where the campaign
+        launches so; asked after each build. Raises LaunchError."""
+        return launch_digest(self.family, genome, self.cfg.geometries, self.cfg.gates.perf.launch == "pdl")
 
     def evaluate(
         self, prop: Proposal, source: str | None = None, remeasure: bool = False, trial: Any = None
@@ -1125,12 +1135,18 @@ class CampaignGate:
 
 
 def _build(s: Step) -> Verdict | None:
-    """NVRTC (or the builder given): the machine code and ptxas's report. BuildError / IdeaError: error verdicts."""
+    """NVRTC (or the builder given): the machine code and ptxas's report, and the launch at every geometry (the
+    variant's identity, evo/core/variant.py). BuildError / IdeaError: error verdicts; so is a launch() that raises
+    or gives no Launch (the family's code, recorded with its reason: the run goes on)."""
     built = s.built = s.campaign.builder.build(s.proposal.genome, s.source)
     a = s.attempt
     a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
     a.resources = {k: m.resources for k, m in built.modules.items()}
     a.compile_s = round(built.compile_s, 3)
+    try:
+        a.launch_sha256 = s.campaign.launch_sha256(s.proposal.genome)
+    except LaunchError as e:
+        return Verdict.error("launch", str(e), gate="static")
     return None
 
 
@@ -1141,9 +1157,13 @@ def _static(s: Step) -> Verdict | None:
 
 
 def _identical_sass(s: Step) -> Verdict | None:
+    """The same variant (machine code and launch, evo/core/variant.py) as an attempt with timings: not measured
+    again. An attempt recorded before launch digests matches by its machine code alone, as it did then."""
     a = s.attempt
-    measured = {x.sass_sha256: x.id for x in s.recorded if x.timings and x.sass_sha256 and x.id != a.id}
-    v = identical_sass(a.sass_sha256, {} if s.remeasure else measured)
+    if s.remeasure:
+        return None
+    measured = ((Variant.of(x), x.id) for x in s.recorded if x.timings and x.sass_sha256 and x.id != a.id)
+    v = identical_variant(twin(Variant.of(a), measured))
     return None if v.ok else v
 
 

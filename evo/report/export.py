@@ -533,6 +533,8 @@ def check_final(
     except BuildError as e:
         return False, [f"{final} does not build: {str(e).splitlines()[0] if str(e) else 'compile error'}"]
     lines = []
+    # The machine code alone: the exported file is built with the champion's knob values, and its launch is the
+    # family's launch() of those same values (evo/core/variant.py), unchanged by what the file holds.
     same = not champ.sass_sha256 or built.sass_sha256 == champ.sass_sha256
     lines.append(
         f"machine code of {Path(final).name} ({builder.arch}): {built.sass_sha256[:16]} "

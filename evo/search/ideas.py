@@ -548,6 +548,8 @@ def check_idea(
             }
             for k in after.modules
         },
+        # The machine code alone decides here: an idea is a patch of the source, built with the baseline's knob values
+        # both times, so the family's launch() (of knob values, evo/core/variant.py) is the same on both sides.
         "same_sass": before.sass_sha256 == after.sass_sha256,
         "conflicts": conflicts,
     }

@@ -42,9 +42,10 @@ rejected for changing the summation order the campaign runs in exact mode and
 rejects every such genome before the GPU, so none is proposed; until an attempt
 shows the mode, such a genome counts as measurable 1 time in 5), the failures
 so far (a knob value that keeps failing lowers the chance), and, where a caller
-sets ``static_key`` (a digest of the compiled machine code: the SASS hash from
-compiling on the CPU), genomes whose machine code equals one already measured:
-those are never proposed.
+sets ``static_key`` (the variant's identity: the SASS hash from compiling on the
+CPU with the launch digest, evo/core/variant.py ``variant_key``; the machine code
+alone would hide every genome that differs only in its launch), genomes of a
+variant already measured: those are never proposed.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ class Surrogate(Proposer):
         self.w_trend = e2 * float(self.opt("ordinal")) ** 2
         self.w_local = e2 * len(self.active) * float(self.opt("local")) ** 2
         self.noise2 = float(self.opt("noise")) ** 2
-        # static_key(genome) -> digest of the compiled machine code, or None; set by a caller that can compile
+        # static_key(genome) -> the variant (machine code and launch, evo/core/variant.py), or None; set by a caller
+        # that can compile
         self.static_key: Callable[[Genome], str | None] | None = None
         self._static: dict[str, str | None] = {}
         self._space: np.ndarray | None = None  # codes of every genome family.check accepts, when enumerated
