@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import CampaignConfig, ConfigError, load_config
-from evo.core.family import Family, FamilyError, Geometry
+from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.genome import Genome
 
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
@@ -193,9 +193,27 @@ def _tensors(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if isinstance(v, torch.Tensor)}
 
 
+def check_inout_args(specs: list[Any], inputs: Mapping[str, Any], args: list[Any]) -> None:
+    """kernel_args passes an in-out output, never the input it starts from: the kernel writes that pointer, and
+    evo's inputs are read-only (the GPU would reject every genome, the baseline first, as writing its input)."""
+    import torch
+
+    for o in specs:
+        src = inputs.get(o.init_from) if o.init_from is not None else None
+        if not isinstance(src, torch.Tensor):
+            continue
+        for i, v in enumerate(args):
+            if isinstance(v, torch.Tensor) and v.numel() and v.data_ptr() == src.data_ptr():
+                raise CheckFailed(
+                    f"kernel_args[{i}] is the input {o.init_from}, which output {o.name} starts from: pass "
+                    f"outputs[{o.name!r}] there (the kernel writes it; inputs stay as make_inputs gave them)"
+                )
+
+
 def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: Mapping[str, Any]) -> None:
-    """What only the GPU would otherwise find: the reference's shapes against the compared outputs, kernel_args
-    against arg_types (count and kinds), and arg_types against the entry's parameter list in kernel.cu (a
+    """What only the GPU would otherwise find: the reference's shapes against the compared outputs, each in-out
+    output's init_from against the inputs (a tensor of its dtype and size), kernel_args against arg_types (count
+    and kinds), and arg_types against the entry's parameter list in kernel.cu (a
     letter short, or an int64 passed as int32, launches a kernel that reads garbage)."""
     import torch
 
@@ -211,6 +229,9 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
     for o in specs:
         if not isinstance(getattr(torch, str(o.dtype), None), torch.dtype):
             raise CheckFailed(f"outputs: {o.name} has dtype {o.dtype!r}: a torch dtype's name (bfloat16, float32, ...)")
+    inout = inout_problem(specs, inputs)  # an in-out output starts as a copy of its input (OutputSpec.init_from)
+    if inout:
+        raise CheckFailed(f"outputs at {geo.name}: {inout}")
     outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype)) for o in specs}
     view = call("compare_view", lambda: fam.compare_view(outs, fam.baseline(), geo))
     for k, t in ref.items():
@@ -220,6 +241,7 @@ def check_arguments(fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: 
                 f"{tuple(view[k].shape)} (outputs / compare_view)"
             )
     args = call("kernel_args", lambda: fam.kernel_args(inputs, outs, geo))
+    check_inout_args(specs, inputs, args)
     if len(args) != len(types):
         raise CheckFailed(f"kernel_args gives {len(args)} arguments, arg_types {len(types)} letters ({types!r})")
     for i, (t, v) in enumerate(zip(types, args)):
