@@ -216,3 +216,22 @@ def test_evo_check_holds_init_from_and_the_in_out_pointer(fam, monkeypatch):
     monkeypatch.setattr(type(fam), "kernel_args", passes_the_input)
     with pytest.raises(CheckFailed, match=r"kernel_args\[1\] is the input residual, which output residual_out"):
         check_arguments(fam, inputs, g, ref)
+
+
+def test_evo_check_on_the_cpu_fails_a_wrong_init_from_in_one_line(tmp_path):
+    import shutil
+
+    from evo.check import run_check
+
+    folder = tmp_path / "inplace_rmsnorm"
+    shutil.copytree(FOLDER, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    ok, line = run_check(folder / "evo.yaml", sample=0, gpu=False, say=lambda s: None)
+    assert ok, line
+    fam_py = folder / "family.py"
+    fam_py.write_text(fam_py.read_text().replace('init_from="residual"', 'init_from="residuals"'))
+    ok, line = run_check(folder / "evo.yaml", sample=0, gpu=False, say=lambda s: None)
+    assert not ok and "\n" not in line
+    assert line == (
+        "evo check: FAIL: outputs at T4_H256: output residual_out: init_from='residuals' is not a tensor of "
+        "make_inputs (its tensors: residual, weight, x)"
+    )
