@@ -301,7 +301,10 @@ class GpuBackend:
 
     def _written_inputs(self, g: Geometry, seed: int) -> list[tuple[str, int]]:
         """Inputs the last launches changed (input, elements), each set back to what make_inputs gave."""
-        return written_inputs(self._inputs[(g.name, seed)], self._pristine[(g.name, seed)])
+        changed = written_inputs(self._inputs[(g.name, seed)], self._pristine[(g.name, seed)])
+        if changed:
+            self._sync()  # the copies back ran on the current stream; the next launch goes on self.stream
+        return changed
 
     def reference(self, g: Geometry, seed: int) -> dict[str, Any]:
         key = (g.name, seed)
