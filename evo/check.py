@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import CampaignConfig, ConfigError, load_config
-from evo.core.family import Family, FamilyError, Geometry
+from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.genome import Genome
 from evo.core.variant import LaunchError, Variant, inert_knobs, launch_digest
 
@@ -300,12 +300,30 @@ def check_layouts(fam: Family, compiled: list[tuple[Genome, Any]]) -> None:
                 raise CheckFailed(problem + where)
 
 
+def check_inout_args(specs: list[Any], inputs: Mapping[str, Any], args: list[Any]) -> None:
+    """kernel_args passes an in-out output, never the input it starts from: the kernel writes that pointer, and
+    evo's inputs are read-only (the GPU would reject every genome, the baseline first, as writing its input)."""
+    import torch
+
+    for o in specs:
+        src = inputs.get(o.init_from) if o.init_from is not None else None
+        if not isinstance(src, torch.Tensor):
+            continue
+        for i, v in enumerate(args):
+            if isinstance(v, torch.Tensor) and v.numel() and v.data_ptr() == src.data_ptr():
+                raise CheckFailed(
+                    f"kernel_args[{i}] is the input {o.init_from}, which output {o.name} starts from: pass "
+                    f"outputs[{o.name!r}] there (the kernel writes it; inputs stay as make_inputs gave them)"
+                )
+
+
 def check_arguments(
     fam: Family, inputs: Mapping[str, Any], geo: Geometry, ref: Mapping[str, Any], layout: Any = None
 ) -> None:
-    """What only the GPU would otherwise find: the reference's shapes against the compared outputs, kernel_args
-    against arg_types (count and kinds) and, given ``layout`` (the baseline's parameters at ``geo``, from its
-    cubin), each value's size against its parameter's (an ``s`` value of 12 bytes where the kernel takes 16)."""
+    """What only the GPU would otherwise find: the reference's shapes against the compared outputs, each in-out
+    output's init_from against the inputs (a tensor of its dtype and size), kernel_args against arg_types (count
+    and kinds) and, given ``layout`` (the baseline's parameters at ``geo``, from its cubin), each value's size
+    against its parameter's (an ``s`` value of 12 bytes where the kernel takes 16)."""
     import torch
 
     from evo.check_params import arg_types_problem, hold, signature
@@ -322,6 +340,9 @@ def check_arguments(
     for o in specs:
         if not isinstance(getattr(torch, str(o.dtype), None), torch.dtype):
             raise CheckFailed(f"outputs: {o.name} has dtype {o.dtype!r}: a torch dtype's name (bfloat16, float32, ...)")
+    inout = inout_problem(specs, inputs)  # an in-out output starts as a copy of its input (OutputSpec.init_from)
+    if inout:
+        raise CheckFailed(f"outputs at {geo.name}: {inout}")
     outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype)) for o in specs}
     view = call("compare_view", lambda: fam.compare_view(outs, fam.baseline(), geo))
     for k, t in ref.items():
@@ -331,6 +352,7 @@ def check_arguments(
                 f"{tuple(view[k].shape)} (outputs / compare_view)"
             )
     args = call("kernel_args", lambda: fam.kernel_args(inputs, outs, geo))
+    check_inout_args(specs, inputs, args)
     if len(args) != len(types):
         raise CheckFailed(f"kernel_args gives {len(args)} arguments, arg_types {len(types)} letters ({types!r})")
     for i, (t, v) in enumerate(zip(types, args)):

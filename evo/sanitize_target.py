@@ -7,8 +7,9 @@ The genome file is what :func:`evo.measure.sanitize.write_genome_file` writes. O
 are exact-size tensors (no guard bands: a write past an output's end must fall
 outside its allocation for memcheck to see it; evo.measure.sanitize turns torch's
 caching allocator off for the same reason), poisoned before the launch so
-initcheck never blames the harness. Exit codes: 0 ran, 3 no GPU, 4 could not
-set up, 5 the launch failed (the sanitizer's report says why).
+initcheck never blames the harness (an in-out output holds a copy of its input,
+as in the campaign). Exit codes: 0 ran, 3 no GPU, 4 could not set up, 5 the
+launch failed (the sanitizer's report says why).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"built {fam.name} {genome.key} ({len(built.modules)} module(s), arch {builder.arch})")
 
     from harness.gpu import GpuBackend, KernelCrash, gpu_available
+    from harness.inout import initial_values, start_outputs
 
     if not gpu_available():
         _say("no CUDA GPU visible")
@@ -60,14 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loaded = backend.load(built, genome)
         for g in geoms:
-            outs = {
-                o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device=backend.device)
-                for o in fam.outputs(g)
-            }
+            specs = fam.outputs(g)
+            outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype), device=backend.device) for o in specs}
             inputs = backend.inputs(g, 0)
             with torch.cuda.stream(backend.stream):
-                for t in outs.values():
-                    t.view(torch.uint8).fill_(0xA5)
+                start_outputs(outs, initial_values(specs, inputs), 0xA5)  # in-out ones: a copy of their input
                 backend._launcher(loaded, g, inputs, outs)()
             backend._sync()
             lc = fam.launch(genome, g)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evo.core.records import PASS, Code, Verdict
 
@@ -31,6 +32,9 @@ class OutputCheck:
 @dataclass
 class CorrectnessEvidence:
     checks: list[OutputCheck] = field(default_factory=list)
+    # inputs a launch changed (harness.inout.InputWrite: geometry, seed, input, changed, numel); evo gives a kernel
+    # its inputs to read, and an in-out buffer is an output with init_from (evo/core/family.py OutputSpec)
+    written_inputs: list[Any] = field(default_factory=list)
 
 
 def correctness_gate(
@@ -57,6 +61,14 @@ def correctness_gate(
                     Code.CORRECTNESS_INEXACT_KNOB,
                     {"knobs": list(knobs), "geometry": g},
                 )
+    for w in evidence.written_inputs:  # first: a changed input explains whatever else went wrong after it
+        return Verdict.rejected(
+            "correctness",
+            f"the kernel wrote its input {w.input} at {w.geometry} seed {w.seed} ({w.changed} of {w.numel} "
+            "elements changed); an in-out argument is an output with init_from (OutputSpec)",
+            Code.CORRECTNESS_INPUT_WRITTEN,
+            {"input": w.input, "geometry": w.geometry},
+        )
     for c in evidence.checks:
         where = f"{c.output} at {c.geometry} seed {c.seed}"
         if c.oob_bytes:
@@ -113,7 +125,14 @@ def correctness_gate(
 
 def baseline_problem(evidence: CorrectnessEvidence, error_bound: Callable[[str], float]) -> str | None:
     """Why the baseline cannot be the campaign's reference, or None: every output within the family's
-    ``error_bound(output)`` of float64, finite, fully written, and the same bits on every run."""
+    ``error_bound(output)`` of float64, finite, fully written, and the same bits on every run, and no input
+    changed by a launch."""
+    for w in evidence.written_inputs:
+        return (
+            f"the baseline writes its input {w.input} at {w.geometry} seed {w.seed} ({w.changed} of {w.numel} "
+            f"elements changed): declare the buffer it writes as an output with init_from={w.input!r} "
+            "(OutputSpec) and pass that output in kernel_args"
+        )
     for c in evidence.checks:
         bound = error_bound(c.output)
         if c.rel_err is None or not c.rel_err <= bound or c.nonfinite or c.unwritten:

@@ -21,11 +21,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo.core.family import Family, Geometry
+from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Builder, Built
 from harness.cubin import CubinError, ParamLayout, read_param_layout
 from harness.errors import HarnessError
+from harness.inout import (
+    InputWrite,
+    fresh_outputs,
+    initial_values,
+    snapshot,
+    start_outputs,
+    unwritten_inout,
+    written_inputs,
+)
 from harness.kernel_params import layout_problem, struct_bytes
 
 POISON = (0xA5, 0x5A)  # one byte pattern per run, never zeros
@@ -173,6 +182,7 @@ class GpuBackend:
         self.device = torch.device("cuda")
         self.stream = torch.cuda.Stream()
         self._inputs: dict[tuple[str, int], dict[str, Any]] = {}
+        self._pristine: dict[tuple[str, int], dict[str, Any]] = {}  # a copy of each input: no launch may change it
         self._refs: dict[tuple[str, int], dict[str, Any]] = {}
         self._base_out: dict[tuple[str, int], dict[str, Any]] = {}
         self._outbuf: dict[str, dict[str, Any]] = {}
@@ -316,12 +326,26 @@ class GpuBackend:
 
     # --- data --------------------------------------------------------------
     def inputs(self, g: Geometry, seed: int) -> dict[str, Any]:
+        """The seeded inputs, made once; a copy of each is kept to see a launch that writes one (_written_inputs),
+        and the family's in-out outputs are held against them (a FamilyError of one line)."""
         key = (g.name, seed)
         if key not in self._inputs:
             with self.torch.cuda.stream(self.stream):
-                self._inputs[key] = self.family.make_inputs(g, seed, self.device)
+                inputs = self.family.make_inputs(g, seed, self.device)
+                problem = inout_problem(self.family.outputs(g), inputs)
+                if problem:
+                    raise FamilyError(f"family {self.family.name} at {g.name}: {problem}")
+                self._pristine[key] = snapshot(inputs)
             self.stream.synchronize()
+            self._inputs[key] = inputs
         return self._inputs[key]
+
+    def _written_inputs(self, g: Geometry, seed: int) -> list[tuple[str, int]]:
+        """Inputs the last launches changed (input, elements), each set back to what make_inputs gave."""
+        changed = written_inputs(self._inputs[(g.name, seed)], self._pristine[(g.name, seed)])
+        if changed:
+            self._sync()  # the copies back ran on the current stream; the next launch goes on self.stream
+        return changed
 
     def reference(self, g: Geometry, seed: int) -> dict[str, Any]:
         key = (g.name, seed)
@@ -385,23 +409,29 @@ class GpuBackend:
     def correctness(self, loaded: Loaded, *, freeze: bool = False) -> CorrectnessEvidence:
         """Poison, launch, hash: every geometry x seed x run. ``freeze`` keeps the outputs as the baseline's.
 
-        Checks look at the family's written view of the outputs (what this genome must write) and errors
-        at its compare view (what matches the float64 reference).
+        An in-out output (``OutputSpec.init_from``) starts each run as a copy of its input instead of the poison;
+        after each launch every input is compared with the copy kept as it was made (a change is recorded in
+        ``written_inputs`` and set back). Checks look at the family's written view of the outputs (what this
+        genome must write) and errors at its compare view (what matches the float64 reference).
         """
         torch, fam = self.torch, self.family
         ev = CorrectnessEvidence()
         for g in self.geometries:
             outs = self._outputs(g)
+            specs = fam.outputs(g)
             for seed in range(self.seeds):
                 inputs = self.inputs(g, seed)
                 key = (g.name, seed)
+                initial = initial_values(specs, inputs)  # the in-out outputs start as their inputs, not poisoned
+                ref = self.reference(g, seed) if initial else None  # (before any launch could touch an input)
                 per_output: dict[str, OutputCheck] = {}
                 for run in range(self.runs):
                     with torch.cuda.stream(self.stream):
-                        for t in outs.values():
-                            t.view(torch.uint8).fill_(POISON[run % 2])
+                        start_outputs(outs, initial, POISON[run % 2])
                         self._launcher(loaded, g, inputs, outs)()
                     self._sync()
+                    for name, n in self._written_inputs(g, seed):
+                        ev.written_inputs.append(InputWrite(g.name, seed, name, n, inputs[name].numel()))
                     for name in outs:
                         oob = self._guard_damage(g, name)
                         if oob:
@@ -412,7 +442,9 @@ class GpuBackend:
                         hkey = f"{g.name}/{seed}/{name}"
                         chk = per_output.setdefault(name, OutputCheck(g.name, seed, name, []))
                         iv = _int_view(t)
-                        chk.unwritten = max(chk.unwritten, int((iv == _poison_value(t, POISON[run % 2])).sum().item()))
+                        if name not in initial:  # an in-out output holds no poison: _unwritten_inout counts it
+                            poisoned = int((iv == _poison_value(t, POISON[run % 2])).sum().item())
+                            chk.unwritten = max(chk.unwritten, poisoned)
                         if t.is_floating_point():
                             chk.nonfinite = max(chk.nonfinite, int((~torch.isfinite(t)).sum().item()))
                         base = self._base_out.get(key, {}).get(name)
@@ -435,11 +467,26 @@ class GpuBackend:
                         if run == 0 and seed == 0:
                             loaded.hashes[f"{g.name}/{name}"] = h
                         chk.hashes.append(h)
+                    if initial:
+                        self._unwritten_inout(loaded, g, outs, initial, ref, per_output)
                 for chk in per_output.values():
                     if chk.rel_err is None:
                         chk.rel_err = self.baseline_errors.get(f"{g.name}/{seed}/{chk.output}")
                 ev.checks.extend(per_output.values())
         return ev
+
+    def _unwritten_inout(self, loaded: Loaded, g: Geometry, outs, initial, ref, per_output) -> None:
+        """The never-written check of in-out outputs (which start as their input, not poisoned): elements where
+        the float64 reference changes the value and the output still holds its initial bits
+        (harness.inout.unwritten_inout), compared where the family compares outputs with the reference."""
+        fam = self.family
+        got = fam.compare_view(outs, loaded.genome, g)
+        start = fam.compare_view({**outs, **initial}, loaded.genome, g)
+        for name in initial:
+            chk = per_output.get(name)  # (an output the written view holds)
+            if chk is None or name not in got or name not in ref or got[name].shape != ref[name].shape:
+                continue
+            chk.unwritten = max(chk.unwritten, unwritten_inout(got[name], start[name], ref[name]))
 
     def _mismatch_views(self, got, key: tuple[str, int], name: str, g: Geometry) -> str:
         """First difference between this output and the baseline's, compared as the family compares them."""
@@ -450,15 +497,18 @@ class GpuBackend:
         return self._mismatch(got, want)
 
     def recheck(self, loaded: Loaded) -> str | None:
-        """After timing: poison once more, launch once; the output must still hash as in the correctness run."""
+        """After timing: poison once more (an in-out output set from its input again: timing left it drifted),
+        launch once; the output must still hash as in the correctness run, and no input may have changed."""
         torch = self.torch
         for g in self.geometries:
             outs = self._outputs(g)
+            inputs = self.inputs(g, 0)
             with torch.cuda.stream(self.stream):
-                for t in outs.values():
-                    t.view(torch.uint8).fill_(POISON[1])
-                self._launcher(loaded, g, self.inputs(g, 0), outs)()
+                start_outputs(outs, initial_values(self.family.outputs(g), inputs), POISON[1])
+                self._launcher(loaded, g, inputs, outs)()
             self._sync()
+            for name, n in self._written_inputs(g, 0):
+                return f"the kernel wrote its input {name} at {g.name} ({n} of {inputs[name].numel()} elements)"
             for name, t in self.family.written_view(outs, loaded.genome, g).items():
                 want = loaded.hashes.get(f"{g.name}/{name}")
                 if want is not None and sha256_tensor(t) != want:
@@ -503,13 +553,21 @@ class GpuBackend:
 
     def launches_for(self, loaded: Loaded, g: Geometry) -> int:
         """N so that a graph of N launches takes about batch_ms."""
-        torch = self.torch
-        outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
+        outs = self._timing_outputs(g)
         launch = self._launcher(loaded, g, self.inputs(g, 0), outs)
         graph = self._graph(launch, 5)
         self._time_graph(graph)
         us = min(self._time_graph(graph) for _ in range(3)) / 5
         return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
+
+    def _timing_outputs(self, g: Geometry) -> dict[str, Any]:
+        """Exact-size output buffers for timing. An in-out output is set from its input once, here, before the
+        graphs are captured; the launches then run in place on it, as the engine's own loop does (its values drift
+        from launch to launch, e.g. a residual accumulates: docs/measurement.md, "In-place outputs")."""
+        with self.torch.cuda.stream(self.stream):
+            outs = fresh_outputs(self.family.outputs(g), self.inputs(g, 0), self.device)
+        self._sync()
+        return outs
 
     def measure(
         self,
@@ -523,7 +581,6 @@ class GpuBackend:
 
         ``launches``: the launches in each part's graph, one count for all, or label -> count (a campaign sizes each
         part's graph for that part, to about batch_ms); None sizes every graph for the first part."""
-        torch = self.torch
         if isinstance(launches, Mapping):
             counts = {lb: int(launches[lb]) for lb, _ in parts}
         else:
@@ -534,7 +591,7 @@ class GpuBackend:
         # win or lose by where its buffers landed in HBM. (Suspect, not yet proven: with a buffer set per part,
         # the A/A floor of the HBM-bound T4096_H7168 stayed at 0.34% over 300 rounds on the H200, an offset
         # that more rounds did not shrink; benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign-early-out.)
-        outs = {o.name: torch.empty(o.shape, dtype=_dtype(o.dtype), device=self.device) for o in self.family.outputs(g)}
+        outs = self._timing_outputs(g)
         graphs = {}
         for label, loaded in parts:
             graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), counts[label]), outs)

@@ -28,6 +28,7 @@ from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
 from harness.errors import HarnessError
 from harness.gpu import Loaded, Samples
+from harness.inout import InputWrite
 from harness.sweepfile import load as load_sweep
 from harness.sweepfile import sweep_files
 
@@ -125,6 +126,10 @@ def recorded_evidence(
         base = baseline_hashes.get(f"{cfg_g}/{seed}/{output}", "")
         hs = [base if h == SAME else h for h in hashes[:runs]]
         ev.checks.append(OutputCheck(cfg_g, seed, output, hs, nonfinite, unwritten, rel, mabs, mismatch, oob))
+    for g, seed, name, changed, numel in entry.get("written_inputs", []):  # inputs a launch changed (sweeps since)
+        cfg_g = g if rename is None else rename.get(g)
+        if cfg_g is not None and seed < seeds:
+            ev.written_inputs.append(InputWrite(cfg_g, seed, name, changed, numel))
     return ev
 
 

@@ -29,6 +29,7 @@ class CpuSim(GpuBackend):
         self.device = torch.device("cpu")
         self.stream = SimpleNamespace(synchronize=lambda: None)
         self._inputs, self._refs, self._base_out, self._outbuf, self._streams = {}, {}, {}, {}, {}
+        self._pristine = {}
         self._guards = {}
         self._warmed = False
         self.baseline_hashes, self.baseline_errors = {}, {}

@@ -313,7 +313,11 @@ def main() -> int:
                 ]
                 for c in ev.checks
             ]
-            broken = any(c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks)
+            if ev.written_inputs:  # a launch changed an input (harness/inout.py): the recorded backend rejects it too
+                entry["written_inputs"] = [[w.geometry, w.seed, w.input, w.changed, w.numel] for w in ev.written_inputs]
+            broken = bool(ev.written_inputs) or any(
+                c.nonfinite or c.unwritten or c.oob_bytes or len(set(c.hashes)) > 1 for c in ev.checks
+            )
             if not broken:
                 entry["t"], entry["b"], entry["disc"], entry["clk"], entry["n"] = {}, {}, {}, {}, {}
                 for geo in geos:

@@ -82,13 +82,51 @@ class Geometry:
 
 @dataclass(frozen=True)
 class OutputSpec:
+    """One buffer the kernel writes. ``init_from`` names an input of :meth:`Family.make_inputs` when the kernel
+    works in place (an engine's in-out pointer, e.g. a residual it overwrites with the sum): before every launch
+    the harness checks, the buffer starts as a copy of that input (same dtype and number of elements; ``shape``
+    may view it otherwise), and ``kernel_args`` passes this output where the kernel takes its in-out pointer, so
+    the input itself is never written. Without it the buffer starts poisoned (docs/measurement.md)."""
+
     name: str
     dtype: str  # torch dtype name: float32, bfloat16, ... (a torch.dtype is taken as its name)
     shape: tuple[int, ...]
+    init_from: str | None = None  # the input this in-out output starts as a copy of
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, str) and str(self.dtype).startswith("torch."):
             object.__setattr__(self, "dtype", str(self.dtype)[len("torch.") :])
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise ValueError(f"output {self.name}: init_from is {self.init_from!r}, the name of an input or None")
+
+
+def inout_problem(outputs: Sequence[OutputSpec], inputs: Mapping[str, Any]) -> str | None:
+    """Why an in-out output cannot start as a copy of its input, or None: ``init_from`` must name a tensor of
+    ``inputs`` (what make_inputs gave) of the output's dtype and number of elements, and no two outputs may start
+    from one input (each is its own buffer: the engine's kernel has one pointer to it). Asked by `evo check` on the
+    CPU and by the GPU backend as it first makes a geometry's inputs."""
+    taken: dict[str, str] = {}
+    for o in outputs:
+        src = o.init_from
+        if src is None:
+            continue
+        t = inputs.get(src)
+        where = f"output {o.name}: init_from={src!r}"
+        if t is None or not hasattr(t, "numel"):
+            tensors = sorted(k for k, v in inputs.items() if hasattr(v, "numel"))
+            return f"{where} is not a tensor of make_inputs (its tensors: {', '.join(tensors) or 'none'})"
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype != o.dtype:
+            return f"{where} is {dtype}, the output {o.dtype} (an in-out buffer keeps its input's dtype)"
+        n = 1
+        for d in o.shape:
+            n *= d
+        if int(t.numel()) != n:
+            return f"{where} has {int(t.numel())} elements, the output's shape {tuple(o.shape)} {n}"
+        if src in taken:
+            return f"outputs {taken[src]} and {o.name} both start from {src!r} (one in-out buffer per input)"
+        taken[src] = o.name
+    return None
 
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")

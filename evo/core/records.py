@@ -42,7 +42,8 @@ class Code(StrEnum):
     CORRECTNESS_INEXACT_KNOB = "correctness.inexact_knob"  # exact mode, an order-changing knob; detail: knobs, geometry
     CORRECTNESS_OOB = "correctness.oob"  # wrote into the guard band around an output
     CORRECTNESS_NONFINITE = "correctness.nonfinite"  # NaN/Inf the baseline does not have
-    CORRECTNESS_UNWRITTEN = "correctness.unwritten"  # output elements still holding the poison
+    CORRECTNESS_UNWRITTEN = "correctness.unwritten"  # output elements still holding the poison (in-out: the input)
+    CORRECTNESS_INPUT_WRITTEN = "correctness.input_written"  # a launch changed an input; detail: input, geometry
     CORRECTNESS_RACE = "correctness.race"  # the output hash moved between runs on the same input
     CORRECTNESS_HASH = "correctness.hash"  # exact mode: output bits differ from the baseline's
     CORRECTNESS_NO_FLOAT64 = "correctness.no_float64"  # tolerance mode: bits differ, no float64 error known
