@@ -182,11 +182,14 @@ def check_compile(
     held = {(k, v) for g in genomes for k, v in g.items()}
     missing = [f"{k.name}={v!r}" for k in fam.knobs for v in k.values if v != k.default and (k.name, v) not in held]
     report.facts.append(
-        f"baseline{',' if extra else ' and'} {len(genomes)} sampled genome{'s' if len(genomes) != 1 else ''}"
-        + (f" and {len(extra)} one-knob genome{'s' if len(extra) != 1 else ''}" if extra else "")
-        + " compiled ("
+        f"baseline and {len(genomes)} sampled genome{'s' if len(genomes) != 1 else ''} compiled ("
         + ("every knob value in one, " if genomes and not missing else "")
         + f"{variants.describe()}"
+        + (
+            f", {len(extra)} one-knob genome{'s' if len(extra) != 1 else ''} to see what each knob changes"
+            if extra
+            else ""
+        )
         + (f", {rejected} over the static gate" if rejected else "")
         + ")"
     )
