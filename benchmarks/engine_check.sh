@@ -39,7 +39,7 @@ for spec in "$@"; do
     {
         echo "\$ evo check $cfg --sample 4"; evo check "$cfg" --sample 4; echo "rc=$?"
         echo "\$ evo run $cfg --minutes $minutes --plain"
-        timeout $((minutes * 60 + 240)) evo run "$cfg" --minutes "$minutes" --plain --storage "$st"; echo "rc=$?"
+        timeout 330 evo run "$cfg" --minutes "$minutes" --plain --storage "$st"; echo "rc=$?"
         echo "\$ evo status"; evo status "$cfg" --storage "$st"
         echo "\$ evo selfcheck --aa 5"; timeout 300 evo selfcheck "$cfg" --storage "$st" --aa 5; echo "rc=$?"
         evo log "$cfg" --storage "$st" -o "$OUT/$eng-attempts.md"
