@@ -374,6 +374,20 @@ def test_a_campaign_in_a_folder_with_url_characters_runs_and_reads(tmp_path, mon
     assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith("ledger")) == ["ledger.db"]
 
 
+def test_a_user_typed_percent_escape_names_one_file_everywhere(tmp_path, monkeypatch, capsys):
+    """`%20` in a typed URL is a space, as SQLAlchemy (and so Optuna) reads it: evo's own checks, its log folder and
+    the database all name the same file (today: evo checked `a%20b/`, Optuna opened `a b/`, and it failed)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = _config(tmp_path, attempts=2, storage=False)
+    url = f"sqlite:///{tmp_path}/a%20b/ledger.db"
+    assert main(["run", str(cfg), "--plain", "--storage", url]) == 0
+    assert main(["status", str(cfg), "--storage", url]) == 0
+    out = capsys.readouterr()
+    assert "2 recorded" in out.out and "Traceback" not in out.err, out.err
+    assert (tmp_path / "a b" / "ledger.db").is_file() and (tmp_path / "a b" / "attempts.md").is_file()
+    assert not (tmp_path / "a%20b").exists()
+
+
 def test_a_user_typed_sqlite_url_with_a_raw_question_mark_is_refused_in_one_line(home, capsys):
     rc = main(["status", str(home / f"{CAMPAIGN}.yaml"), "--storage", f"sqlite:///{home}/a?b/ledger.db"])
     one_line(capsys, rc, "%3F")
