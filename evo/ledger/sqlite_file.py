@@ -178,15 +178,15 @@ def _after_killed_writer(path: Path, readonly: bool) -> Path:
     return path
 
 
-def check_sqlite_ledger(path: Path, readonly: bool = False) -> Path:
+def check_sqlite_ledger(path: Path, readonly: bool = False, shown: str | None = None) -> Path:
     """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema; returns the file to open.
 
     That is ``path`` itself, except when a killed writer left its unfinished transaction beside it: see
     :func:`_after_killed_writer` (a read-only caller then reads a rolled-back copy; only a writer rolls back the
     ledger itself). Otherwise nothing is written. A zero-length file, a folder, garbage, a truncated or damaged
     database, one of something else's tables, or one missing some of Optuna's tables would otherwise be taken
-    (and written) as a new campaign."""
-    where = str(path)
+    (and written) as a new campaign. ``shown``: the ledger as messages name it (``path`` may be a copy of it)."""
+    where = shown or str(path)
     if path.is_dir():
         raise LedgerError(
             f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)"
@@ -205,7 +205,7 @@ def check_sqlite_ledger(path: Path, readonly: bool = False) -> Path:
     wal = path.with_name(path.name + "-wal")
     if wal.exists() and not _in_wal_mode(head):
         if readonly:
-            return check_sqlite_ledger(_without_stray_wal(path, wal), readonly=True)
+            return check_sqlite_ledger(_without_stray_wal(path, wal), readonly=True, shown=where)
         _move_stray_wal(path, wal)
     try:
         facts = _read_sqlite(path)
