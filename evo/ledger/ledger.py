@@ -1282,11 +1282,11 @@ class SideLedger(Ledger):
         return self.base.view()
 
     def meta(self, key: str, default: Any = None) -> Any:
-        mine = self.study.user_attrs
+        mine = self._user_attrs()
         return mine[key] if key in mine else self.base.meta(key, default)
 
     def all_meta(self) -> dict[str, Any]:
-        return {**self.base.all_meta(), **self.study.user_attrs}
+        return {**self.base.all_meta(), **self._user_attrs()}
 
 
 def side_study_name(campaign: str, kind: str) -> str:
