@@ -23,6 +23,7 @@ from evo.backends import BACKENDS
 from evo.core.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.core.genome import Genome
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
+from evo.ledger.storage_url import StorageURLError, sqlite_path, sqlite_url
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
@@ -377,9 +378,8 @@ class CampaignConfig:
     @property
     def log_dir(self) -> Path:
         """Beside a SQLite ledger; for a server storage, logs/<campaign> under the working directory."""
-        if self.storage.startswith("sqlite:///"):
-            return Path(self.storage[len("sqlite:///") :]).parent
-        return Path.cwd() / "logs" / self.campaign
+        path = sqlite_path(self.storage)  # (load_config refused a URL whose path cannot be told)
+        return path.absolute().parent if path is not None else Path.cwd() / "logs" / self.campaign
 
 
 # ---------------------------------------------------------------------------
@@ -694,15 +694,19 @@ def load_config(
     if storage_override:
         storage = storage_override
     if storage is None:  # logs/<campaign>/ under the directory evo runs in
-        storage = f"sqlite:///{Path.cwd() / 'logs' / name / 'ledger.db'}"
+        storage = sqlite_url(Path.cwd() / "logs" / name / "ledger.db")  # quoted: a folder may hold ? # % spaces
     storage = _expect(storage, str, "storage")
     if not STORAGE_RE.fullmatch(storage):
         raise ConfigError(
             f"storage: {storage[:80]!r} is not a storage URL (allowed: sqlite:///path/ledger.db or "
             "postgresql://user@host/db)"
         )
-    if storage.startswith("sqlite:///"):
-        parts = Path(storage[len("sqlite:///") :]).parts
+    try:
+        ledger_file = sqlite_path(storage)
+    except StorageURLError as e:
+        raise ConfigError(str(e)) from None
+    if ledger_file is not None:
+        parts = ledger_file.parts
         if any(len(part.encode()) > 255 for part in parts) or len(storage.encode()) > 4000:
             raise ConfigError(
                 "storage: the ledger's path has a name longer than a file system takes (255 bytes a name, 4000 in all)"

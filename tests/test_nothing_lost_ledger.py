@@ -238,27 +238,29 @@ def test_a_damaged_ledger_with_a_hot_journal_is_refused_unwritten(home, capsys):
 
 
 def test_a_damaged_attempt_record_is_reported_and_skipped(home, capsys):
+    """Ordinary records (#1, #3: turned down); a damaged baseline or champion is refused instead (issue 45,
+    tests/test_nothing_lost_round2_ledger.py)."""
     db = home / "camp" / "ledger.db"
     cfg = str(home / f"{CAMPAIGN}.yaml")
     # one record cut short inside (still a JSON string), one not JSON at all (Optuna itself cannot parse it)
     _sql(
         db,
-        'UPDATE trial_user_attributes SET value_json = \'"{\\"id\\": 2, \\"genome"\' WHERE key = \'attempt\' '
-        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 2)",
+        'UPDATE trial_user_attributes SET value_json = \'"{\\"id\\": 1, \\"genome"\' WHERE key = \'attempt\' '
+        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 1)",
         "UPDATE trial_user_attributes SET value_json = '{not json' WHERE key = 'attempt' "
-        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 4)",
+        "AND trial_id = (SELECT trial_id FROM trials WHERE number = 3)",
     )
     before = md5(db)
     assert main(["status", cfg]) == 0
     out = capsys.readouterr()
     assert "4 recorded" in out.out or "4 attempt" in out.out, out.out
     (warn,) = out.err.splitlines()
-    assert "2 damaged attempt record(s) skipped (#2" in warn
+    assert "2 damaged attempt record(s) skipped (#1" in warn
     assert main(["log", cfg, "-o", str(home / "a.md")]) == 0
-    assert "#3" in (home / "a.md").read_text()
+    assert "#4" in (home / "a.md").read_text()
     assert md5(db) == before
     led = Ledger(f"sqlite:///{db}", CAMPAIGN, FAM.knobs, readonly=True)
-    assert [a.id for a in led.attempts()] == [0, 1, 3, 5] and set(led.damaged) == {2, 4}
+    assert [a.id for a in led.attempts()] == [0, 2, 4, 5] and set(led.damaged) == {1, 3}
 
 
 def test_status_log_export_open_read_only_and_write_nothing(home, capsys, tmp_path_factory):

@@ -7,7 +7,6 @@ import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 EXIT_USAGE = 2
@@ -63,6 +62,7 @@ def _damaged(led) -> None:
 
 
 def _existing(cfg) -> bool:
-    if cfg.storage.startswith("sqlite:///"):  # a folder or a damaged file there is the ledger check's to name
-        return Path(cfg.storage[len("sqlite:///") :]).exists()
-    return True
+    from evo.ledger.storage_url import sqlite_path
+
+    path = sqlite_path(cfg.storage)  # a folder or a damaged file there is the ledger check's to name
+    return path.exists() if path is not None else True

@@ -277,21 +277,26 @@ def _idea_add(args) -> int:
 def _ideas(args) -> int:
     """`evo ideas <family>`: every idea (folder and campaigns) with its verdicts across campaigns."""
     from evo.ledger.ledger import Ledger
+    from evo.ledger.storage_url import StorageURLError, engine_url, sqlite_path, sqlite_url
     from evo.search.ideas import ideas_folder, load_folder_ideas, render_ideas
 
     try:
         fam = _family_for(args)
     except _UsageError as e:
         return _fail(str(e))
-    urls = list(args.storage) or [f"sqlite:///{p.resolve()}" for p in sorted(Path.cwd().glob("logs/*/ledger.db"))]
+    urls = list(args.storage) or [sqlite_url(p.resolve()) for p in sorted(Path.cwd().glob("logs/*/ledger.db"))]
     campaigns = []
     import optuna
 
     for url in urls:
-        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file():
+        try:
+            path = sqlite_path(url)
+        except StorageURLError as e:
+            return _fail(str(e))
+        if path is not None and not path.is_file():
             return _fail(f"{url}: no such ledger")
         try:
-            names = optuna.get_all_study_names(storage=url)
+            names = optuna.get_all_study_names(storage=url if path is None else engine_url(path, readonly=True))
         except Exception as e:
             print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue

@@ -102,9 +102,7 @@ import json
 import math
 import os
 import random
-import re
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -132,7 +130,12 @@ from evo.core.family import Knob
 from evo.core.genome import Genome
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 from evo.ledger import optuna_private as op
+from evo.ledger import sqlite_file
+from evo.ledger.audit import Audit, audit
+from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
+from evo.ledger.sqlite_file import check_sqlite_ledger, create_sqlite
+from evo.ledger.storage_url import StorageURLError, engine_url, sqlite_path
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -161,6 +164,20 @@ class SessionTaken(Exception):
     def __init__(self, holder: Mapping[str, Any]):
         self.holder = dict(holder)
         super().__init__(describe_session(holder))
+
+
+class BudgetDiffers(Exception):
+    """Shared mode: a live worker (``holder``) runs the campaign with another attempt budget than this one's."""
+
+    def __init__(self, holder: Mapping[str, Any], limit: int | None):
+        self.holder = dict(holder)
+        self.limit = limit
+        theirs = holder.get("attempts")
+        super().__init__(
+            f"{describe_session(holder)} runs it with "
+            + (f"--attempts {theirs}" if theirs is not None else "no attempt budget")
+            + (f", this worker with --attempts {limit}" if limit is not None else ", this worker with none")
+        )
 
 
 def describe_session(h: Mapping[str, Any]) -> str:
@@ -197,10 +214,6 @@ def heartbeat_settings() -> tuple[int, int]:
     return hb, grace
 
 
-class LedgerError(Exception):
-    """The storage cannot be used as this campaign's ledger (one line for the user; nothing was written)."""
-
-
 def safe_url(url: str) -> str:
     """The storage URL without its password."""
     try:
@@ -209,231 +222,6 @@ def safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url.split("@")[-1]
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` URL (None for other storages and in-memory ones)."""
-    if not url.startswith("sqlite:///"):
-        return None
-    path = url[len("sqlite:///") :]
-    return Path(path) if path and path != ":memory:" and not path.startswith("file:") else None
-
-
-_OPTUNA_TABLES = frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _head_revision() -> str:
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory(str(Path(models.__file__).with_name("alembic"))).get_current_head()
-    assert head is not None, "optuna ships its alembic migrations"
-    return head
-
-
-def _read_sqlite(path: Path) -> tuple[str, set[str], list[Any]]:
-    """quick_check's verdict, the table names and the schema versions, read only (raises sqlite3.Error)."""
-    import sqlite3
-    from urllib.parse import quote
-
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
-    try:
-        ok = "; ".join(str(r[0]) for r in con.execute("PRAGMA quick_check").fetchall())
-        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        versions: list[Any] = []
-        if {"version_info", "alembic_version"} <= tables:
-            versions = [
-                con.execute("SELECT schema_version, library_version FROM version_info").fetchone(),
-                con.execute("SELECT version_num FROM alembic_version").fetchone(),
-            ]
-    finally:
-        con.close()
-    return ok, tables, versions
-
-
-def _ledger_problem(where: str, ok: str, tables: set[str], versions: list[Any]) -> str | None:
-    """Why what :func:`_read_sqlite` read is not a whole evo ledger of this Optuna's schema, or None."""
-    if ok != "ok":
-        ok = " ".join(ok.split())[:200]  # one line: a quick_check row may hold several
-        return f"{where} is damaged (SQLite integrity check: {ok}); restore it from a copy, or give another storage"
-    ours = tables & _OPTUNA_TABLES
-    if not ours:
-        other = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))[:3]) or "none"
-        return (
-            f"{where} is a SQLite database of something else (tables: {other}), not an evo ledger; give another storage"
-        )
-    missing = sorted(_OPTUNA_TABLES - tables)
-    if missing:
-        return (
-            f"{where} is not a whole evo ledger: table {missing[0]} is missing"
-            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-            + "; restore it from a copy, or give another storage"
-        )
-    if versions and (versions[0] is None or versions[1] is None):
-        return f"{where} has no schema version (a damaged or unfinished ledger); restore it from a copy"
-    if versions:
-        (schema, lib), (rev,) = versions
-        current = _head_revision()
-        if rev != current:
-            return (
-                f"{where} has Optuna table schema {rev} (written by optuna {lib}) and optuna "
-                f"{optuna.__version__} reads schema {current}: install optuna {lib}, or run `optuna storage "
-                f"upgrade --storage sqlite:///{where}` on a copy"
-            )
-    return None
-
-
-def _roll_back(path: Path) -> None:
-    """Open ``path`` read-write once: SQLite replays a hot journal beside it (raises sqlite3.Error)."""
-    import sqlite3
-    from urllib.parse import quote
-
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=30)
-    try:
-        con.execute("PRAGMA schema_version").fetchone()
-    finally:
-        con.close()
-
-
-def _after_killed_writer(path: Path, readonly: bool) -> Path:
-    """The ledger to read when a killed writer left its unfinished transaction in ``<ledger>-journal``.
-
-    A process killed inside a commit (``kill -9``, a lost host) leaves a "hot" journal: the pages that restore the
-    last committed state. A read-only connection cannot replay it (SQLITE_READONLY_ROLLBACK). SQLite cannot tell
-    whether the journal belongs to the file beside it: replayed onto a ledger restored from a copy since, it would
-    corrupt that file. So the journal is first replayed on a copy of both, and the result checked; a ledger that
-    reads damaged that way is refused with nothing written. Read-only commands read that rolled-back copy (the
-    user's files are never written); a writer lets SQLite roll back the real one, keeping the two files as they
-    were in ``<ledger>.before-rollback-<time>/``. A live writer holds its lock, so its journal is never hot."""
-    import atexit
-    import shutil
-    import sqlite3
-    import tempfile
-
-    journal = path.with_name(path.name + "-journal")
-    snap_dir = Path(tempfile.mkdtemp(prefix="evo-ledger-"))
-    atexit.register(shutil.rmtree, snap_dir, True)
-    # one folder per process: two workers recovering at once never share (or delete) each other's copy
-    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    keep = None if readonly else path.with_name(f"{path.name}.before-rollback-{stamp}")
-    first = snap_dir if keep is None else keep
-    try:
-        first.mkdir(exist_ok=keep is None)
-        for f in (path, journal):
-            shutil.copyfile(f, first / f.name)
-    except FileNotFoundError:  # another process rolled it back meanwhile
-        shutil.rmtree(first, True)
-        return check_sqlite_ledger(path, readonly)
-    if keep is not None:
-        for f in (path, journal):
-            shutil.copyfile(keep / f.name, snap_dir / f.name)
-    snap = snap_dir / path.name
-    try:
-        _roll_back(snap)
-        problem = _ledger_problem(str(path), *_read_sqlite(snap))
-    except sqlite3.Error as e:
-        problem = f"{path} is damaged (SQLite: {' '.join(str(e).split())})"
-    if problem:
-        if keep is not None:
-            shutil.rmtree(keep, True)
-        raise LedgerError(
-            f"{problem} -- read after rolling back {journal.name} beside it (a killed writer's unfinished "
-            f"transaction) on a copy: if {path.name} was restored or copied in after that writer died, the journal is "
-            "stale: move it away and try again (nothing was written)"
-        )
-    if keep is None:
-        sys.stderr.write(
-            f"evo: note: {journal.name} holds a killed writer's unfinished transaction: read as last committed "
-            "(on a copy); the next evo run rolls it back\n"
-        )
-        return snap
-    try:
-        _roll_back(path)
-        problem = _ledger_problem(str(path), *_read_sqlite(path))
-    except sqlite3.Error as e:
-        problem = f"cannot roll back {journal.name} beside {path} ({e}): open the campaign where its folder is writable"
-    if problem:
-        raise LedgerError(f"{problem} (the ledger and its journal as they were: {keep})")
-    sys.stderr.write(
-        f"evo: note: rolled back a killed writer's unfinished transaction ({journal.name}); every committed "
-        f"attempt is kept. The two files as they were: {keep} (delete it once the campaign reads right)\n"
-    )
-    return path
-
-
-def check_sqlite_ledger(path: Path, readonly: bool = False) -> Path:
-    """Raise LedgerError unless ``path`` is a whole Optuna storage of this Optuna's schema; returns the file to open.
-
-    That is ``path`` itself, except when a killed writer left its unfinished transaction beside it: see
-    :func:`_after_killed_writer` (a read-only caller then reads a rolled-back copy; only a writer rolls back the
-    ledger itself). Otherwise nothing is written. A zero-length file, a folder, garbage, a truncated or damaged
-    database, one of something else's tables, or one missing some of Optuna's tables would otherwise be taken
-    (and written) as a new campaign."""
-    import sqlite3
-
-    where = str(path)
-    if path.is_dir():
-        raise LedgerError(
-            f"{where} is a folder, not a ledger file; give the ledger's file (storage: sqlite:///.../ledger.db)"
-        )
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError as e:
-        raise LedgerError(f"cannot read the ledger {where}: {e.strerror or e}") from None
-    if not head:
-        raise LedgerError(
-            f"{where} is an empty file (0 bytes), not an evo ledger; move it away or give another storage"
-        )
-    if not head.startswith(_SQLITE_MAGIC):
-        raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
-    try:
-        facts = _read_sqlite(path)
-    except sqlite3.Error as e:
-        if getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
-            return _after_killed_writer(path, readonly)
-        raise LedgerError(
-            f"{where} is damaged (SQLite: {e}); restore it from a copy, or give another storage"
-        ) from None
-    problem = _ledger_problem(where, *facts)
-    if problem:
-        raise LedgerError(problem)
-    return path
-
-
-def _remove_dead_creations(path: Path) -> None:
-    """Remove the temporary files (and their SQLite journals) that a killed creation of ``path`` left.
-
-    The creator's pid is read from the whole name, never guessed from its parts: a live creator's ``-journal``
-    must survive (deleting it under the writer is SQLite's "disk I/O error")."""
-    made = re.compile(rf"\.{re.escape(path.name)}\.new-(\d+)-[0-9a-f]{{8}}(-journal)?")
-    for old in path.parent.glob(f".{path.name}.new-*"):
-        m = made.fullmatch(old.name)
-        if m and not Path(f"/proc/{m.group(1)}").exists():
-            old.unlink(missing_ok=True)
-
-
-def _create_sqlite(path: Path) -> None:
-    """A new SQLite ledger appears whole or not at all: its tables are made in a temporary file, linked into place.
-
-    A kill while Optuna creates its tables would otherwise leave an empty or part-made file, which no later run
-    could tell from a damaged one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_creations(path)
-    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            optuna.storages.RDBStorage(f"sqlite:///{tmp}").engine.dispose()
-        try:
-            os.link(tmp, path)  # never replaces: of several workers creating it at once, one file wins
-        except FileExistsError:
-            pass
-        except OSError:  # a file system without hard links
-            if not path.exists():
-                os.rename(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def with_installed_driver(url: str) -> str:
@@ -458,22 +246,24 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
     a fresh database at once (table creation races): retried a few times.
     """
     kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
-    path = sqlite_path(url)
+    try:
+        path = sqlite_path(url)
+    except StorageURLError as e:
+        raise LedgerError(str(e)) from None
     if path is not None:
         if path.exists() or readonly:
             if not path.exists():
                 raise LedgerError(f"no ledger at {path} (start the campaign with evo run)")
             path = check_sqlite_ledger(path, readonly)
         else:
-            _create_sqlite(path)
+            create_sqlite(path)
+        # Connected through a SQLite URI built from the file (evo/ledger/storage_url.py): a name with ``?``, ``#``,
+        # ``%`` or braces opens that file. The rollback journal, not write-ahead logging (check_sqlite_ledger sets it
+        # back): with WAL a copy of ledger.db alone (what users copy and commit) can miss the newest attempts.
+        url = engine_url(path, readonly)
         if readonly:
-            from urllib.parse import quote
-
-            url = f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
             kw = {}
-        # The rollback journal, not write-ahead logging: with WAL a copy of ledger.db alone (what users copy and
-        # commit) can miss the newest attempts while a campaign has it open.
-        kw["engine_kwargs"] = {"connect_args": {"timeout": 30}}
+        kw["engine_kwargs"] = {"connect_args": {"timeout": sqlite_file.LOCK_WAIT_S}}
         kw["skip_table_creation"] = True
     elif readonly:
         kw = {"skip_table_creation": True}
@@ -744,7 +534,14 @@ def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s
         OSError,
         ValueError,
     ) as e:
+        if sqlite_file.is_locked(_root_cause(e)):
+            raise LedgerError(sqlite_file.locked_message(str(sqlite_path(url) or safe_url(url)))) from None
         raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
+
+
+# What Optuna raises reading a damaged row: JSON that does not parse (ValueError), a param index out of its choices
+# (IndexError) or a state outside its enum (LookupError, from SQLAlchemy), a distribution of the wrong shape.
+_ROW_DAMAGE = (ValueError, LookupError, TypeError, AttributeError)
 
 
 def _root_cause(e: BaseException) -> BaseException:
@@ -762,6 +559,8 @@ def _root_cause(e: BaseException) -> BaseException:
 def _first_line(e: BaseException) -> str:
     cause = _root_cause(e)
     text = " ".join(str(cause).split())
+    if sqlite_file.is_locked(cause):  # never read as damage: another process holds the lock
+        text += f" by another process (it held the lock for over {sqlite_file.LOCK_WAIT_S:g} s; wait for it or stop it)"
     return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
 
 
@@ -792,6 +591,7 @@ class Ledger:
             )
         self.readonly = readonly
         self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
+        self.found: Audit = self._audit()  # the key records verified (else LedgerError); what readers skip
         self.distributions: dict[str, BaseDistribution] = {
             k.name: CategoricalDistribution(list(k.values)) for k in knobs
         }
@@ -806,6 +606,7 @@ class Ledger:
         self._parsed: dict[int, Attempt] = {}
         self._checked: set[str] = set()  # knobs whose distribution ask() held against the study's stored one
         self.damaged: dict[int, str] = {}  # trial number -> why its attempt record could not be read (skipped)
+        self._damaged_keys: set[str] = set()  # the genomes of trials Optuna cannot read (skipped, still taken)
         self.knobs = list(knobs)
         self._geometries: list[str] | None = None  # _geometry_order(), read once from the config meta
         self._session_key: str | None = None  # claim(): this process's session row
@@ -815,20 +616,47 @@ class Ledger:
         self._session_stop: threading.Event | None = None
         _LIVE.add(self)
 
+    def _audit(self) -> Audit:
+        """Verify the campaign's key records before anything reads or writes it (evo/ledger/audit.py)."""
+        try:
+            where = str(sqlite_path(self.storage_url) or safe_url(self.storage_url))
+        except StorageURLError:
+            where = safe_url(self.storage_url)
+        with self._session() as session:
+            return audit(session, op.study_id(self.study), where, self.readonly, self._rdb().get_trial)
+
     def side(self, kind: str) -> SideLedger:
         """The side study ``<campaign>:<kind>`` of this campaign (made on first use), for replay and selfcheck."""
         return SideLedger(self, kind)
 
     # --- campaign metadata (study user attrs) ---------------------------
     def meta(self, key: str, default: Any = None) -> Any:
-        return self.study.user_attrs.get(key, default)
+        return self._user_attrs().get(key, default)
 
     def set_meta(self, key: str, value: Any) -> None:
         self.study.set_user_attr(key, value)
 
     def all_meta(self) -> dict[str, Any]:
         """Every meta key at once (what the log renderer takes)."""
-        return dict(self.study.user_attrs)
+        return dict(self._user_attrs())
+
+    def _user_attrs(self) -> dict[str, Any]:
+        """The study's meta; records that are not JSON (found at open, or since) skipped and counted."""
+        if not self.found.damaged_meta:
+            try:
+                return self.study.user_attrs
+            except ValueError:  # damaged since the open: read record by record below
+                pass
+        a = models.StudyUserAttributeModel
+        with self._session() as session:
+            rows = session.query(a.key, a.value_json).filter(a.study_id == op.study_id(self.study)).all()
+        out = {}
+        for key, text in rows:
+            try:
+                out[key] = json.loads(text)
+            except ValueError as e:
+                self.found.damaged_meta[key] = f"{type(e).__name__}: {' '.join(str(e).split())[:80]}"
+        return out
 
     def set_meta_many(self, items: Mapping[str, Any]) -> None:
         """Several meta keys in one transaction: after a kill, all of them or none."""
@@ -988,6 +816,7 @@ class Ledger:
             **_process(),
             "ledger": self._token,
             "mode": mode,
+            "attempts": self.limit,  # workers share one budget: a worker with another one is refused
             "beat": time.time(),
             "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         }
@@ -1006,6 +835,8 @@ class Ledger:
                     session.delete(row)
                 elif mode != "worker" or other.get("mode") != "worker":
                     raise SessionTaken(other)
+                elif other.get("attempts", self.limit) != self.limit:  # (older sessions do not say: not held)
+                    raise BudgetDiffers(other, self.limit)
             session.add(sa(study_id=op.study_id(self.study), key=key, value_json=json.dumps(mine)))
         self._session_key = key
         stop = threading.Event()
@@ -1259,33 +1090,50 @@ class Ledger:
     def _trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
         try:
             return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
-        except ValueError:  # a row Optuna cannot parse (not JSON): read trial by trial, skipping the damaged ones
+        # a row Optuna cannot parse (not JSON, a param index out of range, a state outside the enum): read trial by
+        # trial, skipping the damaged ones
+        except _ROW_DAMAGE:
             return self._trials_one_by_one(states)
 
     def _trials_one_by_one(self, states: Sequence[TrialState] | None) -> list[FrozenTrial]:
-        t = models.TrialModel
+        u = models.TrialUserAttributeModel
+        sid = op.study_id(self.study)
         with self._session() as session:
-            q = session.query(t.trial_id, t.number).filter(t.study_id == op.study_id(self.study))
-            if states:
-                q = q.filter(t.state.in_(list(states)))
-            rows = q.order_by(t.number).all()
+            # the raw state: a value outside Optuna's enum cannot be read through the model
+            q = "SELECT trial_id, number, state FROM trials WHERE study_id = :s ORDER BY number, trial_id"
+            rows = session.execute(sqlalchemy.text(q), {"s": sid}).all()
+        wanted = {s.name for s in states} if states else None
         out = []
-        for trial_id, number in rows:
+        for trial_id, number, state in rows:
+            if wanted is not None and str(state) not in wanted:
+                continue
             try:
                 out.append(self._rdb().get_trial(trial_id))
-            except ValueError as e:
+            except _ROW_DAMAGE as e:
                 self.damaged[number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+                with self._session() as session:  # its genome stays taken: a damaged row is not measured again
+                    key = session.query(u.value_json).filter(u.trial_id == trial_id, u.key == "genome_key").scalar()
+                with contextlib.suppress(TypeError, ValueError):
+                    self._damaged_keys.add(str(json.loads(key)))
         return out
 
     def damaged_note(self) -> str | None:
-        """One line on the attempt records that could not be read, or None."""
-        if not self.damaged:
-            return None
-        first = min(self.damaged)
-        return (
-            f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
-            "the other attempts are read as recorded"
-        )
+        """One line on the attempt and meta records that could not be read, and on numbers given twice, or None."""
+        parts = []
+        if self.damaged:
+            first = min(self.damaged)
+            parts.append(
+                f"{len(self.damaged)} damaged attempt record(s) skipped (#{first}: {self.damaged[first]}); "
+                "the other attempts are read as recorded"
+            )
+        bad = self.found.damaged_meta
+        if bad:
+            key = min(bad)
+            parts.append(f"{len(bad)} damaged campaign meta record(s) skipped ({key}: {bad[key]})")
+        dup = self.found.note()
+        if dup:
+            parts.append(dup)
+        return "; ".join(parts) or None
 
     def attempts(self) -> list[Attempt]:
         """Every recorded attempt, ordered by id (= trial number). Treat them as read-only: finished ones are cached."""
@@ -1312,7 +1160,7 @@ class Ledger:
 
     def seen_keys(self) -> set[str]:
         """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
-        return _seen(self._trials())
+        return _seen(self._trials()) | self._damaged_keys
 
     def running(self) -> list[FrozenTrial]:
         """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
@@ -1329,7 +1177,8 @@ class Ledger:
         a chance to wait on another's write.
         """
         trials = self._trials()
-        return View(self._attempts(trials), _seen(trials), [t for t in trials if t.state == TrialState.RUNNING])
+        seen = _seen(trials) | self._damaged_keys
+        return View(self._attempts(trials), seen, [t for t in trials if t.state == TrialState.RUNNING])
 
     # --- crash recovery ----------------------------------------------------
     def recover(self) -> list[int]:
@@ -1433,11 +1282,11 @@ class SideLedger(Ledger):
         return self.base.view()
 
     def meta(self, key: str, default: Any = None) -> Any:
-        mine = self.study.user_attrs
+        mine = self._user_attrs()
         return mine[key] if key in mine else self.base.meta(key, default)
 
     def all_meta(self) -> dict[str, Any]:
-        return {**self.base.all_meta(), **self.study.user_attrs}
+        return {**self.base.all_meta(), **self._user_attrs()}
 
 
 def side_study_name(campaign: str, kind: str) -> str:

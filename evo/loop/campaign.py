@@ -31,7 +31,16 @@ from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
 from evo.core.variant import LaunchError, Variant, launch_digest, twin
-from evo.ledger.ledger import BudgetTaken, GenomeTaken, Ledger, SessionTaken, View, safe_url, worker_name
+from evo.ledger.ledger import (
+    BudgetDiffers,
+    BudgetTaken,
+    GenomeTaken,
+    Ledger,
+    SessionTaken,
+    View,
+    safe_url,
+    worker_name,
+)
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
 from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
@@ -921,6 +930,11 @@ class Campaign:
             self._preflight()  # a refused resume leaves the ledger as it was, session row included
         try:
             self.ledger.claim(self.SESSION_MODE)
+        except BudgetDiffers as e:  # the attempt budget is one for all workers: each would stop at its own
+            raise CampaignError(
+                f"campaign {self.cfg.campaign!r} at {safe_url(self.cfg.storage)}: {e}; workers share one attempt "
+                "budget: give the same --attempts, or wait for it to end"
+            ) from None
         except SessionTaken as e:
             also = (
                 "several processes share a campaign only as evo worker"

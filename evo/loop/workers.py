@@ -92,6 +92,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
         return fail("evo worker does not lock clocks (clocks: lock); use clocks: record, or evo run")
     try:
         camp = WorkerCampaign(cfg, command="evo " + " ".join(sys.argv[1:]))
+        camp.claim()  # before "joins" is printed: a refused worker says one line only
     except CampaignError as e:
         return fail(str(e))
     except (ImportError, SQLAlchemyError, StorageInternalError) as e:  # no driver, no server, bad credentials
