@@ -102,3 +102,14 @@ def get_gate(name: str) -> RegisteredGate:
     if name not in _REGISTRY:
         raise GateError(f"no gate named {name!r}; registered: {', '.join(g.name for g in gate_order())}")
     return _REGISTRY[name]
+
+
+def markdown_table() -> str:
+    """The registered gates as docs/gates.md lists them (name, order, module, what it decides: its docstring's first
+    sentence); docs/gates.md holds the built-ins' table, checked by tests/test_gate_registry.py."""
+    rows = ["| gate | order | module | what it decides |", "|---|---|---|---|"]
+    for g in gate_order():
+        doc = " ".join((g.check.__doc__ or "").split())
+        first = doc.split(". ")[0].rstrip(".") + "." if doc else ""
+        rows.append(f"| `{g.name}` | {g.order:g} | {g.check.__module__} | {first.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"

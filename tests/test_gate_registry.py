@@ -88,3 +88,10 @@ def test_a_name_is_taken_once_unless_replaced(own_registry):
     assert [g.check for g in gate_order() if g.name == "static"] == [mine]
     with pytest.raises(GateError, match="no gate named 'nope'"):
         registry.get_gate("nope")
+
+
+def test_docs_list_the_builtin_gates_as_the_registry_has_them(own_registry):
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "gates.md").read_text()
+    assert registry.markdown_table() in doc, "regenerate the table from gates.registry.markdown_table()"

@@ -9,8 +9,9 @@ shared storage (``WorkerCampaign``, evo/loop/workers.py: each proposal reserved 
 the ledger as it is made), and the search benchmark (tools/search_bench.py)
 runs it on the recorded backend with a ledger in memory. Its seams
 (evo/core/protocols.py): the backend (evo/backends.py's registry), the storage, and
-the gates, judged in ``GATES`` order; a ``harness.HarnessError`` is recorded as
-the error it names.
+the gates, judged by ``gates.judge.judge`` in the registry's order (gates/registry.py,
+docs/gates.md) over a read-only ``JudgeContext`` (``Campaign.judge_context``); a
+``harness.HarnessError`` is recorded as the error it names.
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ class Campaign:
     """One campaign: set-up, then the loop (``run``) of propose, reserve, judge with the gates, record.
 
     Its seams (evo/core/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
-    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``GATES``), ``proposer`` (the config's, seeded per
-    session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the search benchmark's
-    target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's ablation).
-    A worker (evo/loop/workers.py) is this loop on a shared storage.
+    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``gates.registry.gate_order()``), ``proposer`` (the
+    config's, seeded per session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the
+    search benchmark's target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's
+    ablation). A worker (evo/loop/workers.py) is this loop on a shared storage.
     """
 
     SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"

@@ -12,7 +12,8 @@ from gates.registry import register_gate
 
 @register_gate("bound", order=100)
 def bound(s: Evidence) -> Verdict | None:
-    """Kept on the attempt either way (it says whether to claim the step end to end); never rejects."""
+    """The share-derived decode bound of an accepted step, kept on the attempt (it says whether to claim the step end
+    to end). Never rejects."""
     if s.accepted:
         s.attempt.bound = decode_bound(s.context, s.attempt)
     return None

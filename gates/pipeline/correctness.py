@@ -13,8 +13,8 @@ from gates.registry import register_gate
 
 @register_gate("correctness", order=60)
 def correctness(s: Evidence) -> Verdict | None:
-    """Load the build (the module it leaves in ``s.loaded`` is the one perf times) and hold its outputs against the
-    baseline's hashes or errors, in the config's mode. Starts the attempt's measure_s clock."""
+    """The outputs against the baseline's hashes (exact mode) or float64 errors (tolerance mode). Loads the build (the
+    module it leaves in ``s.loaded`` is the one perf times) and starts the attempt's measure_s clock."""
     ctx, a, genome = s.context, s.attempt, s.proposal.genome
     c = ctx.config.gates.correctness
     s.t0 = time.perf_counter()

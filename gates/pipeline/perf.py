@@ -13,7 +13,8 @@ from gates.registry import register_gate
 
 @register_gate("perf", order=70)
 def perf(s: Evidence) -> Verdict | None:
-    """Time the module correctness loaded; fills the attempt's timings, speedups and device facts."""
+    """Faster than the champion beyond the noise floor, in paired interleaved timings (gates/perf.py). Fills the
+    attempt's timings, speedups and device facts."""
     v = measure_and_judge(s.context, s.attempt, s.loaded)
     s.attempt.measure_s = round(time.perf_counter() - s.t0, 3)
     return v

@@ -9,6 +9,6 @@ from gates.registry import register_gate
 
 @register_gate("sanitizer", order=90)
 def sanitizer(s: Evidence) -> Verdict | None:
-    """compute-sanitizer over an accepted step before it becomes the champion; the run itself is the campaign's
-    (``JudgeContext.sanitize``: it needs the config's tools and the log folder)."""
+    """compute-sanitizer over an accepted step, judged against the family's suppressions, before it becomes the
+    champion. The run itself is the campaign's (``JudgeContext.sanitize``: the config's tools and the log folder)."""
     return s.context.sanitize(s.attempt, s.source is not None) if s.accepted else None
