@@ -44,11 +44,11 @@ def own_registry(monkeypatch):
     sys.modules.pop("evo_policy_gate", None)
 
 
-def _install_plugin(tmp_path, monkeypatch) -> None:
+def _install_plugin(tmp_path, monkeypatch, text: str = PLUGIN) -> None:
     """The plug-in as pip installs one: its module and a dist-info naming it under the ``evo.gates`` group."""
     site = tmp_path / "site"
     (site / "evo_policy_gate-0.1.dist-info").mkdir(parents=True)
-    (site / "evo_policy_gate.py").write_text(textwrap.dedent(PLUGIN))
+    (site / "evo_policy_gate.py").write_text(textwrap.dedent(text))
     (site / "evo_policy_gate-0.1.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: evo-policy-gate\nVersion: 0.1\n"
     )
@@ -95,3 +95,10 @@ def test_docs_list_the_builtin_gates_as_the_registry_has_them(own_registry):
 
     doc = (Path(__file__).parent.parent / "docs" / "gates.md").read_text()
     assert registry.markdown_table() in doc, "regenerate the table from gates.registry.markdown_table()"
+
+
+def test_a_broken_plugin_is_one_line(tmp_path, monkeypatch, own_registry, capsys):
+    _install_plugin(tmp_path, monkeypatch, "raise RuntimeError('no licence server')\n")
+    assert main(["run", str(write_config(tmp_path, 3)), "--plain"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["evo: gate plug-in 'policy' (evo_policy_gate) could not be loaded: RuntimeError: no licence server"]

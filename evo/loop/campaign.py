@@ -39,7 +39,7 @@ from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
 from gates import baseline_problem, noise_floor, threshold
 from gates.judge import JudgeContext, judge
 from gates.pipeline.correctness import errors_by_geometry, hashes_by_geometry
-from gates.registry import gate_order
+from gates.registry import GateError, gate_order
 from harness.build import Builder, Built
 from harness.errors import HarnessError
 
@@ -168,7 +168,10 @@ class Campaign:
         if self.narrowed:
             self.cfg, self.family = cfg, cfg.family
             self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(self.narrowed)})")
-        self.gates: list[Gate] = list(gate_order() if gates is None else gates)
+        try:  # (an evo.gates plug-in that fails to import is the user's one-line error)
+            self.gates: list[Gate] = list(gate_order() if gates is None else gates)
+        except GateError as e:
+            raise CampaignError(str(e)) from None
         self.proposer = proposer
         self.stop_when = stop_when
         self.use_tabu = tabu
