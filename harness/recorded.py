@@ -23,6 +23,7 @@ from typing import Any
 
 from evo.core.family import Family, Geometry
 from evo.core.genome import Genome
+from evo.core.records import SIMULATED_LABEL
 from evo.core.variant import LaunchError, launch_digest
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Built
@@ -32,7 +33,6 @@ from harness.inout import InputWrite
 from harness.sweepfile import load as load_sweep
 from harness.sweepfile import sweep_files
 
-SIMULATED_LABEL = "simulated from recorded H200 measurements"
 SAME = "="  # a stored hash equal to the baseline's
 
 

@@ -15,8 +15,9 @@ from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ERROR, REJECTED, Code, Verdict
 from evo.ledger.ledger import Ledger
 from evo.ledger.memory_ledger import MemoryLedger
-from evo.loop.campaign import GATES, Campaign, CampaignError, CampaignGate, make_backend
+from evo.loop.campaign import Campaign, CampaignError, make_backend
 from evo.loop.workers import WorkerCampaign
+from gates.registry import RegisteredGate, builtin_gates, gate_order
 from harness import HarnessError
 from harness.recorded import RecordedBackend
 from tests.test_campaign import write_config
@@ -60,7 +61,7 @@ class Policy:
 @pytest.mark.parametrize("cls", [Campaign, WorkerCampaign])
 def test_a_gate_added_to_the_list_judges_every_attempt(tmp_path, cls):
     policy = Policy()
-    gates = list(GATES)
+    gates: list = builtin_gates()
     gates.insert([g.name for g in gates].index("static") + 1, policy)
     camp = cls(load_config(write_config(tmp_path, 20)), out=lambda s: None, gates=gates)
     camp.run()
@@ -159,8 +160,8 @@ def test_the_seams_are_the_protocols(tmp_path):
     assert isinstance(RecordedBackend(cfg.family, cfg.geometries), Backend)
     assert isinstance(Ledger(cfg.storage, cfg.campaign, cfg.family.knobs), Storage)
     assert isinstance(MemoryLedger(), Storage)
-    assert all(isinstance(g, Gate) and isinstance(g, CampaignGate) for g in GATES)
-    names = [g.name for g in GATES]
+    assert all(isinstance(g, Gate) and isinstance(g, RegisteredGate) for g in gate_order())
+    names = [g.name for g in gate_order()]
     assert names.index("build") < names.index("static") < names.index("correctness") < names.index("perf")
     assert len(set(names)) == len(names)
 

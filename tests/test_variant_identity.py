@@ -17,7 +17,9 @@ from evo.core.family import Geometry, Launch
 from evo.core.genome import Genome
 from evo.core.records import Attempt, Code, Timing, Verdict
 from evo.core.variant import LaunchError, Variant, launch_digest, twin, variant_key
-from evo.loop.campaign import Campaign, Step, _identical_sass
+from evo.loop.campaign import Campaign
+from gates.judge import Evidence
+from gates.pipeline.identical_sass import identical_sass
 from harness import sweepfile
 from harness.recorded import NotRecorded, RecordedBackend
 
@@ -235,7 +237,7 @@ def _att(i: int, sass: str, launch: str, timed: bool = True) -> Attempt:
 
 def test_the_identity_gate_holds_old_ledgers_by_code_and_new_ones_by_code_and_launch():
     def gate(new: Attempt, recorded: list[Attempt]) -> Verdict | None:
-        return _identical_sass(Step(None, None, new, recorded=recorded))  # type: ignore[arg-type]
+        return identical_sass(Evidence(None, None, new, recorded=recorded))  # type: ignore[arg-type]
 
     assert gate(_att(9, "s", "M"), [_att(1, "s", "L")]) is None  # another launch: measured
     v = gate(_att(9, "s", "L"), [_att(1, "s", "L"), _att(2, "s", "M")])

@@ -472,21 +472,21 @@ def objective_gate(space: Space) -> Any:
     and a recorded objective has no noise to test.
     """
     from evo.core.records import Timing
-    from evo.loop.campaign import CampaignGate
+    from gates.registry import RegisteredGate
 
     gain = f"{100 * space.min_gain:g}%"
 
     def check(s: Any) -> Verdict:
-        camp, a = s.campaign, s.attempt
+        ctx, a = s.context, s.attempt
         score = space.objective(s.proposal.genome)
         if score is None:
             return Verdict.error("not_recorded", "the sweep holds no objective for this genome", gate="perf")
-        for g in camp.cfg.geometries:
+        for g in ctx.config.geometries:
             if g.weight > 0:
-                t = camp.backend.measure([("cand", s.loaded)], g, camp.cfg.gates.perf.rounds).times_us["cand"]
+                t = ctx.backend.measure([("cand", s.loaded)], g, ctx.config.gates.perf.rounds).times_us["cand"]
                 a.timings[g.name] = Timing(_median(t), 0.0, len(t), 0, f"recorded median ({SIMULATED_LABEL})")
         a.score = score
-        champ = camp.champion
+        champ = ctx.champion
         a.parent_id = champ.id
         if score > (champ.score or 0.0) * (1.0 + space.min_gain):
             return Verdict.accepted(f"{score:.4f}x beats the champion #{champ.id} ({champ.score:.4f}x) by > {gain}")
@@ -496,7 +496,7 @@ def objective_gate(space: Space) -> Any:
             Code.PERF_NOT_FASTER,
         )
 
-    return CampaignGate("perf", check)
+    return RegisteredGate("perf", check, order=70)
 
 
 def bench_campaign(
@@ -517,7 +517,8 @@ def bench_campaign(
     from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
     from evo.ledger.memory_ledger import MemoryLedger
-    from evo.loop.campaign import GATES, Campaign
+    from evo.loop.campaign import Campaign
+    from gates.registry import builtin_gates
 
     perf = dataclasses.replace(space.perf, ceiling_check=0)  # (no end-of-run ceiling check: nothing to quote)
     cfg = CampaignConfig(
@@ -542,7 +543,7 @@ def bench_campaign(
         peer=PeerConfig(torch_compile="off"),
         worker=WorkerCfg(isolation="none", prefetch=0),
     )
-    gates = [objective_gate(space) if g.name == "perf" else g for g in GATES]
+    gates = [objective_gate(space) if g.name == "perf" else g for g in builtin_gates()]
 
     goal = space.goal(tol)  # (a property over the whole space: read once)
 

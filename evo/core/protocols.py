@@ -76,11 +76,11 @@ class Backend(Protocol):
 
 @runtime_checkable
 class Gate(Protocol):
-    """One step of an attempt's judgement (evo/loop/campaign.py ``GATES``: build, static, identical SASS, the exact
-    rule, correctness, perf, recheck, bound, e2e).
+    """One step of an attempt's judgement (gates/registry.py ``gate_order()``: build, static, identical SASS, the
+    exact rule, recorded knobs only, correctness, perf, recheck, sanitizer, bound, e2e; docs/gates.md).
 
     The loop calls each gate of ``Campaign.gates`` in order, once per attempt, while the attempt passes: a gate
-    reads the step (``evo.loop.campaign.Step``: the campaign, the proposal, the attempt being filled in and what
+    reads the step (``gates.judge.Evidence``: a read-only context, the proposal, the attempt being filled in and what
     earlier gates left there, such as the build and the loaded module), fills in the attempt's evidence, and
     returns None to pass it on, or the Verdict that ends its judgement (a rejection or an error; ``accepted``
     also passes on, to the gates that only look at accepted attempts). Decisions read ``Verdict.code``, never the

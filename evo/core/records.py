@@ -20,6 +20,9 @@ REJECTED = "rejected"
 ERROR = "error"
 BASELINE = "baseline"
 
+# What every timing, message and report of a recorded (simulated) backend says of where its numbers come from.
+SIMULATED_LABEL = "simulated from recorded H200 measurements"
+
 
 class Code(StrEnum):
     """What a verdict decided, as a value to compare: every decision reads this (and ``Verdict.detail``), never

@@ -9,8 +9,9 @@ shared storage (``WorkerCampaign``, evo/loop/workers.py: each proposal reserved 
 the ledger as it is made), and the search benchmark (tools/search_bench.py)
 runs it on the recorded backend with a ledger in memory. Its seams
 (evo/core/protocols.py): the backend (evo/backends.py's registry), the storage, and
-the gates, judged in ``GATES`` order; a ``harness.HarnessError`` is recorded as
-the error it names.
+the gates, judged by ``gates.judge.judge`` in the registry's order (gates/registry.py,
+docs/gates.md) over a read-only ``JudgeContext`` (``Campaign.judge_context``); a
+``harness.HarnessError`` is recorded as the error it names.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from optuna.exceptions import UpdateFinishedTrialError
@@ -29,8 +30,8 @@ from evo import stop
 from evo.config import CampaignConfig, narrow_to_recorded
 from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
-from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
-from evo.core.variant import LaunchError, Variant, launch_digest, twin
+from evo.core.records import ACCEPTED, BASELINE, SIMULATED_LABEL, Attempt, Code, Verdict
+from evo.core.variant import LaunchError, launch_digest
 from evo.ledger.ledger import (
     BudgetDiffers,
     BudgetTaken,
@@ -44,22 +45,13 @@ from evo.ledger.ledger import (
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
 from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
-from gates import (
-    CorrectnessEvidence,
-    EarlyStop,
-    PairSamples,
-    baseline_problem,
-    correctness_gate,
-    identical_variant,
-    noise_floor,
-    perf_gate,
-    static_gate,
-    threshold,
-)
+from gates import baseline_problem, noise_floor, threshold
+from gates.judge import JudgeContext, judge
+from gates.pipeline.correctness import errors_by_geometry, hashes_by_geometry
+from gates.registry import GateError, gate_order
 from harness.build import Builder, Built
 from harness.errors import HarnessError
 
-SIMULATED_LABEL = "simulated from recorded H200 measurements"
 POLL_S = 0.2  # how often a worker waiting on others looks at the ledger again
 # proposals in a row another worker reserved first before the step reads the ledger again (its running trials
 # then tell the proposer what the others hold)
@@ -134,10 +126,10 @@ class Campaign:
     """One campaign: set-up, then the loop (``run``) of propose, reserve, judge with the gates, record.
 
     Its seams (evo/core/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
-    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``GATES``), ``proposer`` (the config's, seeded per
-    session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the search benchmark's
-    target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's ablation).
-    A worker (evo/loop/workers.py) is this loop on a shared storage.
+    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``gates.registry.gate_order()``), ``proposer`` (the
+    config's, seeded per session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the
+    search benchmark's target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's
+    ablation). A worker (evo/loop/workers.py) is this loop on a shared storage.
     """
 
     SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
@@ -185,7 +177,10 @@ class Campaign:
         if self.narrowed:
             self.cfg, self.family = cfg, cfg.family
             self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(self.narrowed)})")
-        self.gates: list[Gate] = list(GATES if gates is None else gates)
+        try:  # (an evo.gates plug-in that fails to import is the user's one-line error)
+            self.gates: list[Gate] = list(gate_order() if gates is None else gates)
+        except GateError as e:
+            raise CampaignError(str(e)) from None
         self.proposer = proposer
         self.stop_when = stop_when
         self.use_tabu = tabu
@@ -246,6 +241,44 @@ class Campaign:
         if key not in self._loaded:
             self._loaded[key] = self.backend.load(built, genome)
         return self._loaded[key]
+
+    def _load_genome(self, genome: Mapping[str, Any]) -> Any:
+        """A recorded genome's loaded module (the champion's, the baseline's): the cached one, else built (unless the
+        backend is simulated) and loaded. Asked by the perf gate through ``JudgeContext.load_genome``."""
+        key = Genome(genome).key
+        if key in self._loaded:
+            return self._loaded[key]
+        return self._load(None if self.simulated else self.builder.build(genome), genome)
+
+    def judge_context(self) -> JudgeContext:
+        """What the gates may read of this campaign now (gates/judge.py); made for every attempt, as the champion
+        changes. The campaign's capabilities go in as narrow callables, never the campaign itself."""
+        from evo.measure.profile import load_profile
+
+        return JudgeContext(
+            family=self.family,
+            builder=self.builder,
+            backend=self.backend,
+            config=self.cfg,
+            ideas=self.ideas,
+            simulated=self.simulated,
+            baseline=self.baseline,
+            champion=self.champion,
+            base_resources=self._base_resources,
+            floor=self.floor,
+            floors=self.floors,
+            ceiling=self.ceiling,
+            load=self._load,
+            load_genome=self._load_genome,
+            launch_sha256=self.launch_sha256,
+            part_launches=self.part_launches,
+            launches_note=self._launches_note,
+            inexact_ideas=lambda genome: inexact_ideas(genome, self.ideas),
+            uses_ideas=lambda genome: bool(idea_slugs(genome)),
+            sanitize=self._sanitizer,
+            e2e=self._e2e,
+            load_profile=load_profile,
+        )
 
     def _preflight(self) -> None:
         """What refuses a resume, checked before anything is written."""
@@ -412,8 +445,8 @@ class Campaign:
         a.verdict = Verdict(
             BASELINE, None, "the portable baseline; its output hashes are frozen as the reference", code=Code.BASELINE
         )
-        a.output_hashes = _hashes_by_geometry(ev)
-        a.error_vs_ref = _errors_by_geometry(ev)
+        a.output_hashes = hashes_by_geometry(ev)
+        a.error_vs_ref = errors_by_geometry(ev)
         a.score = 1.0
         ceiling = self.ceiling.get("ceiling_tbps")
         for g in self.cfg.geometries:
@@ -581,14 +614,16 @@ class Campaign:
             a.verdict = failure
             self._finish(trial, a, meta)
             return a
-        step = Step(self, prop, a, source, remeasure, self._recorded())
         try:
-            for gate in self.gates:
-                v = gate(step)
-                if v is not None:
-                    a.verdict = v
-                    if not v.ok:
-                        break
+            judge(
+                prop,
+                self.judge_context(),
+                a,
+                source=source,
+                remeasure=remeasure,
+                recorded=self._recorded(),
+                gates=self.gates,
+            )
         except HarnessError as e:  # the harness's one error base: recorded as its kind, and the run goes on
             a.verdict = Verdict.error(e.kind, e.reason(), gate=e.gate)
             self._finish(trial, a, meta)
@@ -706,132 +741,6 @@ class Campaign:
             a.verdict = Verdict.rejected("e2e", reason, Code.E2E_TOKENS)
         elif verdict == MEASUREMENT_ERROR:
             a.bound["claim"] = False  # the kernel step stands on its own evidence; the decode figure does not
-
-    def _bound(self, a: Attempt) -> dict[str, Any] | None:
-        """The share-derived decode bound of an accepted step (kept either way; it says whether to claim)."""
-        b = self.cfg.bound
-        if b is None:
-            return None
-        from evo.measure.profile import load_profile
-        from gates.bound import bound_gate
-
-        prof = load_profile(b.profile)
-        floor = b.noise_floor if b.noise_floor is not None else prof.decode_noise_floor
-        champ = self.champion or self.baseline
-        prev = champ.speedup_vs_baseline.get(b.geometry) if champ else None
-        k = a.speedup_vs_parent[b.geometry].value
-        v = bound_gate(prof.share(b.kernel), prev.value if prev else 1.0, k, floor)
-        return {
-            **v.to_dict(),
-            "geometry": b.geometry,
-            "profile": str(b.profile),
-            "decode_floor": floor,
-            "observed": None,
-        }
-
-    def _perf(self, a: Attempt, loaded) -> Verdict:
-        p = self.cfg.gates.perf
-        champ = self.champion or self.baseline
-        assert champ is not None and self.baseline is not None
-        champ_loaded = self._load(None, champ.genome) if champ.genome_key in self._loaded else None
-        if champ_loaded is None:
-            champ_loaded = self._load(None if self.simulated else self.builder.build(champ.genome), champ.genome)
-        base_loaded = self._loaded[self.baseline.genome_key]
-        parts = [("cand", loaded), ("champ", champ_loaded)]
-        keys = [a.genome_key, champ.genome_key]
-        if champ.id != self.baseline.id:
-            parts.append(("base", base_loaded))
-            keys.append(self.baseline.genome_key)
-        samples = []
-        devinfo: dict[str, Any] = {}
-        stop = EarlyStop(p.early_rounds) if p.early_rounds else None
-        stopping = stop.describe(p.rounds) if stop else f"fixed {p.rounds} rounds"
-        if stop is not None and p.rule != "every":
-            stopping += (
-                "; rule weighted: only at the last weighted geometry, on the weighted mean of each round's ratios "
-                "over every weighted geometry"
-            )
-        early_at = None
-        # Weighted geometries first: a clear loser there ends the attempt before the watched ones cost time.
-        order = sorted(self.cfg.geometries, key=lambda g: g.weight <= 0)
-        last_weighted = [g for g in order if g.weight > 0][-1:]
-        prior: list[tuple[list[float], float]] = []  # rule weighted: the weighted geometries measured so far
-        for g in order:
-            # watched geometries only must not regress beyond noise, which "slower in every pair" does not show;
-            # under rule weighted a geometry slower alone may still win the mean, so the early-out waits for the
-            # last weighted geometry and judges the mean of each round there
-            gstop = None
-            if stop is not None and g.weight > 0:
-                if p.rule == "every":
-                    gstop = stop
-                elif g in last_weighted:
-                    gstop = stop.with_prior(prior, g.weight)
-            s = self.backend.measure(parts, g, p.rounds, self.part_launches(parts, keys, g), stop=gstop)
-            if g.weight > 0:
-                prior.append(([ch / c for ch, c in zip(s.times_us["champ"], s.times_us["cand"])], g.weight))
-            method = (
-                f"batch: {s.batch_text()}; pairs: {len(s.times_us['cand'])} interleaved "
-                f"({'cand/champ/base' if len(parts) == 3 else 'cand/champ'}, rotating order); "
-                f"noise floor: {self.floors.get(g.name, 0):.3%}; stopping: {stopping}"
-                f"{' (stopped early)' if s.stopped_early else ''}; throttled rounds dropped: {s.discarded}"
-                + self._launches_note(parts, g)
-            )
-            if self.simulated:
-                method += f"; {SIMULATED_LABEL}"
-            samples.append(
-                PairSamples(
-                    g.name,
-                    g.weight,
-                    s.times_us["cand"],
-                    s.times_us["champ"],
-                    s.times_us.get("base"),
-                    s.discarded,
-                    self.family.bytes_moved(g),
-                    method,
-                )
-            )
-            for k, v in s.clocks.items():
-                if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
-                    f = min if k.endswith("min") else max
-                    devinfo[k] = f(devinfo.get(k, v), v)
-                elif k == "throttled_samples":
-                    devinfo[k] = devinfo.get(k, 0) + v
-                else:
-                    devinfo[k] = v
-            if s.stopped_early:
-                early_at = g.name
-                break
-        res = perf_gate(
-            samples,
-            self.floor,
-            p.min_gain,
-            p.confidence,
-            p.rule,
-            self.ceiling.get("ceiling_tbps"),
-            p.watched_slack,
-            p.watched,  # issue 31: watched geometries against the baseline by default
-        )
-        if early_at is not None and res.verdict.code is not Code.PERF_PHYSICS:  # physics says more: keep it
-            assert stop is not None  # only an early stop sets early_at
-            iv = res.vs_parent[early_at]
-            where = (
-                f"at {early_at} in all of the first {stop.after} pairs ({iv.fmt()})"
-                if p.rule == "every"
-                else f"in the weighted mean of each of the first {stop.after} rounds of {early_at} and the weighted "
-                f"geometries before it ({early_at} {iv.fmt()})"
-            )
-            res.verdict = Verdict.rejected(
-                "perf",
-                f"slower than the champion {where}; stopped early, geometries after it not measured",
-                Code.PERF_EARLY_STOP,
-                {"geometry": early_at, "after": stop.after},
-            )
-        a.timings, a.roofline_pct, a.score = res.timings, res.roofline_pct, res.score
-        a.speedup_vs_parent = res.vs_parent
-        a.speedup_vs_baseline = res.vs_baseline
-        a.parent_id = champ.id
-        a.device = devinfo
-        return res.verdict
 
     def ceiling_check(self) -> dict[str, Any] | None:
         """The champion against the copy ceiling, measured alternately (evo/measure/ceiling.py), appended to the
@@ -1115,161 +1024,6 @@ class Campaign:
         return RunSummary(len(led.attempts()), new, stopped, self.champion)
 
 
-# --- the gates, in the order the loop runs them ------------------------------------------------------------
-@dataclass
-class Step:
-    """One attempt as the gates see it (evo/core/protocols.py ``Gate``): what the loop hands each gate in turn, and what
-    each leaves for the next (the build, the loaded module, the exact-mode knobs)."""
-
-    campaign: Campaign
-    proposal: Proposal
-    attempt: Attempt
-    source: str | None = None  # a source variant (a fault, a replayed patch) instead of the genome's own
-    remeasure: bool = False  # a replay measures identical machine code again on purpose
-    recorded: list[Attempt] = field(default_factory=list)  # the attempts before this one (identical SASS)
-    built: Any = None
-    loaded: Any = None
-    inexact: dict[str, list[str]] = field(default_factory=dict)
-    t0: float = 0.0  # when measuring began (the attempt's measure_s)
-
-    @property
-    def accepted(self) -> bool:
-        return self.attempt.verdict.status == ACCEPTED
-
-
-@dataclass(frozen=True)
-class CampaignGate:
-    """A gate of ``GATES``: its name and the function of the step that it runs."""
-
-    name: str
-    check: Callable[[Step], Verdict | None]
-
-    def __call__(self, step: Step) -> Verdict | None:
-        return self.check(step)
-
-
-def _build(s: Step) -> Verdict | None:
-    """NVRTC (or the builder given): the machine code and ptxas's report, and the launch at every geometry (the
-    variant's identity, evo/core/variant.py). BuildError / IdeaError: error verdicts; so is a launch() that raises
-    or gives no Launch (the family's code, recorded with its reason: the run goes on)."""
-    built = s.built = s.campaign.builder.build(s.proposal.genome, s.source)
-    a = s.attempt
-    a.source_sha256, a.cubin_sha256, a.sass_sha256 = built.source_sha256, built.cubin_sha256, built.sass_sha256
-    a.resources = {k: m.resources for k, m in built.modules.items()}
-    a.compile_s = round(built.compile_s, 3)
-    try:
-        a.launch_sha256 = s.campaign.launch_sha256(s.proposal.genome)
-    except LaunchError as e:
-        return Verdict.error("launch", str(e), gate="static")
-    return None
-
-
-def _static(s: Step) -> Verdict | None:
-    st = s.campaign.cfg.gates.static
-    v = static_gate(s.attempt.resources, s.campaign._base_resources, st.max_registers, st.allow_new_spills)
-    return None if v.ok else v
-
-
-def _identical_sass(s: Step) -> Verdict | None:
-    """The same variant (machine code and launch, evo/core/variant.py) as an attempt with timings: not measured
-    again. An attempt recorded before launch digests matches by its machine code alone, as it did then."""
-    a = s.attempt
-    if s.remeasure:
-        return None
-    measured = ((Variant.of(x), x.id) for x in s.recorded if x.timings and x.sass_sha256 and x.id != a.id)
-    v = identical_variant(twin(Variant.of(a), measured))
-    return None if v.ok else v
-
-
-def _exact_rule(s: Step) -> Verdict | None:
-    """Exact mode: a knob (or idea) that changes the summation order is rejected before any GPU time."""
-    camp, genome = s.campaign, s.proposal.genome
-    s.inexact = {
-        g.name: camp.family.inexact_knobs(genome, g) + inexact_ideas(genome, camp.ideas) for g in camp.cfg.geometries
-    }
-    if camp.cfg.gates.correctness.mode == "exact" and any(s.inexact.values()):
-        return correctness_gate(CorrectnessEvidence(), {}, "exact", s.inexact)
-    return None
-
-
-def _recorded_knobs_only(s: Step) -> Verdict | None:
-    if (s.source is not None or idea_slugs(s.proposal.genome)) and s.campaign.simulated:
-        return Verdict.error(
-            "not_recorded",
-            "source-level variants (ideas, faults) need a GPU: the recorded sweep only holds knob genomes",
-            gate="correctness",
-        )
-    return None
-
-
-def _correctness(s: Step) -> Verdict | None:
-    camp, a, genome = s.campaign, s.attempt, s.proposal.genome
-    c = camp.cfg.gates.correctness
-    s.t0 = time.perf_counter()
-    # A source-level variant shares its genome with a plain one: never reuse a loaded module for it.
-    s.loaded = camp._load(s.built, genome) if s.source is None else camp.backend.load(s.built, genome)
-    ev = camp.backend.correctness(s.loaded)
-    a.output_hashes = _hashes_by_geometry(ev)
-    a.error_vs_ref = _errors_by_geometry(ev)
-    v = correctness_gate(
-        ev, camp.backend.baseline_hashes, c.mode, s.inexact, camp.backend.baseline_errors, c.tolerance_factor
-    )
-    if v.ok:
-        return None
-    a.measure_s = round(time.perf_counter() - s.t0, 3)
-    return v
-
-
-def _perf(s: Step) -> Verdict | None:
-    v = s.campaign._perf(s.attempt, s.loaded)
-    s.attempt.measure_s = round(time.perf_counter() - s.t0, 3)
-    return v
-
-
-def _recheck(s: Step) -> Verdict | None:
-    """An accepted step's outputs checked again after its timing (the backend's own check)."""
-    if not s.accepted:
-        return None
-    why = s.campaign.backend.recheck(s.loaded)
-    return Verdict.rejected("correctness", f"after timing: {why}", Code.CORRECTNESS_RECHECK) if why else None
-
-
-def _sanitize(s: Step) -> Verdict | None:
-    """compute-sanitizer over an accepted step before it becomes the champion (gates/sanitizer.py,
-    evo/measure/sanitize.py)."""
-    return s.campaign._sanitizer(s.attempt, s.source is not None) if s.accepted else None
-
-
-def _bound(s: Step) -> Verdict | None:
-    if s.accepted:
-        s.attempt.bound = s.campaign._bound(s.attempt)
-    return None
-
-
-def _e2e(s: Step) -> Verdict | None:
-    if s.accepted and s.attempt.bound is not None and s.campaign.cfg.e2e is not None:
-        s.campaign._e2e(s.attempt)
-        return s.attempt.verdict if not s.attempt.verdict.ok else None
-    return None
-
-
-# The gate order: cheapest first, each seeing what the ones before it left in the step. A new gate is one entry
-# here (or a list given to Campaign(gates=...)); one that looks at accepted attempts only goes after "perf".
-GATES: list[Gate] = [
-    CampaignGate("build", _build),
-    CampaignGate("static", _static),
-    CampaignGate("identical_sass", _identical_sass),
-    CampaignGate("exact_rule", _exact_rule),
-    CampaignGate("recorded_knobs_only", _recorded_knobs_only),
-    CampaignGate("correctness", _correctness),
-    CampaignGate("perf", _perf),
-    CampaignGate("recheck", _recheck),
-    CampaignGate("sanitizer", _sanitize),
-    CampaignGate("bound", _bound),
-    CampaignGate("e2e", _e2e),
-]
-
-
 def exact_mode_tabu(attempts: Sequence[Attempt], baseline: Mapping[str, Any], mode: str) -> dict[str, list[Any]]:
     """Knob -> values the exact-mode correctness gate ruled out in ``attempts`` (read from each rejection's code and
     the knobs its detail names); empty in any other mode."""
@@ -1281,24 +1035,6 @@ def exact_mode_tabu(attempts: Sequence[Attempt], baseline: Mapping[str, Any], mo
             for k in a.verdict.detail.get("knobs", ()):
                 if k in baseline and a.genome[k] != baseline[k]:
                     out.setdefault(k, []).append(a.genome[k])
-    return out
-
-
-def _hashes_by_geometry(ev) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
-    for c in ev.checks:
-        out.setdefault(c.geometry, {})[f"{c.seed}/{c.output}"] = c.hashes[0] if c.hashes else ""
-    return out
-
-
-def _errors_by_geometry(ev) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for c in ev.checks:
-        d = out.setdefault(c.geometry, {})
-        if c.rel_err is not None:
-            d[f"{c.output}.rel_err"] = max(d.get(f"{c.output}.rel_err", 0.0), c.rel_err)
-        if c.max_abs is not None:
-            d[f"{c.output}.max_abs"] = max(d.get(f"{c.output}.max_abs", 0.0), c.max_abs)
     return out
 
 
