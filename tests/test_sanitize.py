@@ -568,8 +568,8 @@ def test_evo_sanitize_command(fake, camp, tmp_path, capsys):
     assert main(["sanitize", path, "--backend", "gpu", "--id", "99"]) == 2
     assert "--id 99: no such attempt" in capsys.readouterr().err
     n = len(fake.calls())
-    assert main(["sanitize", path, "--backend", "recorded"]) == 0
-    assert len(fake.calls()) == n and "sanitizer skipped: the recorded backend" in capsys.readouterr().out
+    assert main(["sanitize", path, "--backend", "recorded"]) == 3  # not checked is never clean (exit 3)
+    assert len(fake.calls()) == n and "sanitizer not run (exit 3): the recorded backend" in capsys.readouterr().err
     assert main(["sanitize", str(write_config(tmp_path / "none")), "--backend", "gpu"]) == 2
     assert "has no ledger yet" in capsys.readouterr().err
 

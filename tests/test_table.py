@@ -82,7 +82,7 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_extra(campaign, tmp_path
     out = tmp_path / "a.parquet"
     assert main(["table", str(campaign), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pyarrow" in err and "evo[table]" in err
+    assert err.count("\n") == 1 and "pyarrow" in err and "evo-kernels[table]" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

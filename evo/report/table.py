@@ -23,7 +23,7 @@ from evo.search.ideas import idea_slugs, is_gene
 from harness.build import spec_key
 
 FORMATS = (".csv", ".parquet")
-PARQUET_EXTRA = "pip install 'evo[table]'"  # pyproject.toml's optional extra that brings pyarrow
+PARQUET_EXTRA = "pip install 'evo-kernels[table]'"  # pyproject.toml's optional extra that brings pyarrow
 
 
 class TableError(ValueError):

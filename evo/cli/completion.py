@@ -1,0 +1,36 @@
+"""`evo completion bash|zsh|tcsh`: a shell completion script for evo, written from its own argparse parser.
+
+shtab writes the script once, statically: a Tab press runs no Python (argcomplete would start evo, and import
+Optuna, on every press). Installed with, e.g., ``evo completion bash > ~/.local/share/bash-completion/completions/evo``
+or ``evo completion zsh > "${fpath[1]}/_evo"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from evo.cli.common import Command, _fail
+
+SHELLS = ("bash", "zsh", "tcsh")
+
+
+def _completion_parser(sub) -> None:
+    c = sub.add_parser(
+        "completion",
+        help="print a shell completion script (evo completion bash > ~/.local/share/bash-completion/completions/evo)",
+    )
+    c.add_argument("shell", choices=SHELLS, help="the shell the script is for")
+
+
+def completion(parser: argparse.ArgumentParser, shell: str) -> int:
+    """Print the completion script of ``parser`` for ``shell``; called by _main (it needs the whole parser)."""
+    try:
+        import shtab
+    except ImportError:
+        return _fail("completion needs shtab (pip install shtab), a dependency of evo-kernels")
+    sys.stdout.write(shtab.complete(parser, shell=shell))
+    return 0
+
+
+COMPLETION = Command(_completion_parser, lambda args: _fail("completion: give a shell"), campaign=False)
