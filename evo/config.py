@@ -526,8 +526,8 @@ def _section(raw: Any, key: str, allowed: dict[str, Any]) -> dict[str, Any]:
     for k in raw:
         if k not in allowed:
             raise ConfigError(
-                f"{key + '.' if key else ''}{k}: unknown key{did_you_mean(str(k), allowed)} "
-                f"(allowed here: {', '.join(sorted(allowed))})"
+                f"{key + '.' if key else ''}{k}: unknown key (allowed here: {', '.join(sorted(allowed))})"
+                f"{did_you_mean(str(k), allowed)}"
             )
     return raw
 
@@ -561,7 +561,7 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
     v = raw[key]
     if v not in choices:
         raise ConfigError(
-            f"{full}: {v!r} is not allowed{did_you_mean(str(v), choices)} (allowed: {', '.join(choices)})"
+            f"{full}: {v!r} is not allowed (allowed: {', '.join(choices)}){did_you_mean(str(v), choices)}"
         )
     return v
 
@@ -661,8 +661,8 @@ def load_config(
     pname = pr.get("name", ProposerConfig.name)
     if not isinstance(pname, str) or pname not in PROPOSERS:
         raise ConfigError(
-            f"proposer.name: {pname!r} is not a proposer{did_you_mean(str(pname), PROPOSERS)} "
-            f"(allowed: {', '.join(sorted(PROPOSERS))})"
+            f"proposer.name: {pname!r} is not a proposer (allowed: {', '.join(sorted(PROPOSERS))})"
+            f"{did_you_mean(str(pname), PROPOSERS)}"
         )
     popts = _section(pr.get("options"), "proposer.options", PROPOSERS[pname].OPTIONS)
     try:

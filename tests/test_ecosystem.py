@@ -194,3 +194,56 @@ def test_replay_and_report_path_imports_no_torch(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines()[-1] == "[0, 0, 0, 0, 0] False", r.stdout[-2000:]
+
+
+def test_the_compile_cache_honours_xdg_cache_home(tmp_path, monkeypatch):
+    from harness.build import cache_dir
+
+    monkeypatch.delenv("EVO_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "evo" / "cubins" and cache_dir().is_dir()
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "mine"))  # evo's own variable first
+    assert cache_dir() == tmp_path / "mine"
+
+
+def test_export_signs_patches_as_the_users_git_identity(campaign, tmp_path):
+    _, cfg, _ = campaign
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.name", "Ada Kernel"], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.email", "ada@example.org"], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PYTHONPATH=str(ROOT), EVO_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run(
+        [sys.executable, "-m", "evo", "export", str(cfg), "-o", str(tmp_path / "out"), "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    first = Path(json.loads(r.stdout)["patches"][0]).read_text()
+    assert "From: Ada Kernel <ada@example.org>" in first, first[:400]
+
+
+def test_a_resume_with_the_budget_spent_measures_nothing(tmp_path):
+    from evo.config import load_config
+    from evo.ledger.ledger import Ledger
+
+    cfg = config(tmp_path)
+    r = evo(tmp_path, "run", str(cfg), "--backend", "recorded", "--attempts", "3", "--plain")
+    assert r.returncode == 0, r.stderr[-2000:]
+    c = load_config(cfg)
+
+    def meta() -> dict:
+        m = Ledger(c.storage, c.campaign, c.family.knobs, readonly=True).all_meta()
+        return {k: m.get(k) for k in ("noise_floor", "copy_ceiling", "ceiling_checks", "peer_torch_compile")}
+
+    before = meta()
+    r = evo(tmp_path, "run", str(cfg), "--backend", "recorded", "--attempts", "3", "--plain")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nothing measured" in r.stdout and "A/A noise floor" not in r.stdout + r.stderr, r.stdout
+    assert "attempt budget reached (3/3)" in r.stdout and "0 new attempt(s), 3 recorded" in r.stdout
+    assert meta() == before  # no second A/A floor, ceiling check or peer timing

@@ -21,7 +21,7 @@ import sys
 
 from evo.cli import campaign, families, report
 from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable
-from evo.cli.completion import COMPLETION, completion
+from evo.cli.completion import COMPLETION
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "Command", "main"]
 
@@ -118,8 +118,6 @@ def _main(argv: list[str] | None = None) -> int:
     if args.cmd is None:
         _parser().print_help()
         return EXIT_USAGE
-    if args.cmd == "completion":
-        return completion(_parser(), args.shell)
     _set_verbosity(args.verbose)
     RESULT.doc, RESULT.error = {}, None
     as_json = bool(getattr(args, "json", False))

@@ -7,7 +7,6 @@ or ``evo completion zsh > "${fpath[1]}/_evo"``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from evo.cli.common import Command, _fail
@@ -23,14 +22,16 @@ def _completion_parser(sub) -> None:
     c.add_argument("shell", choices=SHELLS, help="the shell the script is for")
 
 
-def completion(parser: argparse.ArgumentParser, shell: str) -> int:
-    """Print the completion script of ``parser`` for ``shell``; called by _main (it needs the whole parser)."""
+def completion(shell: str) -> int:
+    """Print the completion script of evo's whole parser (every command, every option) for ``shell``."""
+    from evo.cli import _parser
+
     try:
         import shtab
     except ImportError:
         return _fail("completion needs shtab (pip install shtab), a dependency of evo-kernels")
-    sys.stdout.write(shtab.complete(parser, shell=shell))
+    sys.stdout.write(shtab.complete(_parser(), shell=shell))
     return 0
 
 
-COMPLETION = Command(_completion_parser, lambda args: _fail("completion: give a shell"), campaign=False)
+COMPLETION = Command(_completion_parser, lambda args: completion(args.shell), campaign=False)

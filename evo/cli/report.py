@@ -133,7 +133,7 @@ def _table(cfg, output: str | None) -> int:
     led = _open_ledger(cfg, readonly=True)
     attempts = led.attempts()
     _damaged(led)
-    rows = attempt_rows(attempts, cfg.family, cfg.geometries)
+    rows = attempt_rows(attempts, cfg.family, cfg.geometries, (led.all_meta().get("device") or {}).get("name"))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(rows, path, fmt)
     print(f"evo: {len(rows)} row(s) ({len(attempts)} attempt(s) x {len(cfg.geometries)} geometries) written to {path}")
