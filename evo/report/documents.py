@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.records import Attempt, Interval
+from evo.report.converged import convergence
 from evo.report.logmd import _baseline, _verdict_counts, champion_chain
 
 
@@ -41,6 +42,7 @@ def status_document(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> dic
     attempts = sorted(attempts, key=lambda a: a.id)
     chain = champion_chain(attempts, meta)
     base = _baseline(attempts, meta)
+    conv = convergence(attempts)
     best: dict[str, Any] = {}
     for a in chain:
         for g, iv in a.speedup_vs_baseline.items():
@@ -57,4 +59,6 @@ def status_document(attempts: Sequence[Attempt], meta: Mapping[str, Any]) -> dic
         "champion": attempt_brief(chain[-1]) if chain else None,
         "best_speedup_vs_baseline": best,
         "elapsed_s": meta.get("elapsed_s"),
+        "attempts_since_champion": conv.since if conv is not None else None,
+        "converged": bool(conv is not None and conv.converged),
     }
