@@ -247,3 +247,37 @@ def test_a_resume_with_the_budget_spent_measures_nothing(tmp_path):
     assert "nothing measured" in r.stdout and "A/A noise floor" not in r.stdout + r.stderr, r.stdout
     assert "attempt budget reached (3/3)" in r.stdout and "0 new attempt(s), 3 recorded" in r.stdout
     assert meta() == before  # no second A/A floor, ceiling check or peer timing
+
+
+NAMESPACE_PROBE = """
+import pickle, sys
+import evo
+import harness, harness.build, harness.worker, gates.perf
+assert not hasattr(harness, "DECOY"), "another project's top-level harness was taken for evo's"
+assert harness is sys.modules["evo.harness"] and harness.build is sys.modules["evo.harness.build"]
+assert gates.perf is sys.modules["evo.gates.perf"]
+assert pickle.loads(pickle.dumps(harness.worker._child)) is harness.worker._child  # what the spawned worker unpickles
+print(harness.worker._child.__module__, evo.__version__)
+"""
+
+
+def test_harness_and_gates_inside_evo_answer_their_old_names(tmp_path):
+    """The wheel's layout (evo/harness, evo/gates), made of links to this checkout: `import harness.X` is evo's,
+    one module under both names, even with another project's top-level harness on the path."""
+    pkg = tmp_path / "site" / "evo"
+    pkg.mkdir(parents=True)
+    for entry in (ROOT / "evo").iterdir():
+        if entry.name != "__pycache__":
+            (pkg / entry.name).symlink_to(entry)
+    for name in ("harness", "gates"):
+        (pkg / name).symlink_to(ROOT / name)
+    decoy = tmp_path / "other" / "harness"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("DECOY = True\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{tmp_path / 'other'}"
+    r = subprocess.run(
+        [sys.executable, "-c", NAMESPACE_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[0] == "evo.harness.worker", r.stdout
