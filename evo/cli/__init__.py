@@ -122,13 +122,12 @@ def _main(argv: list[str] | None = None) -> int:
     RESULT.doc, RESULT.error = {}, None
     as_json = bool(getattr(args, "json", False))
     # --json: everything the command prints goes to stderr, the one document to stdout; -q: text output dropped
-    quiet = open(os.devnull, "w") if args.quiet and not as_json else None  # noqa: SIM115 (closed below)
-    try:
-        with contextlib.redirect_stdout(sys.stderr if as_json else quiet or sys.stdout):
-            code = _dispatch(args)
-    finally:
-        if quiet is not None:
-            quiet.close()
+    with contextlib.ExitStack() as stack:
+        if args.quiet:
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+        elif as_json:
+            stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        code = _dispatch(args)
     if as_json:
         doc = {"command": args.cmd, "exit_code": code, **RESULT.doc}
         if RESULT.error is not None:
@@ -144,6 +143,9 @@ def _set_verbosity(verbose: int) -> None:
     import logging
 
     import optuna
+
+    import evo.ledger.ledger  # noqa: F401  (it sets Optuna's verbosity when imported: first, then -v's)
+    import evo.search.optuna_samplers  # noqa: F401  (likewise)
 
     level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=level, stream=sys.stderr, format="evo: %(name)s: %(message)s")
