@@ -281,12 +281,3 @@ def test_harness_and_gates_inside_evo_answer_their_old_names(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[0] == "evo.harness.worker", r.stdout
-
-
-def test_warnings_go_to_stderr(campaign):
-    """The shipped demo's noise-floor warning (its recorded floor is above max_floor): on stderr, not in stdout."""
-    tmp, cfg, _ = campaign
-    r = evo(tmp, "replay", str(cfg), "--gate", "perf")
-    assert r.returncode == 0, r.stderr
-    assert "warning: the noise floor" in r.stderr and "warning:" not in r.stdout, r.stdout
-    assert "replayed" in r.stdout

@@ -17,7 +17,6 @@ from evo.cli.common import (
     campaign_args,
     json_arg,
     result,
-    say,
 )
 
 
@@ -85,7 +84,7 @@ def _run(cfg, args) -> int:
     if cfg.clocks == "lock":
         return _run_locked(cfg, args)
     try:
-        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), out=say)
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
         camp.claim()  # before anything is printed: a second evo run of this campaign says one line
     except CampaignError as e:
         return _fail(str(e))
@@ -193,7 +192,7 @@ def _selfcheck(cfg, aa: int) -> int:
     if aa < 1:
         return _fail("--aa must be >= 1")
     try:
-        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), out=say)
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]))
         camp.claim()
         try:
             out = selfcheck(camp, aa)
@@ -238,7 +237,7 @@ def _ablate(cfg, rounds: int | None) -> int:
     if rounds is not None and rounds < 3:
         return _fail("--rounds: at least 3 (an interval needs them)")
     try:
-        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True, out=say)
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
         camp.claim()
         try:
             record = ablate(camp, rounds)
@@ -279,7 +278,7 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
     try:
-        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True, out=say)
+        camp = Campaign(cfg, command="evo " + " ".join(sys.argv[1:]), replaying=True)
         camp.claim()
         try:
             pairs = replay(camp, gate=gate, ids=ids)

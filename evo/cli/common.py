@@ -106,13 +106,6 @@ def json_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def say(msg: str) -> None:
-    """What the campaign loop says (its ``out``): a warning on stderr, the rest on stdout, so that a script reading
-    stdout, and a user filtering it, see the warnings apart."""
-    warning = msg.startswith(("warning:", "evo: warning:"))
-    print(msg, file=sys.stderr if warning else sys.stdout)
-
-
 def _fail(msg: str, code: int = EXIT_USAGE) -> int:
     sys.stderr.write(f"evo: {msg}\n")
     if RESULT.error is None:
