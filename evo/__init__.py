@@ -3,7 +3,12 @@
 The public names live in private-ish modules and are re-exported here.
 """
 
+from evo import _namespace
 from evo import stop as _stop
+from evo._version import evo_version as _evo_version
+
+if _namespace.packaged():  # a wheel (or editable install): harness, gates are evo.harness, evo.gates
+    _namespace.install()
 
 if _stop._evo_command():  # the evo command: a Ctrl-C or SIGTERM during these imports is a stop request too
     _stop.install()
@@ -32,4 +37,4 @@ __all__ = [
     "load_config",
     "load_family",
 ]
-__version__ = "0.1.0"
+__version__ = _evo_version()

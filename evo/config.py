@@ -22,6 +22,7 @@ import yaml
 from evo.backends import BACKENDS
 from evo.core.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_family
 from evo.core.genome import Genome
+from evo.core.suggest import did_you_mean
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
 from evo.ledger.storage_url import StorageURLError, sqlite_path, sqlite_url
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
@@ -550,6 +551,7 @@ def _section(raw: Any, key: str, allowed: dict[str, Any]) -> dict[str, Any]:
         if k not in allowed:
             raise ConfigError(
                 f"{key + '.' if key else ''}{k}: unknown key (allowed here: {', '.join(sorted(allowed))})"
+                f"{did_you_mean(str(k), allowed)}"
             )
     return raw
 
@@ -582,7 +584,9 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
         return default
     v = raw[key]
     if v not in choices:
-        raise ConfigError(f"{full}: {v!r} is not allowed (allowed: {', '.join(choices)})")
+        raise ConfigError(
+            f"{full}: {v!r} is not allowed (allowed: {', '.join(choices)}){did_you_mean(str(v), choices)}"
+        )
     return v
 
 
@@ -680,7 +684,10 @@ def load_config(
     pr = _section(raw.get("proposer"), "proposer", _keys(ProposerConfig))
     pname = pr.get("name", ProposerConfig.name)
     if not isinstance(pname, str) or pname not in PROPOSERS:
-        raise ConfigError(f"proposer.name: {pname!r} is not a proposer (allowed: {', '.join(sorted(PROPOSERS))})")
+        raise ConfigError(
+            f"proposer.name: {pname!r} is not a proposer (allowed: {', '.join(sorted(PROPOSERS))})"
+            f"{did_you_mean(str(pname), PROPOSERS)}"
+        )
     popts = _section(pr.get("options"), "proposer.options", PROPOSERS[pname].OPTIONS)
     try:
         PROPOSERS[pname].validate_options(popts)

@@ -284,7 +284,9 @@ def resources_from_cubin(cubin: bytes, entry: str) -> Resources:
 
 
 def cache_dir() -> Path:
-    d = Path(os.environ.get("EVO_CACHE_DIR", Path.home() / ".cache" / "evo" / "cubins"))
+    """EVO_CACHE_DIR, else $XDG_CACHE_HOME/evo/cubins (the XDG base-directory rule), else ~/.cache/evo/cubins."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    d = Path(os.environ.get("EVO_CACHE_DIR") or Path(xdg) / "evo" / "cubins")
     d.mkdir(parents=True, exist_ok=True)
     return d
 

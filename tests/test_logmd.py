@@ -233,3 +233,31 @@ def test_copy_ceiling_line_names_its_method():
     }
     line = next(ln for ln in render_log(atts, meta).splitlines() if ln.startswith("- Copy ceiling"))
     assert line.endswith("copyto 4.200 TB/s; best of 3 trials, 10 copies of 4 GiB each, trials 4.100-4.200 TB/s)"), line
+
+
+def test_the_log_never_cuts_a_number():
+    """A long reason is cut at a space, never inside a number (the log once showed `[0.942, 0.…`)."""
+    from evo.report.logmd import _short
+
+    reason = "slower than the champion: weighted 0.981x [0.942, 0.995] needs > 1.0131 " * 6
+    for n in range(20, 200):
+        cut = _short(reason, n)
+        assert len(cut) <= n and cut.endswith("…"), cut
+        body = cut[:-1]
+        assert reason.startswith(body) and reason[len(body)] in " ,;:([]", (n, cut)  # it ends where a word ends
+
+
+def test_converged_note_after_many_attempts_without_a_new_champion():
+    from evo.report.converged import CONVERGED_AFTER
+
+    atts, meta = _campaign()
+    assert "converged" not in render_status(atts, meta) and "converged" not in render_log(atts, meta)
+    tail = [
+        _att(9 + i, {"block": 512, "vec": 8, "unroll": 4}, Verdict.rejected("perf", "slower: 0.99x"), 5, score=0.99)
+        for i in range(CONVERGED_AFTER)
+    ]
+    status = render_status(atts + tail, meta)
+    # the interrupted #8 is not counted: CONVERGED_AFTER + #6, #7
+    want = f"converged: the last {CONVERGED_AFTER + 2} attempts in a row brought no new champion (champion #5)"
+    assert want in status
+    assert "converged: the last" in _section(render_log(atts + tail, meta), "Convergence")

@@ -568,8 +568,8 @@ def test_evo_sanitize_command(fake, camp, tmp_path, capsys):
     assert main(["sanitize", path, "--backend", "gpu", "--id", "99"]) == 2
     assert "--id 99: no such attempt" in capsys.readouterr().err
     n = len(fake.calls())
-    assert main(["sanitize", path, "--backend", "recorded"]) == 0
-    assert len(fake.calls()) == n and "sanitizer skipped: the recorded backend" in capsys.readouterr().out
+    assert main(["sanitize", path, "--backend", "recorded"]) == 3  # not checked is never clean (exit 3)
+    assert len(fake.calls()) == n and "sanitizer not run (exit 3): the recorded backend" in capsys.readouterr().err
     assert main(["sanitize", str(write_config(tmp_path / "none")), "--backend", "gpu"]) == 2
     assert "has no ledger yet" in capsys.readouterr().err
 
@@ -597,3 +597,11 @@ def test_a_stopped_evo_kills_the_sanitizer_it_started(fake, tmp_path):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     _assert_gone(tmp_path, "the sanitizer's child {pid} outlived the interrupted pass")
+
+
+def test_evo_sanitize_without_compute_sanitizer_is_not_clean(camp, tmp_path, monkeypatch, capsys):
+    """No compute-sanitizer here: every tool unavailable, exit 3 (could not check), never 0 (checked and clean)."""
+    cfg, led = camp
+    monkeypatch.setenv("EVO_SANITIZER", str(tmp_path / "no-such-sanitizer"))
+    assert main(["sanitize", str(cfg.path), "--backend", "gpu"]) == 3
+    assert {r["status"] for r in led.meta("sanitizer")["tools"].values()} == {"unavailable"}

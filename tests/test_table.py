@@ -82,7 +82,7 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_extra(campaign, tmp_path
     out = tmp_path / "a.parquet"
     assert main(["table", str(campaign), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pyarrow" in err and "evo[table]" in err
+    assert err.count("\n") == 1 and "pyarrow" in err and "evo-kernels[table]" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -93,3 +93,23 @@ def test_other_names_and_no_ledger_are_refused(campaign, tmp_path, capsys):
     other.write_text(campaign.read_text().replace(str(campaign.parent), str(tmp_path)))
     assert main(["table", str(other), "-o", str(tmp_path / "a.csv")]) == 2
     assert "no ledger yet" in capsys.readouterr().err and not (tmp_path / "a.csv").exists()
+
+
+def test_table_is_ready_for_analysis(campaign, tmp_path):
+    """is_champion, the geometry's parameters as columns, the device, typed timestamps, the baseline at 1.0."""
+    out = tmp_path / "attempts.parquet"
+    assert main(["table", str(campaign), "-o", str(out)]) == 0
+    df = pd.read_parquet(out)
+    cfg = load_config(campaign)
+    atts = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=True).attempts()
+    champ = max(a.id for a in atts if a.verdict.status == "accepted")
+    assert df["is_champion"].dtype == bool and set(df[df["is_champion"]]["attempt"]) == {champ}
+    for g in cfg.geometries:  # T, H, ... of each geometry, one column each
+        rows = df[df["geometry"] == g.name]
+        for p, v in g.params.items():
+            assert (rows[p] == v).all(), (g.name, p)
+    assert set(df["device"]) == {"NVIDIA H200"}  # the recorded sweep's GPU, from the ledger meta
+    assert str(df["started_at"].dtype).startswith("datetime64") and str(df["started_at"].dt.tz) == "UTC"
+    base = df[df["verdict"] == "baseline"]
+    assert (base["vs_baseline"] == 1.0).all() and (base["vs_baseline_lo"] == 1.0).all()
+    assert (df.groupby("attempt")["finished_at"].first().diff().dropna() >= pd.Timedelta(0)).all()

@@ -41,17 +41,23 @@ def installed(tmp_path_factory):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
-    (wheel,) = (work / "dist").glob("evo-*.whl")
+    # and its metadata folder: on a PYTHONPATH naming the checkout, pip would take it for evo-kernels installed
+    shutil.rmtree(ROOT / "evo_kernels.egg-info", ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EVO_FAMILY_PATH")}
+    (wheel,) = (work / "dist").glob("evo_kernels-*.whl")  # the distribution's name: evo-kernels
     env_dir = work / "venv"
     venv.create(env_dir, system_site_packages=True, with_pip=True)
     py = env_dir / "bin" / "python"
     r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True, timeout=600
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     user = work / "user"  # a folder of the user's, outside the checkout
     user.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EVO_FAMILY_PATH")}
     env.update(EVO_CACHE_DIR=str(work / "cache"), PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}")
 
     def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -60,19 +66,48 @@ def installed(tmp_path_factory):
         )
 
     r = subprocess.run(
-        [str(py), "-c", "import evo, harness, gates; print(evo.__file__, harness.__file__)"],
+        [str(py), "-c", "import evo, harness, gates; print(evo.__file__, harness.__file__, gates.__file__)"],
         cwd=user,
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0 and all(p.startswith(str(env_dir)) for p in r.stdout.split()), r.stdout + r.stderr
+    # harness and gates come from inside evo (evo/harness, evo/gates), never as top-level packages of their own
+    assert [Path(p).parent.parent.name for p in r.stdout.split()[1:]] == ["evo", "evo"], r.stdout
     run.wheel = wheel  # type: ignore[attr-defined]
-    return run, user
+    return run, user, py, env
+
+
+def test_the_wheel_installs_by_its_name_and_holds_no_top_level_harness_or_gates(installed):
+    run, _, py, env = installed
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == "evo 0.1.0", r.stdout + r.stderr
+    r = subprocess.run([str(py), "-m", "pip", "show", "-f", "evo-kernels"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    meta = dict(ln.split(": ", 1) for ln in r.stdout.split("Files:")[0].splitlines() if ": " in ln)
+    assert meta["Name"] == "evo-kernels" and meta["Version"] == "0.1.0", meta
+    files = [ln.strip() for ln in r.stdout.split("Files:")[1].splitlines() if ln.strip()]
+    tops = {f.split("/")[0] for f in files}
+    assert "harness" not in tops and "gates" not in tops, sorted(tops)
+    assert any(f.startswith("evo/harness/nvrtc_std/") for f in files) and "evo/gates/perf.py" in files
+    r = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import importlib.metadata as m; d = m.metadata('evo-kernels'); "
+            "print(d['License-Expression'], len(d.get_all('Classifier')), d['Keywords'])",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    lic, n_classifiers, keywords = r.stdout.split()
+    assert lic == "Apache-2.0" and int(n_classifiers) >= 5 and "cuda" in keywords, r.stdout + r.stderr
 
 
 def test_the_wheel_lists_the_shipped_families_from_any_folder(installed):
-    run, _ = installed
+    run, _, _, _ = installed
     r = run("families")
     assert r.returncode == 0, r.stdout + r.stderr
     for name in ("fp4_matvec", "mhc_pre_big_fuse", "mhc_prenorm_gemm", "moe_q2_matvec"):
@@ -81,7 +116,7 @@ def test_the_wheel_lists_the_shipped_families_from_any_folder(installed):
 
 
 def test_the_wheel_runs_a_shipped_campaign_on_recorded_data(installed):
-    run, user = installed
+    run, user, _, _ = installed
     r = run("run", "mhc_pre_big_fuse", "--backend", "recorded", "--attempts", "12", "--plain")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "simulated from recorded H200 measurements" in r.stdout
@@ -91,7 +126,7 @@ def test_the_wheel_runs_a_shipped_campaign_on_recorded_data(installed):
 
 
 def test_the_wheel_checks_a_family_made_by_evo_new_and_the_example(installed):
-    run, user = installed
+    run, user, _, _ = installed
     r = run("new", "my_axpy")
     assert r.returncode == 0, r.stderr
     r = run("check", "my_axpy/evo.yaml", "--sample", "3", "--cpu")
@@ -129,9 +164,9 @@ inline void check_sizes(const std::vector<int>& sizes) {
 def test_the_wheel_compiles_a_host_cpp_library_with_nvcc_and_ships_the_torch_stand_ins(installed):
     import zipfile
 
-    run, user = installed
+    run, user, _, _ = installed
     names = zipfile.ZipFile(run.wheel).namelist()
-    assert "harness/torch_shim/c10/cuda/impl/cuda_cmake_macros.h" in names and "harness/nvcc.py" in names
+    assert "evo/harness/torch_shim/c10/cuda/impl/cuda_cmake_macros.h" in names and "evo/harness/nvcc.py" in names
     r = run("new", "host_lib")
     assert r.returncode == 0, r.stderr
     fam = user / "host_lib"

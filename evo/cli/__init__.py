@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
 import signal
 import sys
 
 from evo.cli import campaign, families, report
-from evo.cli.common import EXIT_USAGE, Command, _fail, _Parser
+from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable
+from evo.cli.completion import COMPLETION
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "Command", "main"]
 
@@ -39,15 +42,32 @@ COMMANDS: dict[str, Command] = {
     "new": families.NEW,
     "idea": families.IDEA,
     "ideas": families.IDEAS,
+    "completion": COMPLETION,
 }
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="evo", description="Evolutionary, gated search over CUDA kernel variants.")
+    from evo import __version__
+
+    p = _Parser(prog="evo", description="Evolutionary, gated search over CUDA kernel variants.", epilog=EXIT_CODES)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--version", action="version", version=f"evo {__version__}")
+    _verbosity(p, argparse.SUPPRESS)
+    p.set_defaults(quiet=0, verbose=0)
     sub = p.add_subparsers(dest="cmd", metavar="command", parser_class=_Parser)
     for command in COMMANDS.values():
         command.add(sub)
+    for sp in sub.choices.values():  # -q / -v before or after the command's name
+        _verbosity(sp, argparse.SUPPRESS)
     return p
+
+
+def _verbosity(p: argparse.ArgumentParser, default: object) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "-q", "--quiet", action="count", default=default, help="print nothing but errors, warnings and --json"
+    )
+    g.add_argument("-v", "--verbose", action="count", default=default, help="more detail (Optuna's log; -vv: debug)")
 
 
 def _cap_blas_threads() -> None:
@@ -98,9 +118,46 @@ def _main(argv: list[str] | None = None) -> int:
     if args.cmd is None:
         _parser().print_help()
         return EXIT_USAGE
+    _set_verbosity(args.verbose)
+    RESULT.doc, RESULT.error = {}, None
+    as_json = bool(getattr(args, "json", False))
+    # --json: everything the command prints goes to stderr, the one document to stdout; -q: text output dropped
+    with contextlib.ExitStack() as stack:
+        if args.quiet:
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+        elif as_json:
+            stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        code = _dispatch(args)
+    if as_json:
+        doc = {"command": args.cmd, "exit_code": code, **RESULT.doc}
+        if RESULT.error is not None:
+            doc["error"] = RESULT.error
+        sys.stdout.write(json.dumps(jsonable(doc), indent=2, allow_nan=False) + "\n")
+    return code
+
+
+def _set_verbosity(verbose: int) -> None:
+    """-v: Optuna's own log at INFO and evo's loggers at INFO; -vv: DEBUG. Default: warnings only."""
+    if not verbose:
+        return
+    import logging
+
+    import optuna
+
+    import evo.ledger.ledger  # noqa: F401  (it sets Optuna's verbosity when imported: first, then -v's)
+    import evo.search.optuna_samplers  # noqa: F401  (likewise)
+
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    logging.basicConfig(level=level, stream=sys.stderr, format="evo: %(name)s: %(message)s")
+    optuna.logging.set_verbosity(level)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """The command, with the errors every command shares turned into one line and exit 2."""
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import SQLAlchemyError
 
+    from evo import stop
     from evo.config import ConfigError, load_config
     from evo.ledger.ledger import LedgerError
 

@@ -5,7 +5,19 @@ from __future__ import annotations
 import sys
 
 from evo.backends import BACKENDS
-from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args
+from evo.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNCHECKED,
+    EXIT_USAGE,
+    Command,
+    _damaged,
+    _existing,
+    _fail,
+    _open_ledger,
+    campaign_args,
+    json_arg,
+    result,
+)
 
 
 def _run_parser(sub) -> None:
@@ -18,6 +30,7 @@ def _run_parser(sub) -> None:
     r.add_argument("--attempts", type=int, help="override budget.attempts")
     r.add_argument("--minutes", type=float, help="override budget.minutes")
     r.add_argument("--plain", action="store_true", help="one line per attempt instead of the live view")
+    json_arg(r)  # the run's summary; the attempts' lines go to stderr (plain, as with --plain)
 
 
 def _worker_parser(sub) -> None:
@@ -35,12 +48,14 @@ def _replay_parser(sub) -> None:
     campaign_args(rp, backend=True)
     rp.add_argument("--gate", help="only attempts rejected by this gate (static, correctness, perf) or error kind")
     rp.add_argument("--id", type=int, action="append", dest="ids", help="only this attempt (repeatable)")
+    json_arg(rp)
 
 
 def _sanitize_parser(sub) -> None:
     sz = sub.add_parser("sanitize", help="compute-sanitizer (memcheck, racecheck) on the champion or one attempt")
     campaign_args(sz, backend=True)
     sz.add_argument("--id", type=int, help="this attempt instead of the champion")
+    json_arg(sz)
 
 
 def _ablate_parser(sub) -> None:
@@ -56,6 +71,7 @@ def _selfcheck_parser(sub) -> None:
     c = sub.add_parser("selfcheck", help="A/A acceptance check and the family's deliberate faults")
     campaign_args(c, backend=True)
     c.add_argument("--aa", type=int, default=50, help="A/A perf-gate evaluations (default 50)")
+    json_arg(c)
 
 
 def _run(cfg, args) -> int:
@@ -76,7 +92,7 @@ def _run(cfg, args) -> int:
     sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
     try:
-        summary = run_with_progress(camp, live=not args.plain)
+        summary = run_with_progress(camp, live=not (args.plain or getattr(args, "json", False)))
     except CampaignError as e:
         return _fail(str(e))
     finally:
@@ -87,6 +103,19 @@ def _run(cfg, args) -> int:
     log = cfg.log_dir / "attempts.md"
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), log)
     print(f"evo: attempt log: {log}{sim}")
+    from evo.report.documents import attempt_brief
+
+    result(
+        campaign=cfg.campaign,
+        family=cfg.family.name,
+        backend=camp.backend.name,
+        simulated=bool(camp.simulated),
+        stopped=summary.stopped,
+        new_attempts=summary.new_attempts,
+        attempts=summary.attempts,
+        champion=attempt_brief(summary.champion) if summary.champion is not None else None,
+        log=str(log),
+    )
     return 0
 
 
@@ -105,8 +134,9 @@ def _sanitize_after_run(camp, summary) -> None:
 
 
 def _sanitize(cfg, attempt_id: int | None) -> int:
-    """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails."""
-    from evo.measure.sanitize import failed_tools, sanitize_attempt, skip_reason
+    """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails, 3 when it could not
+    run here (a backend that runs no kernel, compute-sanitizer not installed): never "clean" unchecked."""
+    from evo.measure.sanitize import UNAVAILABLE, failed_tools, sanitize_attempt, skip_reason
     from evo.report.logmd import write_log
     from harness.gpu import gpu_available
 
@@ -124,11 +154,18 @@ def _sanitize(cfg, attempt_id: int | None) -> int:
             return _fail(f"--id {attempt_id}: no such attempt in campaign {cfg.campaign}")
     kind = cfg.backend if cfg.backend != "auto" else ("gpu" if gpu_available() else "recorded")
     if kind != "gpu":  # on demand, enabled: off does not stop it; only a backend that runs no kernel does
-        print(f"evo: sanitizer skipped: {skip_reason(cfg, kind, True)}")
-        return 0
+        why = skip_reason(cfg, kind, True)
+        sys.stderr.write(f"evo: sanitizer not run (exit {EXIT_UNCHECKED}): {why}\n")
+        result(attempt=target.id, checked=False, reason=why, tools={})
+        return EXIT_UNCHECKED
     record = sanitize_attempt(cfg, led, target, champ.id if champ else None)
     write_log(led.attempts(), led.all_meta(), cfg.log_dir / "attempts.md")
-    return 1 if failed_tools(record) else 0
+    tools = record.get("tools") or {}
+    unchecked = [t for t, r in tools.items() if (r or {}).get("status") == UNAVAILABLE]
+    result(attempt=target.id, checked=not unchecked, failed=failed_tools(record), unchecked=unchecked, tools=tools)
+    if failed_tools(record):
+        return EXIT_PROBLEMS
+    return EXIT_UNCHECKED if unchecked or not tools else 0
 
 
 def _run_locked(cfg, args) -> int:
@@ -174,7 +211,17 @@ def _selfcheck(cfg, aa: int) -> int:
         print(f"evo: fault '{title}': {v['verdict']} [{mark}]: {v['reason'][:160]}")
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
     bad = a["accepted"] > 0 or any(v["ok"] is False for v in out["faults"].values())
-    return 1 if bad else 0
+    unverified = [title for title, v in out["faults"].items() if v["ok"] is None]
+    result(simulated=bool(camp.simulated), aa=a, faults=out["faults"], unverified=unverified)
+    if bad:
+        return EXIT_PROBLEMS
+    if unverified:  # not a pass: a CI job must not read these faults as caught
+        sys.stderr.write(
+            f"evo: selfcheck: {len(unverified)} of {len(out['faults'])} fault(s) not verified here (they need a GPU); "
+            f"exit {EXIT_UNCHECKED}\n"
+        )
+        return EXIT_UNCHECKED
+    return 0
 
 
 def _ablate(cfg, rounds: int | None) -> int:
@@ -208,11 +255,26 @@ def _ablate(cfg, rounds: int | None) -> int:
     return 0
 
 
+def replay_gates() -> list[str]:
+    """What `evo replay --gate` takes: a gate of a verdict code (static, correctness, perf, ...) or an error kind."""
+    from evo.core.records import ERROR_KINDS, Code
+
+    gates = {c.gate for c in Code if c.gate and c.gate != "error"}
+    return sorted(gates | set(ERROR_KINDS) | {"error"})
+
+
 def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
+    from evo.core.suggest import did_you_mean
     from evo.loop.campaign import Campaign, CampaignError
     from evo.loop.replay import replay
     from evo.report.logmd import write_log
 
+    known = replay_gates()
+    if gate is not None and gate not in known:
+        return _fail(
+            f"replay: --gate {gate!r} is no gate or error kind{did_you_mean(gate, known)} (known: {', '.join(known)})",
+            EXIT_USAGE,
+        )
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
     try:
@@ -238,6 +300,20 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
             f"{n.verdict.label():<24} {n.verdict.reason[:100]}"
         )
     write_log(camp.ledger.attempts(), camp.ledger.all_meta(), cfg.log_dir / "attempts.md")
+    from evo.report.documents import attempt_brief
+
+    result(
+        simulated=bool(camp.simulated),
+        replayed=[
+            {
+                "original": attempt_brief(o),
+                "replay": attempt_brief(n),
+                "changed": o.verdict.label() != n.verdict.label(),
+            }
+            for o, n in pairs
+        ],
+        changed=len(changed),
+    )
     return 0
 
 

@@ -4,12 +4,25 @@ opened for a command, and the Command entry each group declares its subcommands 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
-EXIT_USAGE = 2
+# evo's exit codes (README "Exit codes"): a CI job tells "checked and clean" from "could not check"
+EXIT_OK = 0  # done, and what was checked is clean
+EXIT_PROBLEMS = 1  # done, and it found problems (a failed check, a sanitizer error, a wrong selfcheck verdict)
+EXIT_USAGE = 2  # bad input: arguments, config, an unknown name (with a "did you mean"), a missing ledger
+EXIT_UNCHECKED = 3  # could not check: the check did not run here (no GPU, no compute-sanitizer, faults unverified)
+EXIT_CODES = """exit codes:
+  0    done; what was checked is clean
+  1    done; problems found (check failed, sanitizer errors, a wrong selfcheck verdict, a broken family)
+  2    bad input: arguments, config, an unknown name (with a "did you mean"), no ledger yet
+  3    could not check here: sanitize without a GPU or compute-sanitizer, selfcheck with faults unverified
+  130  stopped by SIGINT, 143 by SIGTERM (what was recorded is kept; the same command resumes)"""
 
 
 @dataclass(frozen=True)
@@ -29,8 +42,21 @@ class Command:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
-        sys.stderr.write(f"evo: {message} (see evo --help)\n")
+        sys.stderr.write(f"evo: {message}{self._suggestion(message)} (see {self.prog} --help)\n")
         sys.exit(EXIT_USAGE)
+
+    def _suggestion(self, message: str) -> str:
+        """A "did you mean" for a mistyped subcommand or choice (`evo stauts`) or option (`--attempt`)."""
+        from evo.core.suggest import did_you_mean
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            return did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m and m.group(1).startswith("-"):
+            options = [o for a in self._actions for o in a.option_strings]
+            return did_you_mean(m.group(1).split("=", 1)[0], options)
+        return ""
 
 
 def campaign_args(p: argparse.ArgumentParser, backend: bool = False) -> None:
@@ -43,9 +69,48 @@ def campaign_args(p: argparse.ArgumentParser, backend: bool = False) -> None:
         p.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
 
 
-def _fail(msg: str) -> int:
+@dataclass
+class Result:
+    """The command's result for --json, filled while it runs (:func:`result`, :func:`_fail`); printed by _main as
+    one JSON document on stdout, with the exit code, once the command returns."""
+
+    doc: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # the first failure line
+
+
+RESULT = Result()
+
+
+def result(**fields: Any) -> None:
+    """Put fields in the command's JSON document (printed only under --json; a text run ignores them)."""
+    RESULT.doc.update(fields)
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as null (JSON has neither), tuples as lists, keys as strings."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)
+
+
+def json_arg(p: argparse.ArgumentParser) -> None:
+    """--json on a command whose result a script reads."""
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document on stdout (text and warnings go to stderr)"
+    )
+
+
+def _fail(msg: str, code: int = EXIT_USAGE) -> int:
     sys.stderr.write(f"evo: {msg}\n")
-    return EXIT_USAGE
+    if RESULT.error is None:
+        RESULT.error = msg
+    return code
 
 
 def _open_ledger(cfg, readonly: bool = False):

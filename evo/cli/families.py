@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evo.cli.common import Command, _fail, _Parser
+from evo.cli.common import Command, _fail, _Parser, json_arg, result
 
 
 def _families_parser(sub) -> None:
-    sub.add_parser("families", help="list kernel families and their knobs")
+    json_arg(sub.add_parser("families", help="list kernel families and their knobs"))
 
 
 def _config_parser(sub) -> None:
@@ -33,6 +33,7 @@ def _check_parser(sub) -> None:
     )
     ck.add_argument("--seed", type=int, default=0, help="seed of that sample")
     ck.add_argument("--cpu", action="store_true", help="skip the GPU part even where a GPU is visible")
+    json_arg(ck)
 
 
 def _new_parser(sub) -> None:
@@ -104,27 +105,38 @@ def _families() -> int:
 
     seen: dict[str, str] = {}
     failed = 0
+    listed: list[dict[str, Any]] = []  # --json
     for src in find_families():
         if src.name in seen:
             print(f"{src.name}: {src.origin} ({src.where}), shadowed by the one from {seen[src.name]}")
+            listed.append({"name": src.name, "origin": src.origin, "where": src.where, "shadowed_by": seen[src.name]})
             continue
         seen[src.name] = src.origin
         try:
             fam = load_source(src)
         except FamilyError as e:
             print(f"cannot load {e}")
+            listed.append({"name": src.name, "origin": src.origin, "where": src.where, "error": str(e)})
             failed += 1
             continue
         print(f"{fam.name}: {fam.description}  [{src.origin}: {src.where}]")
+        knobs = []
         for k in fam.knobs:
             tag = "bit-preserving" if k.exact else "may change bits"
             vals = ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values)
             print(f"  {k.name:<14} {vals:<28} {tag:<16} {k.doc}")
+            knobs.append(
+                {"name": k.name, "values": list(k.values), "default": k.default, "exact": k.exact, "doc": k.doc}
+            )
+        listed.append(
+            {"name": fam.name, "origin": src.origin, "where": src.where, "description": fam.description, "knobs": knobs}
+        )
     if not seen:
         print("no families found (shipped ones missing: reinstall evo; yours: EVO_FAMILY_PATH or a path in family:)")
     from evo.config import shipped_config_names
 
     print(f"shipped configs (evo run NAME): {', '.join(shipped_config_names()) or 'none'}")
+    result(families=listed, shipped_configs=list(shipped_config_names()), failed=failed)
     return 1 if failed else 0
 
 
@@ -136,6 +148,7 @@ def _check(args) -> int:
         return _fail("check: --sample must be 0 or more")
     ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
     print(line)
+    result(config=args.config, ok=ok, summary=line)
     return 0 if ok else EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
 
 

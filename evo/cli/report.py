@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args
+from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args, json_arg, result
 
 
 def _status_parser(sub) -> None:
     s = sub.add_parser("status", help="summarize a campaign")
     campaign_args(s)
+    json_arg(s)
 
 
 def _log_parser(sub) -> None:
@@ -44,6 +45,7 @@ def _export_parser(sub) -> None:
         "repository (knob defaults set to each step's values, its ideas applied), into OUTPUT/tree/; paths are "
         "relative to the git top level of the family folder (else its parent); apply there with git am",
     )
+    json_arg(e)
 
 
 def _export(cfg, output: str | None, check: bool = False, force: bool = False, tree: bool = False) -> int:
@@ -82,6 +84,7 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False, t
     for note in notes:
         print(f"evo: note: {note}")
     print(f"evo: {len(patches)} patch(es) and the final {cfg.family.name}.cu written to {out}")
+    result(output=str(out), patches=[str(p) for p in patches], final=str(out / f"{cfg.family.name}.cu"), notes=notes)
     print(
         f"evo: apply with: git am {out}/*.patch  (onto {out}/baseline-{cfg.family.name}.cu committed as "
         f"{cfg.family.name}.cu)"
@@ -95,6 +98,7 @@ def _export(cfg, output: str | None, check: bool = False, force: bool = False, t
         for ln in lines:
             print(f"evo: check: {ln}")
         print(f"evo: check: {'passed' if ok else 'FAILED'}")
+        result(check={"ok": ok, "lines": lines})
         return 0 if ok else 1
     return 0
 
@@ -107,7 +111,11 @@ def _status(cfg) -> int:
     led = _open_ledger(cfg, readonly=True)
     attempts = led.attempts()
     _damaged(led)
-    print(render_status(attempts, led.all_meta()))
+    meta = led.all_meta()
+    print(render_status(attempts, meta))
+    from evo.report.documents import status_document
+
+    result(**status_document(attempts, meta))
     return 0
 
 
@@ -125,7 +133,7 @@ def _table(cfg, output: str | None) -> int:
     led = _open_ledger(cfg, readonly=True)
     attempts = led.attempts()
     _damaged(led)
-    rows = attempt_rows(attempts, cfg.family, cfg.geometries)
+    rows = attempt_rows(attempts, cfg.family, cfg.geometries, (led.all_meta().get("device") or {}).get("name"))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(rows, path, fmt)
     print(f"evo: {len(rows)} row(s) ({len(attempts)} attempt(s) x {len(cfg.geometries)} geometries) written to {path}")

@@ -823,6 +823,23 @@ class Campaign:
             self.cfg.gates.correctness.mode,
         )
 
+    def _spent_before_start(self, elapsed: float) -> RunSummary | None:
+        """A resume (`evo run` again) of a campaign whose budget was already spent: the summary of what is recorded,
+        with nothing measured (no A/A floor, baseline or ceiling check again: they would change nothing judged).
+        None where there is work to do, or where this is not a lone run's resume (workers, replays, stop_when)."""
+        led = self.ledger
+        if led.shared or self.replaying or self.stop_when is not None or led.meta("config") is None:
+            return None
+        attempts = led.attempts()
+        if not any(a.verdict.status == "baseline" for a in attempts):
+            return None
+        _, spent = self.budget_spent(attempts, elapsed)
+        if spent is None:
+            return None
+        self.out(f"resume: {spent} before this run; nothing measured (raise the budget to go on)")
+        self.champion = led.champion()
+        return RunSummary(len(attempts), 0, spent, self.champion)
+
     def budget_spent(self, attempts: list[Attempt], elapsed: float) -> tuple[list[Attempt], str | None]:
         """The attempts that count against the budget, and why the budget is spent (None while it is not)."""
         budget = self.cfg.budget
@@ -921,6 +938,9 @@ class Campaign:
         start_elapsed = float(led.meta("elapsed_s") or 0.0)
         self._elapsed = lambda: start_elapsed + time.monotonic() - t_start
         led.elapsed_fn = self._elapsed  # the session heartbeat keeps elapsed_s current between attempts, set-up too
+        done = self._spent_before_start(start_elapsed)
+        if done is not None:
+            return done
         self.setup()
         proposer = self.proposer if self.proposer is not None else self.make_proposer(len(led.attempts()))
         new = 0

@@ -37,14 +37,9 @@ from gates.sanitizer import describe as sanitizer_describe
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
     import os
 
-    e = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "evo",
-        "GIT_AUTHOR_EMAIL": "evo@localhost",
-        "GIT_COMMITTER_NAME": "evo",
-        "GIT_COMMITTER_EMAIL": "evo@localhost",
-        **(env or {}),
-    }
+    from evo.report.authors import author_env
+
+    e = {**os.environ, **author_env(), **(env or {})}  # signed as the user's git identity (evo/report/authors.py)
     try:
         return subprocess.run(
             ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=e, input=stdin

@@ -7,6 +7,7 @@ attempt, including the first one and after a crash.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code
 from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.measure.ceiling import describe as ceiling_describe
+from evo.report.converged import convergence
 from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
 DASH = "–"
@@ -45,9 +47,19 @@ def _num(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else DASH
 
 
+_NUMBER_TAIL = re.compile(r"[-+]?\d[\d.,]*$")  # the digits of a number the cut fell in
+
+
 def _short(s: str, n: int = 160) -> str:
+    """``s`` on one line, at most ``n`` characters: cut at a space, never inside a number (`[0.942, 0.…`)."""
     s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    if len(s) <= n:
+        return s
+    cut = s[: n - 1]
+    if s[n - 1] != " ":  # the cut falls inside a word: end before it where a space is near, else before its digits
+        space = cut.rfind(" ")
+        cut = cut[:space] if space >= n // 2 else _NUMBER_TAIL.sub("", cut)
+    return cut.rstrip(" ,;:([") + "…"
 
 
 def _kv(d: Any) -> str:
@@ -694,10 +706,12 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
         L += [SIMULATED_BANNER, ""]
     L += _setup(attempts, meta, geoms, base)
     L += _peer(attempts, meta, geoms, chain, base)
+    conv = convergence(attempts)
+    note = [f"**{conv.note()}.**", ""] if conv is not None and conv.converged else []
+    if plot is not None or note:
+        L += ["## Convergence", "", *note]
     if plot is not None:
         L += [
-            "## Convergence",
-            "",
             f"![Convergence: champion against attempts]({plot})"
             if plot
             else "(convergence plot skipped: matplotlib is not installed)",
@@ -839,4 +853,7 @@ def render_status(attempts: list[Attempt], meta: dict) -> str:
         weights = dict(_geometries(attempts, meta))
         L += [f"  {_gname(g, weights.get(g, 1.0))}: {iv.fmt()} (#{i})" for g, (i, iv) in best.items()]
     L.append(f"elapsed:  {_elapsed(meta.get('elapsed_s'))}")
+    conv = convergence(attempts)
+    if conv is not None and conv.converged:
+        L.append(conv.note())
     return "\n".join(L) + "\n"

@@ -3,8 +3,10 @@
 One row per attempt and geometry of the campaign's config, whether or not the attempt was timed there (an
 early-stopped or rejected one has empty time columns where it was not): the genome one column per knob, the
 verdict (label, code, reason) and the Optuna state it is stored with (evo/ledger/ledger.py ``trial_outcome``), the time
-and its spread, the speedups against the champion then and the baseline with their 95% intervals, % of the copy
-ceiling, the resources of the module that geometry runs, the worker and the backend. Read from the ledger only.
+and its spread, the speedups against the champion then and the baseline with their 95% intervals (the baseline's
+own: 1.0), % of the copy ceiling, the resources of the module that geometry runs, the worker, device and backend;
+``is_champion`` marks the campaign's champion now, the geometry's parameters are columns of their own, and the
+timestamps are typed (UTC). Read from the ledger only.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from evo.core.family import Family, Geometry
-from evo.core.records import Attempt, Resources
+from evo.core.records import Attempt, Interval, Resources
 from evo.ledger.ledger import TRIAL_STATES, trial_outcome
 from evo.search.ideas import idea_slugs, is_gene
 from harness.build import spec_key
 
 FORMATS = (".csv", ".parquet")
-PARQUET_EXTRA = "pip install 'evo[table]'"  # pyproject.toml's optional extra that brings pyarrow
+PARQUET_EXTRA = "pip install 'evo-kernels[table]'"  # pyproject.toml's optional extra that brings pyarrow
 
 
 class TableError(ValueError):
@@ -56,10 +58,12 @@ def _num(x: Any) -> float | None:
 
 
 _FIXED = frozenset(
-    "attempt origin champion_then ideas verdict code reason optuna_state score geometry weight us spread_pct samples "
-    "discarded vs_champion vs_champion_lo vs_champion_hi vs_baseline vs_baseline_lo vs_baseline_hi pct_of_ceiling "
-    "registers stack_frame spills method worker backend compile_s measure_s started_at finished_at".split()
+    "attempt origin champion_then is_champion ideas verdict code reason optuna_state score geometry weight us "
+    "spread_pct samples discarded vs_champion vs_champion_lo vs_champion_hi vs_baseline vs_baseline_lo vs_baseline_hi "
+    "pct_of_ceiling registers stack_frame spills method worker device backend compile_s measure_s started_at "
+    "finished_at".split()
 )
+TIMESTAMPS = ("started_at", "finished_at")  # ISO 8601 in the ledger; typed (UTC datetimes) in the written table
 
 
 def _knob_column(name: str) -> str:
@@ -67,10 +71,34 @@ def _knob_column(name: str) -> str:
     return f"knob_{name}" if name in _FIXED else name
 
 
-def attempt_rows(attempts: Sequence[Attempt], family: Family, geometries: Sequence[Geometry]) -> list[dict[str, Any]]:
-    """The table's rows: for each attempt (by id), one per geometry, in the config's order."""
+def _geometry_column(name: str, knobs: Sequence[str]) -> str:
+    """A geometry parameter's column (T, H, ...): its name, or ``geometry_<name>`` where a column has that name."""
+    return f"geometry_{name}" if name in _FIXED or name in knobs else name
+
+
+def champion_id(attempts: Sequence[Attempt]) -> int | None:
+    """The campaign's champion now: its last accepted attempt, else its baseline (what `evo status` names)."""
+    accepted = [a.id for a in attempts if a.verdict.status == "accepted"]
+    if accepted:
+        return max(accepted)
+    return next((a.id for a in attempts if a.verdict.status == "baseline"), None)
+
+
+def _vs_baseline(a: Attempt, g: Geometry, timed: bool) -> Interval | None:
+    """The speedup against the baseline at ``g``; the baseline itself, where it was timed, is exactly 1.0."""
+    if a.verdict.status == "baseline" and timed and g.name not in a.speedup_vs_baseline:
+        return Interval(1.0, 1.0, 1.0)
+    return a.speedup_vs_baseline.get(g.name)
+
+
+def attempt_rows(
+    attempts: Sequence[Attempt], family: Family, geometries: Sequence[Geometry], device: str | None = None
+) -> list[dict[str, Any]]:
+    """The table's rows: for each attempt (by id), one per geometry, in the config's order. ``device``: the
+    campaign's GPU (its ledger meta), for attempts that do not name their own."""
     knobs = [k.name for k in family.knobs]
     extra = sorted({k for a in attempts for k in a.genome if k not in knobs and not is_gene(k)})
+    champ = champion_id(attempts)
     rows = []
     for a in sorted(attempts, key=lambda x: x.id):
         genome = {_knob_column(k): a.genome.get(k) for k in (*knobs, *extra)}
@@ -78,6 +106,7 @@ def attempt_rows(attempts: Sequence[Attempt], family: Family, geometries: Sequen
             "attempt": a.id,
             "origin": a.origin,
             "champion_then": a.parent_id,
+            "is_champion": a.id == champ,
             **genome,
             "ideas": ",".join(idea_slugs(a.genome)),
             "verdict": a.verdict.label(),
@@ -88,12 +117,13 @@ def attempt_rows(attempts: Sequence[Attempt], family: Family, geometries: Sequen
         }
         for g in geometries:
             t = a.timings.get(g.name)
-            vp, vb = a.speedup_vs_parent.get(g.name), a.speedup_vs_baseline.get(g.name)
+            vp, vb = a.speedup_vs_parent.get(g.name), _vs_baseline(a, g, t is not None)
             r = _resources(a, family, g)
             rows.append(
                 {
                     **head,
                     "geometry": g.name,
+                    **{_geometry_column(p, knobs): v for p, v in g.params.items()},
                     "weight": g.weight,
                     "us": _num(t.median_us) if t else None,
                     "spread_pct": _num(t.spread_pct) if t else None,
@@ -111,6 +141,7 @@ def attempt_rows(attempts: Sequence[Attempt], family: Family, geometries: Sequen
                     "spills": r.spills if r else None,
                     "method": t.method if t else None,
                     "worker": a.device.get("worker"),
+                    "device": a.device.get("name") or device,
                     "backend": a.backend,
                     "compile_s": _num(a.compile_s),
                     "measure_s": _num(a.measure_s),
@@ -134,6 +165,9 @@ def write_table(rows: Sequence[Mapping[str, Any]], path: Path, fmt: str) -> Path
     for col in ("champion_then", "samples", "discarded", "registers", "stack_frame", "spills"):
         if col in df:  # integers with gaps (an attempt not timed there): pandas' nullable integer, not float
             df[col] = df[col].astype("Int64")
+    for col in TIMESTAMPS:  # typed, so that pandas and parquet readers sort and subtract them (a CSV keeps ISO text)
+        if col in df:
+            df[col] = pd.to_datetime(df[col].replace("", None), utc=True, format="ISO8601")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         if fmt == "parquet":
