@@ -9,7 +9,6 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
 # evo's exit codes (README "Exit codes"): a CI job tells "checked and clean" from "could not check"
