@@ -19,6 +19,8 @@ from pathlib import Path
 
 from evo.kernel_source import includes
 
+# The top folders of torch's C++ headers: a kernel that includes one is a torch extension (build.torch_headers).
+TORCH_TOPS = ("torch", "c10", "ATen")
 LEVELS = 4  # ancestors of the kernel's folder searched, at most
 MAX_FILES = 400  # headers read, at most (a header library's includes close over far fewer)
 
@@ -29,6 +31,7 @@ class IncludeRoots:
 
     folders: dict[Path, list[str]] = field(default_factory=dict)  # an include root -> the includes it resolves
     missing: list[tuple[str, Path]] = field(default_factory=list)  # (quoted include found nowhere, its includer)
+    torch: list[str] = field(default_factory=list)  # torch's headers it includes (torch/, c10/, ATen/): torch_headers
 
 
 def listed(names: list[str], most: int = 4) -> str:
@@ -77,7 +80,9 @@ def find_include_roots(kernel: Path, source: str | None = None) -> IncludeRoots:
                 else:
                     resolved = _resolve(inc, found, candidates)
                     if resolved is None:
-                        if quoted:
+                        if "/" in inc and inc.split("/", 1)[0] in TORCH_TOPS:
+                            found.torch += [inc] if inc not in found.torch else []  # torch_headers finds them
+                        elif quoted:
                             found.missing.append((inc, path))
                         continue
                     hit = resolved

@@ -148,6 +148,13 @@ ENGINE_LAUNCH = """\
 """
 
 
+def _torch_headers(roots: IncludeRoots) -> str:
+    """family.py's torch_headers line where the kernel or its headers include torch's (a torch extension's .cu)."""
+    if not roots.torch:
+        return ""
+    return f"    torch_headers=True,  # it includes {listed(roots.torch, 2)}: nvcc with the installed torch's headers\n"
+
+
 def _stub_values(name: str, cls: str, kernel: Path, entry: Entry, include_dirs: str) -> dict[str, str]:
     """The fields of family_stub.py for ``entry``."""
     knobs = "".join(_knob_line(*t) for t in entry.knob_params())
@@ -194,7 +201,8 @@ def new_family(
             raise ScaffoldError(f"cannot read the kernel {kernel}: {e}") from None
         chosen = choose_entry(read_entries(src), kernel, name, entry)
         dest_abs = (folder / name).resolve()
-        include_dirs = _include_dirs(find_include_roots(kernel, src), kernel, dest_abs)
+        roots = find_include_roots(kernel, src)
+        include_dirs = _include_dirs(roots, kernel, dest_abs) + _torch_headers(roots)
         if not link:
             files["kernel.cu"] = src
         values = _stub_values(name, cls, kernel, chosen, include_dirs)

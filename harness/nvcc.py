@@ -131,10 +131,40 @@ def torch_include_dirs() -> tuple[str, ...]:
     return tuple(str(d) for d in dirs if d.is_dir())
 
 
+def _nvidia_locations() -> list[Path]:
+    """The folders of the NVIDIA wheels' ``nvidia`` namespace package in this Python environment."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec is not None else []
+
+
+@functools.cache
+def wheel_library_include_dirs(major: str) -> tuple[str, ...]:
+    """The include folders of the NVIDIA library wheels installed here (nvidia-cublas, nvidia-curand, ...) for
+    CUDA ``major``: ``nvidia/cu13/include`` (CUDA 13's wheels share one), ``nvidia/<lib>/include`` for CUDA 12's.
+
+    Called when nvcc's include options are made. An engine's header may include a CUDA library's header
+    (FlashInfer's norm.cuh reaches cublasLt.h and curand_kernel.h) that a toolkit installed without that
+    library lacks; ``pip install nvidia-cublas`` then provides it, as it does for torch, and nvcc finds it
+    without the user naming the wheel's folder. Searched after the toolkit's own folders, so a toolkit's
+    header always wins.
+    """
+    dirs: list[str] = []
+    for loc in _nvidia_locations():
+        if major.isdigit() and int(major) >= 13:
+            found = [loc / f"cu{major}" / "include"]
+        else:
+            found = sorted(d / "include" for d in loc.glob("*") if not re.fullmatch(r"cu\d+", d.name))
+        dirs += [str(d) for d in found if d.is_dir() and str(d) not in dirs]
+    return tuple(dirs)
+
+
 @dataclass(frozen=True)
 class NvccIncludes:
     """Where nvcc finds headers: ``local`` (the family's folder, its include_dirs, the campaign's), torch's when
-    asked, then nvcc's own CUDA headers and the host's (nvcc adds them), then evo's torch stand-ins last."""
+    asked, then nvcc's own CUDA headers and the host's (nvcc adds them), then the NVIDIA library wheels' installed
+    here (wheel_library_include_dirs), then evo's torch stand-ins last."""
 
     local: tuple[str, ...] = ()
     origin: str = ""
@@ -143,6 +173,10 @@ class NvccIncludes:
     def options(self) -> list[str]:
         dirs = list(self.local) + (list(torch_include_dirs()) if self.torch else [])
         opts = [f"-I{d}" for d in dirs]
+        # after the toolkit's and the system's: a library the toolkit lacks (cuBLAS, cuRAND) from its wheel
+        nvcc = find_nvcc()
+        major = nvcc_version(nvcc).split(".")[0] if nvcc else ""
+        opts += [f"-Xcompiler=-idirafter,{d}" for d in wheel_library_include_dirs(major)]
         if self.torch and TORCH_SHIM.is_dir():
             # after the system's folders: a real header (a CUDA torch's, a toolkit's cuBLAS) always wins
             opts.append(f"-Xcompiler=-idirafter,{TORCH_SHIM}")

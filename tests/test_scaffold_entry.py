@@ -323,3 +323,25 @@ def test_a_kernel_that_reads_blockdim_gets_the_engine_block_knob_pattern(tmp_pat
     compile(fam_src, "family.py", "exec")  # still Python
     dest = new_family("halves", tmp_path, tmp_path / "act.cu", entry="halves_only")  # reads no blockDim
     assert '"engine"' not in (dest / "family.py").read_text()
+
+
+def test_a_kernel_that_includes_torchs_headers_gets_torch_headers(tmp_path):
+    """A vLLM-style csrc/*.cu includes <torch/cuda.h>, <c10/cuda/CUDAGuard.h> and a header of its own that includes
+    <torch/all.h>: evo new wrote no torch_headers and evo check failed on torch/cuda.h; now family.py says
+    torch_headers=True, the note names them, and none of them is "found nowhere"."""
+    csrc = tmp_path / "engine" / "csrc"
+    csrc.mkdir(parents=True)
+    (csrc / "dispatch.h").write_text("#pragma once\n#include <torch/all.h>\n")
+    (csrc / "norm.cu").write_text(
+        '#include "dispatch.h"\n#include <torch/cuda.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <cub/cub.cuh>\n'
+        "namespace eng {\ntemplate <typename scalar_t>\n__global__ void norm(scalar_t* x, int n) {}\n}\n"
+    )
+    r = evo(tmp_path, "new", "norm", "--kernel", "engine/csrc/norm.cu")
+    assert r.returncode == 0, r.stderr
+    fam_src = (tmp_path / "norm" / "family.py").read_text()
+    assert "    torch_headers=True,  # it includes torch/cuda.h, c10/cuda/CUDAGuard.h and 1 more:" in fam_src, fam_src
+    compile(fam_src, "family.py", "exec")
+    assert "note: torch/cuda.h, c10/cuda/CUDAGuard.h, torch/all.h are torch's headers" in r.stdout, r.stdout
+    assert "found nowhere" not in r.stdout
+    (tmp_path / "plain.cu").write_text("#include <cub/cub.cuh>\n__global__ void plain(float* x) {}\n")
+    assert "torch_headers" not in (new_family("plain", tmp_path, tmp_path / "plain.cu") / "family.py").read_text()

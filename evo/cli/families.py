@@ -180,6 +180,8 @@ def _say_includes(kernel: Path) -> None:
             print(f"note: {listed(found)} beside your kernel: its folder is in family.py's include_dirs")
         else:
             print(f"note: {listed(found)} found from {os.path.relpath(root)}: it is in family.py's include_dirs")
+    if roots.torch:
+        print(f"note: {listed(roots.torch)} are torch's headers: family.py says torch_headers=True (nvcc)")
     named = (inc if by == kernel.resolve() else f"{inc} (from {by.name})" for inc, by in roots.missing)
     missing = list(dict.fromkeys(named))
     if missing:
