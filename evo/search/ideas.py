@@ -553,14 +553,15 @@ def check_idea(
     }
 
 
-def write_idea(family: Family, idea: Idea, folder: Path | None = None) -> Path:
-    d = folder or ideas_folder(family)
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{idea.slug}.patch"
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(idea.text())
-    tmp.replace(p)
-    return p
+def write_idea(family: Family, idea: Idea, folder: Path | None = None, force: bool = False) -> Path:
+    """Writes ``ideas/<slug>.patch`` (`evo idea add`); never over a file of the user's, a symlink, or without
+    ``force`` over anything (evo/search/idea_files.py). Raises IdeaError."""
+    from evo.search.idea_files import IdeaFileError, write_file
+
+    try:
+        return write_file(folder or ideas_folder(family), f"{idea.slug}.patch", idea.text(), force=force)
+    except IdeaFileError as e:
+        raise IdeaError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------
