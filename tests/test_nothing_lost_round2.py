@@ -8,6 +8,7 @@ smaller messages. The CLI's behaviour is tested through `evo` as a subprocess, a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,79 @@ def test_idea_add_force_replaces_what_evo_wrote_and_nothing_edited_since(tmp_pat
         "changed since evo wrote it",
     )
     assert "Title: edited" in (ideas / "mine.patch").read_text()
+
+
+# ---------------------------------------------------------------------------
+# 8. `evo export --force` trusts only digests it recorded, and never writes through a symlink
+
+
+def recorded_config(folder: Path, attempts: int = 6, extra: str = "") -> Path:
+    """The shipped config on the recorded backend (CPU), its ledger under ``folder``."""
+    text = SHIPPED.read_text().replace("backend: auto", "backend: recorded")
+    text = re.sub(r"^budget: .*$", f"budget: {{attempts: {attempts}}}", text, flags=re.M)
+    text = re.sub(r"^peer: .*$", "peer: {torch_compile: 'off'}", text, flags=re.M)
+    cfg = folder / "c.yaml"
+    cfg.write_text(text + f"\nstorage: sqlite:///{folder / 'ledger.db'}\n" + extra)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A recorded campaign and an export of it: (config, export folder)."""
+    home = tmp_path_factory.mktemp("r2-export")
+    cfg = recorded_config(home)
+    r = evo("run", str(cfg), "--plain", cwd=home)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = evo("export", str(cfg), "-o", str(home / "ex"), cwd=home)
+    assert r.returncode == 0, r.stderr
+    return cfg, home / "ex"
+
+
+def _manifest(out: Path) -> dict:
+    import json
+
+    return json.loads((out / ".evo-export.json").read_text())
+
+
+def _set_manifest(out: Path, files: dict) -> None:
+    import json
+
+    m = _manifest(out)
+    m["files"].update(files)
+    (out / ".evo-export.json").write_text(json.dumps(m))
+
+
+def test_export_force_never_deletes_a_file_the_manifest_names_without_a_digest(exported, tmp_path):
+    cfg, first = exported
+    out = tmp_path / "ex"
+    shutil.copytree(first, out)
+    (out / "notes.txt").write_text("the user's notes\n")
+    _set_manifest(out, {"notes.txt": ""})
+    one_line(evo("export", str(cfg), "-o", str(out), "--force", cwd=tmp_path), "notes.txt has no digest")
+    assert (out / "notes.txt").read_text() == "the user's notes\n"
+
+
+def test_export_force_never_writes_through_a_symlink(exported, tmp_path):
+    import hashlib
+
+    cfg, first = exported
+    out = tmp_path / "ex"
+    shutil.copytree(first, out)
+    secret = tmp_path / "secret.cu"
+    secret.write_text("// the user's kernel, outside the export folder\n")
+    (out / "mhc_pre_big_fuse.cu").unlink()
+    (out / "mhc_pre_big_fuse.cu").symlink_to(secret)
+    _set_manifest(out, {"mhc_pre_big_fuse.cu": hashlib.sha256(secret.read_bytes()).hexdigest()})
+    one_line(evo("export", str(cfg), "-o", str(out), "--force", cwd=tmp_path), "is a symlink")
+    assert secret.read_text() == "// the user's kernel, outside the export folder\n"
+    assert (out / "mhc_pre_big_fuse.cu").is_symlink()
+
+
+def test_export_force_still_replaces_its_own_files(exported, tmp_path):
+    cfg, first = exported
+    out = tmp_path / "ex"
+    shutil.copytree(first, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    r = evo("export", str(cfg), "-o", str(out), "--force", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -16,6 +16,7 @@ commit message carries the idea's title and rationale.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -321,6 +322,8 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 MANIFEST = ".evo-export.json"  # the files an export wrote: the only ones a later export may replace
+PART = MANIFEST + ".part"  # the file being copied in, renamed into place when whole
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ExportError(ValueError):
@@ -333,8 +336,12 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _read_manifest(out_dir: Path) -> dict[str, str] | None:
-    """{file name: sha256} of the earlier export in ``out_dir``, or None when it holds none."""
+def _read_manifest(out_dir: Path) -> dict[str, list[str]] | None:
+    """{file name: the digests it may have} of the earlier export in ``out_dir``, or None when it holds none.
+
+    An entry is one sha256, or a list of them while an export was replacing the file (the old digest and the new:
+    the copy is a rename, so the file is one or the other). A digest that is not 64 hex digits (an empty one) is
+    dropped: a file it names cannot be told from one of the user's, so nothing may replace or delete it."""
     import json
 
     m = out_dir / MANIFEST
@@ -342,13 +349,17 @@ def _read_manifest(out_dir: Path) -> dict[str, str] | None:
         return None
     try:
         files = json.loads(m.read_text(encoding="utf-8")).get("files")
-        if not isinstance(files, dict) or not all(
-            isinstance(k, str) and _safe_name(k) and isinstance(v, str) for k, v in files.items()
-        ):
+        if not isinstance(files, dict) or not all(isinstance(k, str) and _safe_name(k) for k in files):
             raise ValueError("no file list")
+        out: dict[str, list[str]] = {}
+        for k, v in files.items():
+            vs = [v] if isinstance(v, str) else v
+            if not isinstance(vs, list) or not all(isinstance(x, str) for x in vs):
+                raise ValueError(f"the entry of {k!r} is not a digest")
+            out[k] = [x for x in vs if _DIGEST.match(x)]
     except (OSError, ValueError, AttributeError) as e:
         raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
-    return files
+    return out
 
 
 def _safe_name(name: str) -> bool:
@@ -370,7 +381,7 @@ def _files_under(folder: Path) -> list[str]:
     return out
 
 
-def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> None:
+def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str | list[str]]) -> None:
     import json
     import os
 
@@ -382,17 +393,18 @@ def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> N
     os.replace(tmp, out_dir / MANIFEST)
 
 
-def check_target(out_dir: Path, force: bool) -> dict[str, str]:
+def check_target(out_dir: Path, force: bool) -> dict[str, list[str]]:
     """The earlier export that ``out_dir`` holds ({} if none), or ExportError when writing there could lose a file.
 
     A folder is written only when it is missing or empty, or holds nothing but an earlier evo export (replaced with
-    ``force``, and only where its files are as the export left them)."""
+    ``force``, and only where its files are as the export left them: regular files, not symlinks, whose digest the
+    manifest records)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a folder; give another -o")
     if not out_dir.exists():
         return {}
     old = _read_manifest(out_dir) or {}
-    names = [n for n in _files_under(out_dir) if n not in (MANIFEST, MANIFEST + ".tmp")]
+    names = [n for n in _files_under(out_dir) if n not in (MANIFEST, MANIFEST + ".tmp", PART)]
     foreign = [n for n in names if n not in old]
     if foreign:
         raise ExportError(
@@ -401,13 +413,47 @@ def check_target(out_dir: Path, force: bool) -> dict[str, str]:
         )
     if old and not force:
         raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
-    for name, digest in old.items():
-        f = out_dir / name
-        if digest and f.is_file() and _sha256(f) != digest:  # "": an export stopped while writing it
-            raise ExportError(
-                f"{f} was changed since evo exported it; move it away (--force replaces only files as evo wrote them)"
-            )
+    for name, digests in old.items():
+        why = _not_evos(out_dir / name, digests)
+        if why:
+            raise ExportError(f"{out_dir / name} {why}; move it away (--force replaces only files as evo wrote them)")
     return old
+
+
+def _not_evos(f: Path, digests: Sequence[str]) -> str | None:
+    """Why ``f`` (named in the manifest) is not a file evo wrote, as it wrote it; None when it is, or is gone."""
+    import os
+    import stat
+
+    try:
+        st = os.lstat(f)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink (evo never writes through one)"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not digests:
+        return "has no digest in the export's manifest, so it cannot be told from a file of yours"
+    if _sha256(f) not in digests:
+        return "was changed since evo exported it"
+    return None
+
+
+def _copy_in(src: Path, out_dir: Path, name: str) -> None:
+    """Copies ``src`` to ``out_dir/name`` whole or not at all: written to PART (created afresh, never through a
+    link), then renamed over the name (a rename replaces a link itself, never what it points to)."""
+    import os
+
+    part = out_dir / PART
+    part.unlink(missing_ok=True)
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(src.read_bytes())
+        f.flush()
+        os.fsync(f.fileno())
+    (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(part, out_dir / name)
 
 
 def export(
@@ -434,7 +480,6 @@ def export(
     subfolder, e.g. the tree series of evo/report/tree_export.py in ``tree/``).
     """
     import os
-    import shutil
 
     out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
     base = next((a for a in attempts if a.verdict.status == BASELINE), None)
@@ -492,12 +537,12 @@ def export(
             (staged / name).write_text(text)
         new = {n: _sha256(staged / n) for n in _files_under(staged)}
         out_dir.mkdir(parents=True, exist_ok=True)
-        # The manifest first names old and new files (new ones as being written: no digest), so a full disk or a
-        # kill while copying leaves no file that a later export with --force may not replace.
-        _write_manifest(out_dir, base.campaign, {**old, **{n: "" for n in new}})
+        # The manifest first names old and new files (one being replaced: its old digest and its new), so a full
+        # disk or a kill while copying leaves no file that a later export with --force may not replace; each copy
+        # is a rename of a whole file, so a file is always one of the digests named.
+        _write_manifest(out_dir, base.campaign, {**old, **{n: [*old.get(n, []), d] for n, d in new.items()}})
         for name in new:
-            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(staged / name, out_dir / name)
+            _copy_in(staged / name, out_dir, name)
         for name in old:
             if name not in new:
                 (out_dir / name).unlink(missing_ok=True)
