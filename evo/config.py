@@ -582,6 +582,9 @@ def shipped_config(name: str) -> Path | None:
 
 def _family_call(family: Family, method: str, *args: Any) -> Any:
     """A method of the user's family, whatever it raises as one ConfigError line naming it."""
+    from evo.core.hooks import trace
+
+    trace(family.name, f"{method}()")
     try:
         return getattr(family, method)(*args)
     except Exception as e:  # noqa: BLE001 - the family's own code: one line, not a traceback

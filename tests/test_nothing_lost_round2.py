@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,128 @@ def test_export_force_still_replaces_its_own_files(exported, tmp_path):
     r = evo("export", str(cfg), "-o", str(out), "--force", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# ---------------------------------------------------------------------------
+# 7. A family's code that raises, exits, crashes or returns the wrong type: one line naming the family and the hook
+
+
+@pytest.fixture(scope="module")
+def starter(tmp_path_factory):
+    """A working family written by `evo new` (its evo check passes on the CPU)."""
+    home = tmp_path_factory.mktemp("r2-starter")
+    r = evo("new", "mine", "-o", str(home), cwd=home)
+    assert r.returncode == 0, r.stderr
+    return home / "mine"
+
+
+def _family_with(starter: Path, tmp_path: Path, code: str) -> Path:
+    """A copy of the starter family with ``code`` appended to its family.py; its config."""
+    fam = tmp_path / "mine"
+    shutil.copytree(starter, fam, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(fam / "family.py", "a") as f:
+        f.write("\n" + code + "\n")
+    return fam / "evo.yaml"
+
+
+def _check_fails(cfg: Path, *expect: str) -> None:
+    r = evo("check", str(cfg), "--sample", "0", "--cpu", cwd=cfg.parent.parent, timeout=240)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out[-3000:]
+    fail = [ln for ln in out.splitlines() if "FAIL" in ln or ln.startswith("evo:")]
+    assert len(fail) == 1 and all(x in fail[0] for x in expect), out[-3000:]
+
+
+@pytest.mark.parametrize(
+    "code, expect",
+    [
+        ("import os\nos._exit(0)", ("family mine", "import of family.py", "exit status 0")),
+        ("import sys\nsys.exit(3)", ("family mine", "sys.exit(3)")),
+        (
+            "import ctypes\nMine.reference = lambda self, *a, **k: ctypes.string_at(0)",
+            ("family mine", "reference()", "SIGSEGV"),
+        ),
+        (
+            "import os\nMine.make_inputs = lambda self, *a: os._exit(0)",
+            ("family mine", "make_inputs()", "exit status 0"),
+        ),
+        ("Mine.check = lambda self, g, geos: 42", ("family mine", "check() returned int")),
+        ("Mine.check = lambda self, g, geos: 1 / 0", ("family mine", "check() raised ZeroDivisionError")),
+    ],
+    ids=[
+        "os_exit_at_import",
+        "sys_exit_at_import",
+        "segfault_in_reference",
+        "os_exit_in_make_inputs",
+        "check_42",
+        "check_raises",
+    ],
+)
+def test_evo_check_names_the_family_and_the_hook_whatever_its_code_does(starter, tmp_path, code, expect):
+    _check_fails(_family_with(starter, tmp_path, code), *expect)
+
+
+def _wait_or_fail(proc: subprocess.Popen, timeout: float) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"the process did not end within {timeout} s of one stop request")
+
+
+@pytest.mark.parametrize("where", ["import", "reference"])
+def test_evo_check_of_a_looping_family_honours_the_first_stop(starter, tmp_path, where):
+    code = (
+        "while True:\n    pass"
+        if where == "import"
+        else "def _spin(self, *a, **k):\n    while True:\n        pass\nMine.reference = _spin"
+    )
+    cfg = _family_with(starter, tmp_path, code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", "check", str(cfg), "--sample", "0", "--cpu"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(8 if where == "import" else 20)  # well inside the loop (the reference comes after a compile)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    rc = _wait_or_fail(proc, 30)
+    out, err = proc.communicate()
+    assert rc == 128 + signal.SIGTERM, (rc, out, err)
+    assert "Traceback" not in out + err and "stopped by SIGTERM" in err, (out, err)
+
+
+def _shipped_family_with(tmp_path: Path, code: str) -> Path:
+    """A copy of the shipped recorded family with ``code`` appended to family.py, and a recorded config for it."""
+    fam = tmp_path / "fam"
+    shutil.copytree(FAM.folder, fam, ignore=shutil.ignore_patterns("__pycache__", "ideas"))
+    with open(fam / "family.py", "a") as f:
+        f.write("\n" + code + "\n")
+    cfg = recorded_config(tmp_path, attempts=4)
+    cfg.write_text(re.sub(r"^family: .*$", "family: ./fam", cfg.read_text(), flags=re.M))
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "code, expect",
+    [
+        ("MhcPreBigFuse.check = lambda self, g, geos: 42", "check() returned int"),
+        (
+            "MhcPreBigFuse.check = lambda self, g, geos: {}['nope'] if g != self.baseline() else None",
+            "check() raised KeyError",
+        ),
+    ],
+    ids=["returns_42", "raises"],
+)
+def test_evo_run_names_a_check_that_raises_or_returns_the_wrong_type(tmp_path, code, expect):
+    cfg = _shipped_family_with(tmp_path, code)
+    r = evo("run", str(cfg), "--plain", cwd=tmp_path)
+    line = one_line(r, expect)
+    assert "family mhc_pre_big_fuse" in line
+    assert "search space exhausted" not in r.stdout

@@ -102,6 +102,7 @@ def _main(argv: list[str] | None = None) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from evo.config import ConfigError, load_config
+    from evo.core.family import FamilyError
     from evo.ledger.ledger import LedgerError
 
     cfg = None
@@ -118,6 +119,8 @@ def _main(argv: list[str] | None = None) -> int:
         return command.run(cfg, args)
     except ConfigError as e:
         return _fail(f"config error: {e}")
+    except FamilyError as e:  # a family's hook raised or returned what it may not (evo/core/hooks.py)
+        return _fail(str(e))
     except LedgerError as e:
         return _fail(str(e))
     except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)

@@ -129,13 +129,22 @@ def _families() -> int:
 
 
 def _check(args) -> int:
-    from evo.check import CONFIG_ERROR, run_check
+    """`evo check`: the checks run in a child process (evo/family_child.py), which this one watches, so that a
+    family's code that exits, crashes or hangs still ends in one FAIL line; the child runs them here."""
     from evo.cli.common import EXIT_USAGE
+    from evo.family_child import in_child, run_in_child
 
     if args.sample < 0:
         return _fail("check: --sample must be 0 or more")
+    if not in_child():
+        argv = ["check", str(args.config), "--sample", str(args.sample), "--seed", str(args.seed)]
+        return run_in_child(argv + (["--cpu"] if args.cpu else []))
+    from evo.check import CONFIG_ERROR, run_check
+    from evo.core.hooks import DONE, trace
+
     ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
-    print(line)
+    print(line, flush=True)
+    trace("", DONE)
     return 0 if ok else EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
 
 

@@ -511,7 +511,10 @@ def _load_module(path: Path, modname: str):
 
 def load_source(src: FamilySource) -> Family:
     """Import one found family and check it; any failure is a FamilyError of one line naming the family."""
+    from evo.core.hooks import trace
+
     label = f"family {src.name} ({src.where})"
+    trace(src.name, "import of family.py")
     try:
         if src.entry_point is not None:
             obj = src.entry_point.load()
@@ -533,6 +536,8 @@ def load_source(src: FamilySource) -> Family:
             fam.folder = src.folder
     except FamilyError:
         raise
+    except SystemExit as e:  # sys.exit() at import: the family's code, not evo's command, must not end it
+        raise FamilyError(f"{label}: importing family.py called sys.exit({e.code!r})") from None
     except Exception as e:  # a broken family is one line, whatever it raised
         raise FamilyError(f"{label}: {_one_line(e)}") from None
     if not isinstance(fam, Family):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evo.core.genome import Genome
+from evo.core.hooks import check_genome
 from evo.core.records import BASELINE, Attempt
 from evo.report.ablation import META_KEY, changes, describe_change, share, without
 from gates import correctness_gate
@@ -93,7 +94,7 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
     for entry in record["changes"]:
         g = without(champ.genome, base.genome, entry["key"])
         entry["genome"] = dict(g)
-        problem = camp.family.check(g, camp.cfg.geometries)
+        problem = check_genome(camp.family, g, camp.cfg.geometries)
         if problem:
             entry["error"] = f"not a valid genome: {problem}"
             continue
