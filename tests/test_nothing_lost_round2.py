@@ -322,3 +322,42 @@ def test_evo_run_names_a_check_that_raises_or_returns_the_wrong_type(tmp_path, c
     line = one_line(r, expect)
     assert "family mhc_pre_big_fuse" in line
     assert "search space exhausted" not in r.stdout
+
+
+# ---------------------------------------------------------------------------
+# 9. Unbounded input: one line each, nothing read to the end of memory
+
+
+def test_yaml_nested_100k_deep_is_one_line(tmp_path):
+    cfg = tmp_path / "deep.yaml"
+    cfg.write_text("campaign: x\nfamily: mhc_pre_big_fuse\ngeometries: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    one_line(evo("status", str(cfg), cwd=tmp_path), "nested more than", rc=2)
+
+
+def test_a_100k_digit_number_is_one_line(tmp_path):
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text("campaign: x\nfamily: mhc_pre_big_fuse\ngeometries: [{name: a, T: " + "9" * 100_000 + "}]\n")
+    one_line(evo("status", str(cfg), cwd=tmp_path), "a number of 100000 characters", rc=2)
+
+
+@pytest.mark.parametrize("kind", ["dev_zero", "sparse_20MB"])
+def test_evo_new_refuses_a_kernel_it_cannot_hold(tmp_path, kind):
+    if kind == "dev_zero":
+        kernel, expect = Path("/dev/zero"), "not a regular file"
+    else:
+        kernel, expect = tmp_path / "huge.cu", "more than the"
+        with open(kernel, "wb") as f:
+            f.truncate(20 << 20)
+    one_line(evo("new", "zz", "--kernel", str(kernel), "-o", str(tmp_path), cwd=tmp_path, timeout=120), expect, rc=2)
+    assert not (tmp_path / "zz").exists()
+
+
+# ---------------------------------------------------------------------------
+# 10. Smaller: a file that is not a config is never echoed
+
+
+def test_a_config_that_is_some_other_file_is_not_echoed(tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$s3cr3tHashValue:20228:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n")
+    line = one_line(evo("status", str(secret), cwd=tmp_path), "config error", rc=2)
+    assert "s3cr3t" not in line and "root" not in line and "daemon" not in line, line
