@@ -20,7 +20,7 @@ from typing import Any
 from evo.config import CampaignConfig, ConfigError, load_config
 from evo.core.family import Family, FamilyError, Geometry
 from evo.core.genome import Genome
-from evo.core.hooks import FamilyHookError, check_genome, trace
+from evo.core.hooks import FamilyHookError, reason, trace
 
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
 
@@ -82,7 +82,8 @@ def _family_call(what: str, f: Callable[..., Any], *args: Any) -> Any:
 
 
 def _valid(family: Family, genome: Genome, geometries: list[Geometry]) -> bool:
-    return _family_call(f"check({genome.key})", check_genome, family, genome, geometries) is None
+    what = f"check({genome.key})"
+    return reason(family, what, _family_call(what, family.check, genome, geometries)) is None
 
 
 MAX_THREADS, MAX_SHARED, REGISTERS = 1024, 227 * 1024, 65536  # a block on sm_90: threads, shared bytes, registers
@@ -395,7 +396,7 @@ def run_check(
                 f"gates.correctness.mode is exact: a genome that moves {', '.join(inexact)} (may change output "
                 "bits) is rejected unmeasured; mode: tolerance searches them against float64"
             )
-        why = _family_call("check(baseline)", check_genome, fam, base, list(cfg.geometries))
+        why = reason(fam, "check(baseline)", _family_call("check(baseline)", fam.check, base, list(cfg.geometries)))
         if why:
             raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")
         for title in fam.faults:  # `evo selfcheck` applies each on the GPU: one that no longer applies is found here
@@ -407,7 +408,7 @@ def run_check(
         check_cpu_reference(cfg, report, say)
         if gpu:
             check_gpu_baseline(cfg, report, say)
-    except CheckFailed as e:
+    except (CheckFailed, FamilyHookError) as e:
         return False, f"evo check: FAIL: {e}"
     for n in report.notes:
         say(f"  note: {n}")

@@ -71,10 +71,16 @@ def check_genome(family: Any, genome: Mapping[str, Any], geometries: Sequence[An
         raise
     except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
         raise FamilyHookError(f"family {family.name}: check() raised {_what(e)}") from None
+    return reason(family, "check()", why)
+
+
+def reason(family: Any, hook: str, why: Any) -> str | None:
+    """``why`` as a hook that answers "what is wrong, or None" must give it; FamilyHookError naming the family and
+    the hook for anything else (42, False, a list)."""
     if why is not None and not isinstance(why, str):
         raise FamilyHookError(
-            f"family {family.name}: check() returned {type(why).__name__} {str(why)[:60]!r}: it must return a reason "
-            "(a str) when the genome is invalid, or None"
+            f"family {family.name}: {hook} returned {type(why).__name__} {str(why)[:60]!r}: it must return a reason "
+            "(a str) when something is wrong, or None"
         )
     return why
 
@@ -88,9 +94,4 @@ def check_geometry(family: Any, params: Mapping[str, Any]) -> str | None:
         raise
     except Exception as e:  # noqa: BLE001 - the family's code
         raise FamilyHookError(f"family {family.name}: check_geometry() raised {_what(e)}") from None
-    if why is not None and not isinstance(why, str):
-        raise FamilyHookError(
-            f"family {family.name}: check_geometry() returned {type(why).__name__} {str(why)[:60]!r}: it must "
-            "return a reason (a str) or None"
-        )
-    return why
+    return reason(family, "check_geometry()", why)
