@@ -359,3 +359,85 @@ def test_a_config_that_is_some_other_file_is_not_echoed(tmp_path):
     secret.write_text("root:$6$s3cr3tHashValue:20228:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n")
     line = one_line(evo("status", str(secret), cwd=tmp_path), "config error", rc=2)
     assert "s3cr3t" not in line and "root" not in line and "daemon" not in line, line
+
+
+# ---------------------------------------------------------------------------
+# 3. Stop requests: `evo replay` and `evo ablate` honour the first SIGTERM (the attempt in flight finishes)
+
+
+@pytest.fixture(scope="module")
+def thirty(tmp_path_factory):
+    """A recorded campaign of 30 attempts (26 rejected ones to replay, a champion of 3 changes to ablate)."""
+    home = tmp_path_factory.mktemp("r2-thirty")
+    cfg = recorded_config(home, attempts=30)
+    r = evo("run", str(cfg), "--plain", cwd=home)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return home
+
+
+def _stopped_after(home: Path, tmp_path: Path, args: list[str], ready: str) -> tuple[int, str, str]:
+    """Runs ``evo ARGS`` on a copy of the campaign, sends one SIGTERM a moment after ``ready`` is printed, and
+    returns (exit status, stdout, stderr); fails if the process does not end after that one signal."""
+    work = tmp_path / "home"
+    shutil.copytree(home, work)
+    cfg = work / "c.yaml"
+    cfg.write_text(cfg.read_text().replace(str(home), str(work)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", *args, str(cfg)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if ready in line:
+            break
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    rc = _wait_or_fail(proc, 120)
+    out, err = proc.communicate()
+    return rc, "".join(seen) + out, err
+
+
+def test_evo_replay_honours_the_first_stop(thirty, tmp_path):
+    rc, out, err = _stopped_after(thirty, tmp_path, ["replay"], "A/A noise floor")
+    assert rc == 128 + signal.SIGTERM, (rc, out[-2000:], err[-2000:])
+    assert "Traceback" not in out + err and "stopped by SIGTERM" in err
+    m = re.search(r"replayed (\d+) attempt", out)
+    assert m is None or int(m.group(1)) < 26, out[-3000:]  # it did not run to the end
+
+
+def test_evo_ablate_honours_the_first_stop(thirty, tmp_path, monkeypatch):
+    """A stop request during one geometry's timing ends the ablation before the next (on the GPU each is minutes;
+    the recorded backend times in an instant, so the request is made from inside the first timing)."""
+    from evo import stop
+    from evo.config import load_config
+    from evo.loop.ablate import ablate
+    from evo.loop.campaign import Campaign
+
+    work = tmp_path / "home"
+    shutil.copytree(thirty, work)
+    cfg = work / "c.yaml"
+    cfg.write_text(cfg.read_text().replace(str(thirty), str(work)))
+    camp = Campaign(load_config(cfg), out=lambda s: None, replaying=True)
+    timed = []
+    measure = camp.backend.measure
+
+    def measure_then_stop(*args, **kw):
+        timed.append(args[1])
+        monkeypatch.setattr(stop, "_requested", signal.SIGTERM)  # what the handler records for one SIGTERM
+        return measure(*args, **kw)
+
+    monkeypatch.setattr(camp.backend, "measure", measure_then_stop)
+    try:
+        with pytest.raises(stop.StopRequested):
+            ablate(camp, out=lambda s: None)
+    finally:
+        stop.reset()
+        camp.ledger.release()
+    assert len(timed) == 1, [g.name for g in timed]

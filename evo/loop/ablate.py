@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evo import stop
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import BASELINE, Attempt
@@ -92,6 +93,7 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
     parts: list[tuple[str, Any]] = [("champion", champ_loaded), ("baseline", base_loaded)]
     part_keys = [champ.genome_key, base.genome_key]
     for entry in record["changes"]:
+        stop.check()  # nothing is recorded before the measurement: a stop loses only this ablation
         g = without(champ.genome, base.genome, entry["key"])
         entry["genome"] = dict(g)
         problem = check_genome(camp.family, g, camp.cfg.geometries)
@@ -125,6 +127,7 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
         f"{camp.backend.name} backend: {len(parts)} parts interleaved, {rounds} rounds a geometry"
     )
     for geo in sorted(camp.cfg.geometries, key=lambda g: g.weight <= 0):
+        stop.check()
         try:
             s = camp.backend.measure(parts, geo, rounds, camp.part_launches(parts, part_keys, geo))
         except HarnessError as e:
