@@ -18,7 +18,7 @@ PATCH_LIMIT = 1 << 20  # bytes of an idea patch: a kernel's real change is a few
 NAME_LIMIT = 128  # characters of a campaign or geometry name (a folder name; file systems take 255 bytes)
 KERNEL_LIMIT = 16 << 20  # bytes of a kernel file `evo new` reads (engines' largest single .cu files are ~2 MB)
 YAML_DEPTH = 64  # nesting of YAML collections: a campaign config nests 4 deep; PyYAML recurses per level
-NUMBER_DIGITS = 64  # characters of one YAML number: a knob value or a size, never a 10^5-digit integer
+NUMBER_DIGITS = 1000  # characters of one YAML number (Python refuses ints of over 4300 digits with a traceback)
 
 
 class InputError(ValueError):
