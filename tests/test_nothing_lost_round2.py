@@ -441,3 +441,24 @@ def test_evo_ablate_honours_the_first_stop(thirty, tmp_path, monkeypatch):
         stop.reset()
         camp.ledger.release()
     assert len(timed) == 1, [g.name for g in timed]
+
+
+@pytest.mark.parametrize("cmd", ["run", "status"])
+def test_a_fifo_at_the_ledger_path_is_refused_before_it_is_opened(tmp_path, cmd):
+    fifo = tmp_path / "ledger.db"
+    os.mkfifo(fifo)
+    cfg = recorded_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(str(tmp_path / "ledger.db"), str(fifo)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", cmd, str(cfg)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rc = _wait_or_fail(proc, 120)
+    r = subprocess.CompletedProcess(proc.args, rc, *proc.communicate())
+    one_line(r, "is a FIFO", rc=2)
+    assert fifo.exists() and not fifo.is_file()

@@ -18,7 +18,7 @@ import signal
 import sys
 
 from evo.cli import campaign, families, report
-from evo.cli.common import EXIT_USAGE, Command, _fail, _Parser
+from evo.cli.common import EXIT_USAGE, Command, _fail, _Parser, storage_file_problem
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "Command", "main"]
 
@@ -116,6 +116,9 @@ def _main(argv: list[str] | None = None) -> int:
             storage_override=getattr(args, "storage", None),
         )
         stop.check()
+        problem = storage_file_problem(cfg.storage)
+        if problem:  # refused before anything opens it: a FIFO would block the open forever
+            return _fail(problem)
         return command.run(cfg, args)
     except ConfigError as e:
         return _fail(f"config error: {e}")
