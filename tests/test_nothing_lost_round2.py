@@ -462,3 +462,42 @@ def test_a_fifo_at_the_ledger_path_is_refused_before_it_is_opened(tmp_path, cmd)
     r = subprocess.CompletedProcess(proc.args, rc, *proc.communicate())
     one_line(r, "is a FIFO", rc=2)
     assert fifo.exists() and not fifo.is_file()
+
+
+def _one_stop(args: list[str], cwd: Path, after: float) -> tuple[int, str, str]:
+    """Runs ``evo ARGS``, sends one SIGTERM ``after`` seconds in, and returns (exit status, stdout, stderr); fails
+    if the process does not end after that one signal."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(after)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    rc = _wait_or_fail(proc, 60)
+    out, err = proc.communicate()
+    return rc, out, err
+
+
+def test_evo_check_of_a_million_value_knob_honours_the_first_stop(starter, tmp_path):
+    cfg = _family_with(starter, tmp_path, 'FAMILY.knobs = FAMILY.knobs + (Knob("pad", tuple(range(10**6)), 0),)')
+    rc, out, err = _one_stop(["check", str(cfg), "--cpu"], tmp_path, 12)
+    assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, (rc, out[-2000:], err[-2000:])
+    assert "Traceback" not in out + err
+
+
+def test_evo_new_of_a_large_kernel_honours_the_first_stop_and_writes_nothing(tmp_path):
+    kernel = tmp_path / "big.cu"
+    body = (
+        "template <int B>\n__global__ void k{i}(float* x, int n) {{\n"
+        "  int t = threadIdx.x + B * blockIdx.x;\n  if (t < n) x[t] = x[t] * 2.0f + {i}.0f;\n}}\n"
+    )
+    kernel.write_text("".join(body.format(i=i) for i in range(60_000)))  # ~8 MB, 3M tokens
+    rc, out, err = _one_stop(["new", "big", "--kernel", str(kernel), "--entry", "k1", "-o", str(tmp_path)], tmp_path, 5)
+    assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, (rc, out[-2000:], err[-2000:])
+    assert not (tmp_path / "big").exists()
