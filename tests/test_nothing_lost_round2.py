@@ -408,6 +408,7 @@ def test_evo_replay_honours_the_first_stop(thirty, tmp_path):
     rc, out, err = _stopped_after(thirty, tmp_path, ["replay"], "A/A noise floor")
     assert rc == 128 + signal.SIGTERM, (rc, out[-2000:], err[-2000:])
     assert "Traceback" not in out + err and "stopped by SIGTERM" in err
+    assert "evo replay starts over when run again" in err, err  # (it is not a campaign that resumes)
     m = re.search(r"replayed (\d+) attempt", out)
     assert m is None or int(m.group(1)) < 26, out[-3000:]  # it did not run to the end
 
@@ -501,3 +502,4 @@ def test_evo_new_of_a_large_kernel_honours_the_first_stop_and_writes_nothing(tmp
     rc, out, err = _one_stop(["new", "big", "--kernel", str(kernel), "--entry", "k1", "-o", str(tmp_path)], tmp_path, 5)
     assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, (rc, out[-2000:], err[-2000:])
     assert not (tmp_path / "big").exists()
+    assert "nothing to resume: run evo new again" in err, err

@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         with contextlib.suppress(OSError):
             sys.stdout.flush()
-        sys.stderr.write(
-            f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command resumes a campaign)\n"
-        )
+        sys.stderr.write(f"evo: stopped by {stop.name(signum)}; what was recorded is kept ({stop.resume_hint()})\n")
         return stop.exit_code(signum)
 
 
@@ -94,6 +92,7 @@ def _main(argv: list[str] | None = None) -> int:
 
     _cap_blas_threads()
     args = _parser().parse_args(argv)
+    stop.set_command(args.cmd)
     stop.check()
     if args.cmd is None:
         _parser().print_help()
