@@ -503,3 +503,16 @@ def test_evo_new_of_a_large_kernel_honours_the_first_stop_and_writes_nothing(tmp
     assert rc == 128 + signal.SIGTERM and "stopped by SIGTERM" in err, (rc, out[-2000:], err[-2000:])
     assert not (tmp_path / "big").exists()
     assert "nothing to resume: run evo new again" in err, err
+
+
+@pytest.mark.parametrize("target", ["kernel.cu", "logo.png"])
+def test_an_idea_with_a_git_binary_patch_section_is_refused(target):
+    from evo.search.ideas import IdeaError, parse_idea
+
+    text = "Title: t\nRationale: r\n\n" + make_patch(SRC, SRC.replace(ANCHOR, "#pragma unroll\n" + ANCHOR))
+    text += (
+        f"diff --git a/{target} b/{target}\nindex 0000000..1111111 100644\nGIT binary patch\nliteral 10\n"
+        "RcmZ?wbhEHbRA3Nb0RR9100\n\nliteral 0\nHcmV?d00001\n\n"
+    )
+    with pytest.raises(IdeaError, match="binary change|changes logo.png"):
+        parse_idea(text, slug="bin")

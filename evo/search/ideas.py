@@ -177,7 +177,12 @@ def normalize_patch(diff: str, name: str = TARGET, aliases: tuple[str, ...] = ()
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         if body.startswith("```") and headers:
             break  # the end of a fenced block in a chat answer
+        if body.startswith(("GIT binary patch", "Binary files ")):
+            raise IdeaError(f"the patch holds a binary change; an idea may only change the text of {name}")
         if body.startswith("diff --git "):
+            m = re.match(r"diff --git a/(\S+) b/(\S+)$", body)
+            if m and any(p.split("/")[-1] not in (name, *aliases) for p in m.groups()):
+                raise IdeaError(f"the patch changes {m.group(1)}; an idea may only change {name}")
             out.append(f"diff --git a/{name} b/{name}\n")
         elif body.startswith("--- ") and nxt.startswith("+++ "):
             for side, hdr in (("a", body), ("b", nxt.rstrip("\r\n"))):
