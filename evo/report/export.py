@@ -16,7 +16,6 @@ commit message carries the idea's title and rationale.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,10 @@ from typing import Any
 
 from evo.core.family import Family
 from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.report.export_files import MANIFEST as MANIFEST  # the export folder's files (the names kept for callers)
+from evo.report.export_files import ExportError as ExportError
+from evo.report.export_files import check_target as check_target
+from evo.report.export_files import copy_in, files_under, safe_name, sha256, write_manifest
 
 # the kernel resolved for a genome (evo/search/resolve.py), re-exported: export's callers import it from here
 from evo.search.resolve import geometry_defines as geometry_defines
@@ -321,141 +324,6 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width) or [""]
 
 
-MANIFEST = ".evo-export.json"  # the files an export wrote: the only ones a later export may replace
-PART = MANIFEST + ".part"  # the file being copied in, renamed into place when whole
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-
-class ExportError(ValueError):
-    """An export that would lose or replace something (one line for the user)."""
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _read_manifest(out_dir: Path) -> dict[str, list[str]] | None:
-    """{file name: the digests it may have} of the earlier export in ``out_dir``, or None when it holds none.
-
-    An entry is one sha256, or a list of them while an export was replacing the file (the old digest and the new:
-    the copy is a rename, so the file is one or the other). A digest that is not 64 hex digits (an empty one) is
-    dropped: a file it names cannot be told from one of the user's, so nothing may replace or delete it."""
-    import json
-
-    m = out_dir / MANIFEST
-    if not m.exists():
-        return None
-    try:
-        files = json.loads(m.read_text(encoding="utf-8")).get("files")
-        if not isinstance(files, dict) or not all(isinstance(k, str) and _safe_name(k) for k in files):
-            raise ValueError("no file list")
-        out: dict[str, list[str]] = {}
-        for k, v in files.items():
-            vs = [v] if isinstance(v, str) else v
-            if not isinstance(vs, list) or not all(isinstance(x, str) for x in vs):
-                raise ValueError(f"the entry of {k!r} is not a digest")
-            out[k] = [x for x in vs if _DIGEST.match(x)]
-    except (OSError, ValueError, AttributeError) as e:
-        raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
-    return out
-
-
-def _safe_name(name: str) -> bool:
-    """A file name a manifest may hold: a plain name, or one below a subfolder (``tree/0001-x.patch``), never
-    absolute, ``..`` or empty parts."""
-    parts = name.split("/")
-    return all(p and p not in (".", "..") and "\\" not in p for p in parts) and len(parts) <= 2
-
-
-def _files_under(folder: Path) -> list[str]:
-    """Every file below ``folder`` (one subfolder deep at most, as an export writes), as a manifest names it; a
-    deeper folder is named as itself, so it counts as someone else's."""
-    out = []
-    for p in sorted(folder.iterdir()):
-        if p.is_dir() and not p.is_symlink():
-            out += [f"{p.name}/{q.name}" for q in sorted(p.iterdir())] or [f"{p.name}/"]
-        else:
-            out.append(p.name)
-    return out
-
-
-def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str | list[str]]) -> None:
-    import json
-    import os
-
-    tmp = out_dir / (MANIFEST + ".tmp")
-    tmp.write_text(
-        json.dumps({"evo_export": 1, "campaign": campaign, "files": dict(sorted(files.items()))}, indent=1) + "\n",
-        encoding="utf-8",
-    )
-    os.replace(tmp, out_dir / MANIFEST)
-
-
-def check_target(out_dir: Path, force: bool) -> dict[str, list[str]]:
-    """The earlier export that ``out_dir`` holds ({} if none), or ExportError when writing there could lose a file.
-
-    A folder is written only when it is missing or empty, or holds nothing but an earlier evo export (replaced with
-    ``force``, and only where its files are as the export left them: regular files, not symlinks, whose digest the
-    manifest records)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{out_dir} exists and is not a folder; give another -o")
-    if not out_dir.exists():
-        return {}
-    old = _read_manifest(out_dir) or {}
-    names = [n for n in _files_under(out_dir) if n not in (MANIFEST, MANIFEST + ".tmp", PART)]
-    foreign = [n for n in names if n not in old]
-    if foreign:
-        raise ExportError(
-            f"{out_dir} holds {len(foreign)} file(s) evo export did not write (e.g. {foreign[0]}); "
-            "export into a new or empty folder (-o)"
-        )
-    if old and not force:
-        raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
-    for name, digests in old.items():
-        why = _not_evos(out_dir / name, digests)
-        if why:
-            raise ExportError(f"{out_dir / name} {why}; move it away (--force replaces only files as evo wrote them)")
-    return old
-
-
-def _not_evos(f: Path, digests: Sequence[str]) -> str | None:
-    """Why ``f`` (named in the manifest) is not a file evo wrote, as it wrote it; None when it is, or is gone."""
-    import os
-    import stat
-
-    try:
-        st = os.lstat(f)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symlink (evo never writes through one)"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if not digests:
-        return "has no digest in the export's manifest, so it cannot be told from a file of yours"
-    if _sha256(f) not in digests:
-        return "was changed since evo exported it"
-    return None
-
-
-def _copy_in(src: Path, out_dir: Path, name: str) -> None:
-    """Copies ``src`` to ``out_dir/name`` whole or not at all: written to PART (created afresh, never through a
-    link), then renamed over the name (a rename replaces a link itself, never what it points to)."""
-    import os
-
-    part = out_dir / PART
-    part.unlink(missing_ok=True)
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(src.read_bytes())
-        f.flush()
-        os.fsync(f.fileno())
-    (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-    os.replace(part, out_dir / name)
-
-
 def export(
     family: Family,
     attempts: Sequence[Attempt],
@@ -531,25 +399,25 @@ def export(
         (staged / f"baseline-{fname}").write_text(texts[base.id])
         (staged / fname).write_text(texts[chain[-1].id])
         for name, text in (extra_files or {}).items():
-            if not _safe_name(name):
+            if not safe_name(name):
                 raise ExportError(f"cannot write {name!r} into an export")
             (staged / name).parent.mkdir(parents=True, exist_ok=True)
             (staged / name).write_text(text)
-        new = {n: _sha256(staged / n) for n in _files_under(staged)}
+        new = {n: sha256(staged / n) for n in files_under(staged)}
         out_dir.mkdir(parents=True, exist_ok=True)
         # The manifest first names old and new files (one being replaced: its old digest and its new), so a full
         # disk or a kill while copying leaves no file that a later export with --force may not replace; each copy
         # is a rename of a whole file, so a file is always one of the digests named.
-        _write_manifest(out_dir, base.campaign, {**old, **{n: [*old.get(n, []), d] for n, d in new.items()}})
+        write_manifest(out_dir, base.campaign, {**old, **{n: [*old.get(n, []), d] for n, d in new.items()}})
         for name in new:
-            _copy_in(staged / name, out_dir, name)
+            copy_in(staged / name, out_dir, name)
         for name in old:
             if name not in new:
                 (out_dir / name).unlink(missing_ok=True)
                 sub = (out_dir / name).parent
                 if sub != out_dir and sub.is_dir() and not any(sub.iterdir()):
                     sub.rmdir()
-        _write_manifest(out_dir, base.campaign, new)
+        write_manifest(out_dir, base.campaign, new)
     return sorted(out_dir / n for n in new if n.endswith(".patch") and "/" not in n)
 
 
