@@ -28,10 +28,27 @@ SRC = FAM.source()
 ANCHOR = "  for (int hb = h0 + tid * VEC_ELEMS; hb < h1; hb += stride * EVO_UNROLL) {\n"
 
 
-def evo(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def evo(
+    *args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None = None, memory: int | None = None
+) -> subprocess.CompletedProcess:
+    """``evo ARGS`` as a subprocess; ``memory``: the most bytes of address space it may take (a command that reads
+    without bound then fails alone, not the machine)."""
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+
+    def limit() -> None:
+        import resource
+
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run(
-        [sys.executable, "-m", "evo", *args], cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "evo", *args],
+        cwd=cwd,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=limit,
     )
 
 
@@ -346,7 +363,8 @@ def test_evo_new_refuses_a_kernel_it_cannot_hold(tmp_path, kind):
         kernel, expect = tmp_path / "huge.cu", "more than the"
         with open(kernel, "wb") as f:
             f.truncate(20 << 20)
-    one_line(evo("new", "zz", "--kernel", str(kernel), "-o", str(tmp_path), cwd=tmp_path, timeout=120), expect, rc=2)
+    r = evo("new", "zz", "--kernel", str(kernel), "-o", str(tmp_path), cwd=tmp_path, timeout=120, memory=4 << 30)
+    one_line(r, expect, rc=2)
     assert not (tmp_path / "zz").exists()
 
 
