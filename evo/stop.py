@@ -53,11 +53,14 @@ def resume_hint() -> str:
     return f"nothing to resume: run evo {_command} again"
 
 
+_exit = os._exit  # the real one, even while a family's import runs under evo.core.hooks.no_exit
+
+
 def _handler(signum: int, frame: object) -> None:
     global _requested
     if _requested is not None:
         os.write(2, f"evo: stopped at once by a second {name(signum)} ({resume_hint()})\n".encode())
-        os._exit(128 + signum)
+        _exit(128 + signum)
     _requested = signum
     if _waiting:
         raise StopRequested(signum)

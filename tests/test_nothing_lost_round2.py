@@ -250,7 +250,7 @@ def _check_fails(cfg: Path, *expect: str) -> None:
 @pytest.mark.parametrize(
     "code, expect",
     [
-        ("import os\nos._exit(0)", ("family mine", "import of family.py", "exit status 0")),
+        ("import os\nos._exit(0)", ("family mine", "importing family.py called os._exit(0)")),
         ("import sys\nsys.exit(3)", ("family mine", "sys.exit(3)")),
         (
             "import ctypes\nMine.reference = lambda self, *a, **k: ctypes.string_at(0)",
@@ -534,3 +534,9 @@ def test_an_idea_with_a_git_binary_patch_section_is_refused(target):
     )
     with pytest.raises(IdeaError, match="binary change|changes logo.png"):
         parse_idea(text, slug="bin")
+
+
+def test_evo_run_of_a_family_that_calls_os_exit_at_import_is_one_line(tmp_path):
+    cfg = _shipped_family_with(tmp_path, "import os\nos._exit(0)")
+    r = evo("run", str(cfg), "--plain", cwd=tmp_path)
+    one_line(r, "importing family.py called os._exit(0)", rc=2)

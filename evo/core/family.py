@@ -511,7 +511,7 @@ def _load_module(path: Path, modname: str):
 
 def load_source(src: FamilySource) -> Family:
     """Import one found family and check it; any failure is a FamilyError of one line naming the family."""
-    from evo.core.hooks import trace
+    from evo.core.hooks import no_exit, trace
 
     label = f"family {src.name} ({src.where})"
     trace(src.name, "import of family.py")
@@ -529,7 +529,8 @@ def load_source(src: FamilySource) -> Family:
             assert src.folder is not None
             path = src.folder / "family.py"
             tag = hashlib.sha1(str(path).encode()).hexdigest()[:8]  # two folders may hold families of one name
-            mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
+            with no_exit(src.name, "importing family.py"):
+                mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
             fam = getattr(mod, "FAMILY", None)
             if not isinstance(fam, Family):
                 raise FamilyError(f"{label}: family.py does not define FAMILY = <a Family instance>")

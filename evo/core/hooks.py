@@ -11,9 +11,10 @@ child, evo/family_child.py): a hook that ends the process (``os._exit``, a segfa
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 from evo.core.family import FamilyError
 
@@ -48,6 +49,23 @@ def trace(family: str, hook: str) -> None:
         _trace_fd = os.open(path, os.O_WRONLY)
     _last = text
     os.pwrite(_trace_fd, text.encode("utf-8", "replace")[:_RECORD].ljust(_RECORD, b" "), 0)
+
+
+@contextlib.contextmanager
+def no_exit(family: str, hook: str) -> Iterator[None]:
+    """While inside, ``os._exit()`` (which skips every ``except`` and ``finally``) raises FamilyHookError instead:
+    a family's module that calls it at import is one line, not a silent exit 0. Called around the import of
+    family.py; evo's own exits (stop.py's second signal) hold the real one."""
+    real = os._exit
+
+    def refuse(status: int) -> NoReturn:
+        raise FamilyHookError(f"family {family}: {hook} called os._exit({status})")
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def read_trace(path: str) -> tuple[str, str]:
