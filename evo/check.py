@@ -21,6 +21,7 @@ from typing import Any
 from evo.config import CampaignConfig, ConfigError, load_config
 from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.genome import Genome
+from evo.core.hooks import FamilyHookError, reason, trace
 from evo.core.variant import LaunchError, Variant, inert_knobs, launch_digest
 
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
@@ -69,18 +70,22 @@ def sample_genomes(family: Family, geometries: list[Geometry], n: int, seed: int
 
 def _family_call(what: str, f: Callable[..., Any], *args: Any) -> Any:
     """A method of the user's family: NotImplementedError (a stub) or whatever else it raises, as one line."""
+    trace("", what)
     try:
         return f(*args)
     except NotImplementedError as e:
         raise CheckFailed(f"{what}: {e or 'not written yet'}") from None
     except CheckFailed:
         raise
+    except FamilyHookError as e:  # named the family and the hook already
+        raise CheckFailed(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
         raise CheckFailed(f"{what} raised {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
 
 
 def _valid(family: Family, genome: Genome, geometries: list[Geometry]) -> bool:
-    return _family_call(f"check({genome.key})", family.check, genome, geometries) is None
+    what = f"check({genome.key})"
+    return reason(family, what, _family_call(what, family.check, genome, geometries)) is None
 
 
 MAX_THREADS, MAX_SHARED, REGISTERS = 1024, 227 * 1024, 65536  # a block on sm_90: threads, shared bytes, registers
@@ -389,6 +394,7 @@ def check_cpu_reference(
     layout = _small_layout(cfg, geo, built, builder) if built is not None else None
     runs: list[dict[str, Any]] = []
     for seed in (0, 1):
+        trace(fam.name, f"make_inputs() at {geo.name}")
         try:
             inputs = fam.make_inputs(geo, seed, "cpu")
         except NotImplementedError as e:
@@ -403,6 +409,7 @@ def check_cpu_reference(
                 raise CheckFailed(f"make_inputs: {k} at {geo.name} has NaN/Inf values")
             if t.numel() > 1 and int(torch.count_nonzero(t)) == 0:
                 raise CheckFailed(f"make_inputs: {k} at {geo.name} is all zeros (inputs must be random, never zeros)")
+        trace(fam.name, f"reference() at {geo.name}")
         try:
             ref = fam.reference(inputs, geo)
         except NotImplementedError as e:
@@ -518,7 +525,7 @@ def run_check(
                 f"gates.correctness.mode is exact: a genome that moves {', '.join(inexact)} (may change output "
                 "bits) is rejected unmeasured; mode: tolerance searches them against float64"
             )
-        why = _family_call("check(baseline)", fam.check, base, list(cfg.geometries))
+        why = reason(fam, "check(baseline)", _family_call("check(baseline)", fam.check, base, list(cfg.geometries)))
         if why:
             raise CheckFailed(f"the baseline (the knob defaults) is invalid: {why}")
         for title in fam.faults:  # `evo selfcheck` applies each on the GPU: one that no longer applies is found here
@@ -530,7 +537,7 @@ def run_check(
         check_cpu_reference(cfg, report, say, built, builder)
         if gpu:
             check_gpu_baseline(cfg, report, say)
-    except CheckFailed as e:
+    except (CheckFailed, FamilyHookError) as e:
         return False, f"evo check: FAIL: {e}"
     for n in report.notes:
         say(f"  note: {n}")

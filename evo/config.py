@@ -549,6 +549,13 @@ def _section(raw: Any, key: str, allowed: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{_where(key)}: expected a mapping, got {type(raw).__name__}")
     for k in raw:
         if k not in allowed:
+            if not (isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,40}", k)):
+                # not a key anyone meant (a line of some other file: `evo status /etc/shadow`): never echoed
+                where = f"under {key}" if key else "at the top level"
+                raise ConfigError(
+                    f"a key of {len(str(k))} characters {where} that is no setting (is this a campaign config? "
+                    f"allowed here: {', '.join(sorted(allowed))})"
+                )
             raise ConfigError(
                 f"{key + '.' if key else ''}{k}: unknown key (allowed here: {', '.join(sorted(allowed))})"
                 f"{did_you_mean(str(k), allowed)}"
@@ -610,6 +617,9 @@ def shipped_config(name: str) -> Path | None:
 
 def _family_call(family: Family, method: str, *args: Any) -> Any:
     """A method of the user's family, whatever it raises as one ConfigError line naming it."""
+    from evo.core.hooks import trace
+
+    trace(family.name, f"{method}()")
     try:
         return getattr(family, method)(*args)
     except Exception as e:  # noqa: BLE001 - the family's own code: one line, not a traceback

@@ -16,6 +16,9 @@ import yaml
 CONFIG_LIMIT = 1 << 20  # bytes of a config or profile
 PATCH_LIMIT = 1 << 20  # bytes of an idea patch: a kernel's real change is a few kB
 NAME_LIMIT = 128  # characters of a campaign or geometry name (a folder name; file systems take 255 bytes)
+KERNEL_LIMIT = 16 << 20  # bytes of a kernel file `evo new` reads (engines' largest single .cu files are ~2 MB)
+YAML_DEPTH = 64  # nesting of YAML collections: a campaign config nests 4 deep; PyYAML recurses per level
+NUMBER_DIGITS = 1000  # characters of one YAML number (Python refuses ints of over 4300 digits with a traceback)
 
 
 class InputError(ValueError):
@@ -49,7 +52,10 @@ def read_text(path: str | Path, limit: int = CONFIG_LIMIT) -> str:
 
 
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys and aliases."""
+    """SafeLoader that refuses duplicate mapping keys, aliases, collections nested deeper than YAML_DEPTH (PyYAML
+    composes recursively: 100k levels were a RecursionError) and numbers longer than NUMBER_DIGITS."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -57,7 +63,29 @@ class StrictLoader(yaml.SafeLoader):
             raise yaml.composer.ComposerError(
                 None, None, f"an alias (*{ev.anchor}) is not allowed here; write the value out", ev.start_mark
             )
-        return super().compose_node(parent, index)
+        if self._depth >= YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested more than {YAML_DEPTH} levels deep", self.peek_event().start_mark
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _short_number(self, node: Any) -> None:
+        if len(str(node.value)) > NUMBER_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {len(str(node.value))} characters (at most {NUMBER_DIGITS})", node.start_mark
+            )
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        self._short_number(node)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: Any) -> Any:
+        self._short_number(node)
+        return super().construct_yaml_float(node)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -77,6 +105,10 @@ class StrictLoader(yaml.SafeLoader):
                     )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 
 
 def load_yaml(text: str) -> Any:

@@ -111,7 +111,9 @@ def load_genome(path: Path | None, family, geometry):
         genome = family.genome(entry)
     except ValueError as e:
         raise ProxyError(f"--genome-file {path}: {e}") from None
-    why = family.check(genome, [geometry])
+    from evo.core.hooks import check_genome
+
+    why = check_genome(family, genome, [geometry])
     if why:
         raise ProxyError(f"--genome-file {path}: genome invalid at H={geometry['H']}: {why}")
     return genome

@@ -172,6 +172,27 @@ def _stub_values(name: str, cls: str, kernel: Path, entry: Entry, include_dirs: 
     }
 
 
+def _read_kernel(kernel: Path) -> str:
+    """The user's kernel file as text: a regular file (not /dev/zero, a FIFO, a folder) of at most KERNEL_LIMIT
+    bytes, UTF-8; ScaffoldError (one line) otherwise. Called by :func:`new_family` before anything is written."""
+    import stat
+
+    from evo.inputs import KERNEL_LIMIT, InputError, read_text
+
+    try:
+        st = kernel.stat()
+    except OSError as e:
+        raise ScaffoldError(f"cannot read the kernel {kernel}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ScaffoldError(f"the kernel {kernel} is not a regular file (a device, a FIFO, a folder): give a .cu file")
+    try:
+        return read_text(kernel, KERNEL_LIMIT)
+    except InputError as e:
+        raise ScaffoldError(f"the kernel {e}") from None
+    except OSError as e:
+        raise ScaffoldError(f"cannot read the kernel {kernel}: {e.strerror or e}") from None
+
+
 def new_family(
     name: str, folder: Path, kernel: Path | None = None, link: bool = False, entry: str | None = None
 ) -> Path:
@@ -195,10 +216,7 @@ def new_family(
         for f in ("kernel.cu", "family.py", "evo.yaml", "test_family.py"):
             files[f] = (TEMPLATES / f).read_text().format(**values)
     else:
-        try:
-            src = kernel.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ScaffoldError(f"cannot read the kernel {kernel}: {e}") from None
+        src = _read_kernel(kernel)
         chosen = choose_entry(read_entries(src), kernel, name, entry)
         dest_abs = (folder / name).resolve()
         roots = find_include_roots(kernel, src)

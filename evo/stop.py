@@ -19,6 +19,8 @@ from collections.abc import Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _requested: int | None = None
 _waiting = 0  # depth of interruptible() regions
+_command = ""  # the evo subcommand running (set_command), for what the stop line advises
+RESUMING = ("run", "worker")  # the commands that the same command line resumes
 
 
 class StopRequested(KeyboardInterrupt):
@@ -36,11 +38,29 @@ def name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def set_command(cmd: str | None) -> None:
+    """The subcommand this process runs (called once its arguments are parsed): the stop lines advise for it."""
+    global _command
+    _command = cmd or ""
+
+
+def resume_hint() -> str:
+    """What a stopped command's line advises: only run and worker resume; the others start over."""
+    if not _command or _command in RESUMING:
+        return "the same command resumes a campaign"
+    if _command in ("replay", "ablate", "sanitize", "selfcheck"):
+        return f"evo {_command} starts over when run again"
+    return f"nothing to resume: run evo {_command} again"
+
+
+_exit = os._exit  # the real one, even while a family's import runs under evo.core.hooks.no_exit
+
+
 def _handler(signum: int, frame: object) -> None:
     global _requested
     if _requested is not None:
-        os.write(2, f"evo: stopped at once by a second {name(signum)} (evo run resumes the campaign)\n".encode())
-        os._exit(128 + signum)
+        os.write(2, f"evo: stopped at once by a second {name(signum)} ({resume_hint()})\n".encode())
+        _exit(128 + signum)
     _requested = signum
     if _waiting:
         raise StopRequested(signum)
@@ -94,6 +114,7 @@ def _evo_command() -> bool:
 
 
 def reset() -> None:
-    """Forget a stop request (tests)."""
-    global _requested
+    """Forget a stop request and the command (tests)."""
+    global _requested, _command
     _requested = None
+    _command = ""

@@ -492,7 +492,7 @@ def test_idea_add_accepts_a_good_patch_and_refuses_bad_ones(tmp_path, candidates
     garbage.write_text("Title: t\nRationale: r\n\nmake it faster\n")
     one_line_error(evo("idea", "add", FAM.name, str(garbage), "--candidates", str(candidates)), "not a unified diff")
     one_line_error(evo("idea", "add", "nosuch", str(good)), "unknown family 'nosuch'")
-    assert sorted(p.name for p in (candidates / FAM.name / "ideas").iterdir()) == ["cols.patch"]
+    assert sorted(p.name for p in (candidates / FAM.name / "ideas").glob("*.patch")) == ["cols.patch"]
 
 
 def test_evo_ideas_lists_history_across_campaigns(tmp_path):

@@ -20,7 +20,7 @@ import signal
 import sys
 
 from evo.cli import campaign, families, report
-from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable
+from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable, storage_file_problem
 from evo.cli.completion import COMPLETION
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "Command", "main"]
@@ -103,9 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         with contextlib.suppress(OSError):
             sys.stdout.flush()
-        sys.stderr.write(
-            f"evo: stopped by {stop.name(signum)}; what was recorded is kept (the same command resumes a campaign)\n"
-        )
+        sys.stderr.write(f"evo: stopped by {stop.name(signum)}; what was recorded is kept ({stop.resume_hint()})\n")
         return stop.exit_code(signum)
 
 
@@ -114,6 +112,7 @@ def _main(argv: list[str] | None = None) -> int:
 
     _cap_blas_threads()
     args = _parser().parse_args(argv)
+    stop.set_command(args.cmd)
     stop.check()
     if args.cmd is None:
         _parser().print_help()
@@ -159,6 +158,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     from evo import stop
     from evo.config import ConfigError, load_config
+    from evo.core.family import FamilyError
     from evo.ledger.ledger import LedgerError
 
     cfg = None
@@ -172,9 +172,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             storage_override=getattr(args, "storage", None),
         )
         stop.check()
+        problem = storage_file_problem(cfg.storage)
+        if problem:  # refused before anything opens it: a FIFO would block the open forever
+            return _fail(problem)
         return command.run(cfg, args)
     except ConfigError as e:
         return _fail(f"config error: {e}")
+    except FamilyError as e:  # a family's hook raised or returned what it may not (evo/core/hooks.py)
+        return _fail(str(e))
     except LedgerError as e:
         return _fail(str(e))
     except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)

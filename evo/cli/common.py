@@ -125,6 +125,36 @@ def _damaged(led) -> None:
         sys.stderr.write(f"evo: warning: {note}\n")
 
 
+def storage_file_problem(storage: str) -> str | None:
+    """Why the SQLite ledger path cannot be opened without hanging or reading a stream (a FIFO blocks an open
+    forever, a device is read without end): one line, or None. Called before any ledger is opened; a folder there
+    is the ledger's own check to name."""
+    import os
+    import stat
+    from urllib.parse import unquote
+
+    if not storage.startswith("sqlite:///"):
+        return None
+    raw = storage[len("sqlite:///") :].split("?", 1)[0]
+    for path in (raw, unquote(raw)):
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                st = os.stat(path + suffix)
+            except (OSError, ValueError):
+                continue
+            if (
+                stat.S_ISFIFO(st.st_mode)
+                or stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode)
+                or (stat.S_ISSOCK(st.st_mode))
+            ):
+                kind = (
+                    "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+                )
+                return f"{path + suffix} is {kind}, not a ledger file; give the storage a path to a file (or a new one)"
+    return None
+
+
 def _existing(cfg) -> bool:
     from evo.ledger.storage_url import sqlite_path
 

@@ -141,14 +141,25 @@ def _families() -> int:
 
 
 def _check(args) -> int:
-    from evo.check import CONFIG_ERROR, run_check
+    """`evo check`: the checks run in a child process (evo/family_child.py), which this one watches, so that a
+    family's code that exits, crashes or hangs still ends in one FAIL line; the child runs them here."""
     from evo.cli.common import EXIT_USAGE
+    from evo.family_child import in_child, run_in_child
 
     if args.sample < 0:
         return _fail("check: --sample must be 0 or more")
+    if not in_child():
+        argv = ["check", str(args.config), "--sample", str(args.sample), "--seed", str(args.seed)]
+        rc = run_in_child(argv + (["--cpu"] if args.cpu else []))
+        result(config=args.config, ok=rc == 0)  # the child printed its lines; --json's document is the parent's
+        return rc
+    from evo.check import CONFIG_ERROR, run_check
+    from evo.core.hooks import DONE, trace
+
     ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
-    print(line)
+    print(line, flush=True)
     result(config=args.config, ok=ok, summary=line)
+    trace("", DONE)
     return 0 if ok else EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
 
 
@@ -209,6 +220,7 @@ def _idea_add(args) -> int:
     """`evo idea add <family> <patch>`: applies to the baseline and compiles, or one line and exit 2."""
     from evo.config import ConfigError, load_config
     from evo.core.family import FamilyError, Geometry
+    from evo.search.idea_files import replaceable, taken
     from evo.search.ideas import (
         IdeaError,
         _read_patch,
@@ -244,10 +256,13 @@ def _idea_add(args) -> int:
     except IdeaError as e:
         return _fail(f"idea {slug}: {e}")
     existing, _ = load_folder_ideas(fam)
-    if slug in existing and not args.force:
-        if existing[slug].patch == idea.patch:
-            return _fail(f"idea {slug} is already registered for {fam.name} with this patch")
-        return _fail(f"idea {slug} already exists in {ideas_folder(fam)} (give --name, or --force to replace it)")
+    if slug in existing and not args.force and existing[slug].patch == idea.patch:
+        return _fail(f"idea {slug} is already registered for {fam.name} with this patch")
+    # any file at that name (a draft that does not parse, a symlink): the user's unless evo wrote it
+    target = ideas_folder(fam) / f"{slug}.patch"
+    why = replaceable(target) if args.force else taken(target)
+    if why is not None:
+        return _fail(f"idea {slug}: {why}" + ("" if args.force else " (give --name, or --force to replace it)"))
     same = next((s for s, i in existing.items() if i.change_sha256 == idea.change_sha256 and s != slug), None)
     if same:
         return _fail(f"idea {slug} makes the same change as idea {same}, already registered for {fam.name}")
@@ -276,7 +291,12 @@ def _idea_add(args) -> int:
         facts = check_idea(fam, idea, geometries, arch, others=existing, build=build)
     except (IdeaError, BuildError) as e:
         return _fail(f"idea {slug} refused: {' '.join(str(e).split())}")
-    path = write_idea(fam, idea)
+    try:
+        path = write_idea(fam, idea, force=args.force)
+    except IdeaError as e:
+        return _fail(f"idea {slug}: {e}")
+    except OSError as e:
+        return _fail(f"idea {slug}: cannot write {ideas_folder(fam)}: {e.strerror or e}")
     regs = "; ".join(
         f"{k}: {r['registers'][0]}->{r['registers'][1]} registers, stack {r['stack_frame'][0]}->{r['stack_frame'][1]} B"
         for k, r in facts["specs"].items()

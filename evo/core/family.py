@@ -23,13 +23,10 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evo.core.errors import FamilyError  # its home was here: importers keep this path
 from evo.core.genome import Genome
 
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")  # {knob} in a template entry
-
-
-class FamilyError(Exception):
-    """A family cannot be found or loaded (one line, shown to the user)."""
 
 
 @dataclass(frozen=True)
@@ -558,7 +555,10 @@ def _load_module(path: Path, modname: str):
 
 def load_source(src: FamilySource) -> Family:
     """Import one found family and check it; any failure is a FamilyError of one line naming the family."""
+    from evo.core.hooks import no_exit, trace
+
     label = f"family {src.name} ({src.where})"
+    trace(src.name, "import of family.py")
     try:
         if src.entry_point is not None:
             obj = src.entry_point.load()
@@ -573,13 +573,16 @@ def load_source(src: FamilySource) -> Family:
             assert src.folder is not None
             path = src.folder / "family.py"
             tag = hashlib.sha1(str(path).encode()).hexdigest()[:8]  # two folders may hold families of one name
-            mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
+            with no_exit(src.name, "importing family.py"):
+                mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
             fam = getattr(mod, "FAMILY", None)
             if not isinstance(fam, Family):
                 raise FamilyError(f"{label}: family.py does not define FAMILY = <a Family instance>")
             fam.folder = src.folder
     except FamilyError:
         raise
+    except SystemExit as e:  # sys.exit() at import: the family's code, not evo's command, must not end it
+        raise FamilyError(f"{label}: importing family.py called sys.exit({e.code!r})") from None
     except Exception as e:  # a broken family is one line, whatever it raised
         raise FamilyError(f"{label}: {_one_line(e)}") from None
     if not isinstance(fam, Family):

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evo import stop
 from evo.core.genome import Genome
+from evo.core.hooks import check_genome
 from evo.core.records import BASELINE, Attempt
 from evo.report.ablation import META_KEY, changes, describe_change, share, without
 from gates import correctness_gate
@@ -91,9 +93,10 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
     parts: list[tuple[str, Any]] = [("champion", champ_loaded), ("baseline", base_loaded)]
     part_keys = [champ.genome_key, base.genome_key]
     for entry in record["changes"]:
+        stop.check()  # nothing is recorded before the measurement: a stop loses only this ablation
         g = without(champ.genome, base.genome, entry["key"])
         entry["genome"] = dict(g)
-        problem = camp.family.check(g, camp.cfg.geometries)
+        problem = check_genome(camp.family, g, camp.cfg.geometries)
         if problem:
             entry["error"] = f"not a valid genome: {problem}"
             continue
@@ -124,6 +127,7 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
         f"{camp.backend.name} backend: {len(parts)} parts interleaved, {rounds} rounds a geometry"
     )
     for geo in sorted(camp.cfg.geometries, key=lambda g: g.weight <= 0):
+        stop.check()
         try:
             s = camp.backend.measure(parts, geo, rounds, camp.part_launches(parts, part_keys, geo))
         except HarnessError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from evo import stop
 from evo.core.genome import Genome
 from evo.core.records import Attempt
 from evo.ledger.ledger import SideLedger
@@ -78,6 +79,8 @@ def _replay(camp: Campaign, gate: str | None, ids: list[int] | None) -> list[tup
             )
     pairs = []
     for old in targets:
+        if stop.requested() is not None:  # between attempts: those re-judged are kept (and named in the meta)
+            break
         source = None
         if old.origin.startswith("fault: "):
             title = old.origin[len("fault: ") :]

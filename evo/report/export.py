@@ -24,6 +24,10 @@ from typing import Any
 
 from evo.core.family import Family
 from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.report.export_files import MANIFEST as MANIFEST  # the export folder's files (the names kept for callers)
+from evo.report.export_files import ExportError as ExportError
+from evo.report.export_files import check_target as check_target
+from evo.report.export_files import copy_in, files_under, safe_name, sha256, write_manifest
 
 # the kernel resolved for a genome (evo/search/resolve.py), re-exported: export's callers import it from here
 from evo.search.resolve import geometry_defines as geometry_defines
@@ -315,96 +319,6 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width) or [""]
 
 
-MANIFEST = ".evo-export.json"  # the files an export wrote: the only ones a later export may replace
-
-
-class ExportError(ValueError):
-    """An export that would lose or replace something (one line for the user)."""
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _read_manifest(out_dir: Path) -> dict[str, str] | None:
-    """{file name: sha256} of the earlier export in ``out_dir``, or None when it holds none."""
-    import json
-
-    m = out_dir / MANIFEST
-    if not m.exists():
-        return None
-    try:
-        files = json.loads(m.read_text(encoding="utf-8")).get("files")
-        if not isinstance(files, dict) or not all(
-            isinstance(k, str) and _safe_name(k) and isinstance(v, str) for k, v in files.items()
-        ):
-            raise ValueError("no file list")
-    except (OSError, ValueError, AttributeError) as e:
-        raise ExportError(f"{m} is not an evo export manifest ({e}); move it away or export elsewhere") from None
-    return files
-
-
-def _safe_name(name: str) -> bool:
-    """A file name a manifest may hold: a plain name, or one below a subfolder (``tree/0001-x.patch``), never
-    absolute, ``..`` or empty parts."""
-    parts = name.split("/")
-    return all(p and p not in (".", "..") and "\\" not in p for p in parts) and len(parts) <= 2
-
-
-def _files_under(folder: Path) -> list[str]:
-    """Every file below ``folder`` (one subfolder deep at most, as an export writes), as a manifest names it; a
-    deeper folder is named as itself, so it counts as someone else's."""
-    out = []
-    for p in sorted(folder.iterdir()):
-        if p.is_dir() and not p.is_symlink():
-            out += [f"{p.name}/{q.name}" for q in sorted(p.iterdir())] or [f"{p.name}/"]
-        else:
-            out.append(p.name)
-    return out
-
-
-def _write_manifest(out_dir: Path, campaign: str, files: Mapping[str, str]) -> None:
-    import json
-    import os
-
-    tmp = out_dir / (MANIFEST + ".tmp")
-    tmp.write_text(
-        json.dumps({"evo_export": 1, "campaign": campaign, "files": dict(sorted(files.items()))}, indent=1) + "\n",
-        encoding="utf-8",
-    )
-    os.replace(tmp, out_dir / MANIFEST)
-
-
-def check_target(out_dir: Path, force: bool) -> dict[str, str]:
-    """The earlier export that ``out_dir`` holds ({} if none), or ExportError when writing there could lose a file.
-
-    A folder is written only when it is missing or empty, or holds nothing but an earlier evo export (replaced with
-    ``force``, and only where its files are as the export left them)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{out_dir} exists and is not a folder; give another -o")
-    if not out_dir.exists():
-        return {}
-    old = _read_manifest(out_dir) or {}
-    names = [n for n in _files_under(out_dir) if n not in (MANIFEST, MANIFEST + ".tmp")]
-    foreign = [n for n in names if n not in old]
-    if foreign:
-        raise ExportError(
-            f"{out_dir} holds {len(foreign)} file(s) evo export did not write (e.g. {foreign[0]}); "
-            "export into a new or empty folder (-o)"
-        )
-    if old and not force:
-        raise ExportError(f"{out_dir} holds an earlier evo export; give --force to replace it, or another -o")
-    for name, digest in old.items():
-        f = out_dir / name
-        if digest and f.is_file() and _sha256(f) != digest:  # "": an export stopped while writing it
-            raise ExportError(
-                f"{f} was changed since evo exported it; move it away (--force replaces only files as evo wrote them)"
-            )
-    return old
-
-
 def export(
     family: Family,
     attempts: Sequence[Attempt],
@@ -429,7 +343,6 @@ def export(
     subfolder, e.g. the tree series of evo/report/tree_export.py in ``tree/``).
     """
     import os
-    import shutil
 
     out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
     base = next((a for a in attempts if a.verdict.status == BASELINE), None)
@@ -481,25 +394,25 @@ def export(
         (staged / f"baseline-{fname}").write_text(texts[base.id])
         (staged / fname).write_text(texts[chain[-1].id])
         for name, text in (extra_files or {}).items():
-            if not _safe_name(name):
+            if not safe_name(name):
                 raise ExportError(f"cannot write {name!r} into an export")
             (staged / name).parent.mkdir(parents=True, exist_ok=True)
             (staged / name).write_text(text)
-        new = {n: _sha256(staged / n) for n in _files_under(staged)}
+        new = {n: sha256(staged / n) for n in files_under(staged)}
         out_dir.mkdir(parents=True, exist_ok=True)
-        # The manifest first names old and new files (new ones as being written: no digest), so a full disk or a
-        # kill while copying leaves no file that a later export with --force may not replace.
-        _write_manifest(out_dir, base.campaign, {**old, **{n: "" for n in new}})
+        # The manifest first names old and new files (one being replaced: its old digest and its new), so a full
+        # disk or a kill while copying leaves no file that a later export with --force may not replace; each copy
+        # is a rename of a whole file, so a file is always one of the digests named.
+        write_manifest(out_dir, base.campaign, {**old, **{n: [*old.get(n, []), d] for n, d in new.items()}})
         for name in new:
-            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(staged / name, out_dir / name)
+            copy_in(staged / name, out_dir, name)
         for name in old:
             if name not in new:
                 (out_dir / name).unlink(missing_ok=True)
                 sub = (out_dir / name).parent
                 if sub != out_dir and sub.is_dir() and not any(sub.iterdir()):
                     sub.rmdir()
-        _write_manifest(out_dir, base.campaign, new)
+        write_manifest(out_dir, base.campaign, new)
     return sorted(out_dir / n for n in new if n.endswith(".patch") and "/" not in n)
 
 

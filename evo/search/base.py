@@ -109,7 +109,9 @@ class Proposer(abc.ABC):
             return False
         if any(genome[k] in vals for k, vals in self.tabu.items()):
             return False
-        return self.family.check(genome, self.geometries) is None
+        from evo.core.hooks import check_genome
+
+        return check_genome(self.family, genome, self.geometries) is None
 
     def space(self) -> Iterator[Genome]:
         names = [k.name for k in self.family.knobs]

@@ -177,7 +177,12 @@ def normalize_patch(diff: str, name: str = TARGET, aliases: tuple[str, ...] = ()
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         if body.startswith("```") and headers:
             break  # the end of a fenced block in a chat answer
+        if body.startswith(("GIT binary patch", "Binary files ")):
+            raise IdeaError(f"the patch holds a binary change; an idea may only change the text of {name}")
         if body.startswith("diff --git "):
+            m = re.match(r"diff --git a/(\S+) b/(\S+)$", body)
+            if m and any(p.split("/")[-1] not in (name, *aliases) for p in m.groups()):
+                raise IdeaError(f"the patch changes {m.group(1)}; an idea may only change {name}")
             out.append(f"diff --git a/{name} b/{name}\n")
         elif body.startswith("--- ") and nxt.startswith("+++ "):
             for side, hdr in (("a", body), ("b", nxt.rstrip("\r\n"))):
@@ -555,14 +560,15 @@ def check_idea(
     }
 
 
-def write_idea(family: Family, idea: Idea, folder: Path | None = None) -> Path:
-    d = folder or ideas_folder(family)
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{idea.slug}.patch"
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(idea.text())
-    tmp.replace(p)
-    return p
+def write_idea(family: Family, idea: Idea, folder: Path | None = None, force: bool = False) -> Path:
+    """Writes ``ideas/<slug>.patch`` (`evo idea add`); never over a file of the user's, a symlink, or without
+    ``force`` over anything (evo/search/idea_files.py). Raises IdeaError."""
+    from evo.search.idea_files import IdeaFileError, write_file
+
+    try:
+        return write_file(folder or ideas_folder(family), f"{idea.slug}.patch", idea.text(), force=force)
+    except IdeaFileError as e:
+        raise IdeaError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------

@@ -168,7 +168,9 @@ class OptunaSampler(Proposer):
         for k, vals in self.tabu.items():
             if g[k] in vals:
                 return f"tabu: {k}={g[k]!r}"
-        return self.family.check(g, self.geometries)
+        from evo.core.hooks import check_genome
+
+        return check_genome(self.family, g, self.geometries)
 
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
         self._feed(attempts)

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from evo.core.genome import Genome
+from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
 from evo.search.base import Option, Proposal, Proposer
 
@@ -216,7 +217,7 @@ class Surrogate(Proposer):
         codes, keys = [], []
         for vals in itertools.product(*(range(n) for n in self.levels)):
             g = self.genome_of(vals)
-            if self.family.check(g, self.geometries) is None:
+            if check_genome(self.family, g, self.geometries) is None:
                 codes.append(vals)
                 keys.append(g.key)
         self._space = np.array(codes, dtype=np.int64).reshape(len(codes), len(self.knobs))

@@ -1,0 +1,115 @@
+"""A family's own code, called by evo: what it raised or returned wrong as one line naming the family and the hook.
+
+Called wherever evo asks a family's hook something it acts on (``check`` by every proposer, ``evo check`` and
+ablation). A hook that raises, or returns what it may not (``check`` returning 42), is a :class:`FamilyHookError`
+(a FamilyError: the command prints its one line and stops, what was recorded kept), never a traceback and never a
+silent "search space exhausted".
+
+:func:`trace` names the hook about to run for a parent process that watches (``evo check`` runs the family in a
+child, evo/family_child.py): a hook that ends the process (``os._exit``, a segfault) is then named by the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+from evo.core.errors import FamilyError
+
+TRACE_ENV = "EVO_HOOK_TRACE"  # a file the watching parent reads: "<family>\t<hook>", rewritten in place
+DONE = "\x00done"
+_RECORD = 512
+_trace_fd: int | None = None
+_last = ""
+
+
+class FamilyHookError(FamilyError):
+    """A family's hook raised or returned something it may not (one line naming the family and the hook)."""
+
+
+def _what(e: BaseException) -> str:
+    msg = " ".join(str(e).split())[:200]
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+def trace(family: str, hook: str) -> None:
+    """Says which family's hook runs now, for the parent that watches (a no-op unless ``EVO_HOOK_TRACE`` is set).
+    Called before the hook; written only when it changes (a search calls check() a million times)."""
+    global _trace_fd, _last
+    family = family or _last.partition("\t")[0]  # "" the family named before
+    text = f"{family}\t{hook}"
+    if text == _last:
+        return
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    if _trace_fd is None:
+        _trace_fd = os.open(path, os.O_WRONLY)
+    _last = text
+    os.pwrite(_trace_fd, text.encode("utf-8", "replace")[:_RECORD].ljust(_RECORD, b" "), 0)
+
+
+@contextlib.contextmanager
+def no_exit(family: str, hook: str) -> Iterator[None]:
+    """While inside, ``os._exit()`` (which skips every ``except`` and ``finally``) raises FamilyHookError instead:
+    a family's module that calls it at import is one line, not a silent exit 0. Called around the import of
+    family.py; evo's own exits (stop.py's second signal) hold the real one."""
+    real = os._exit
+
+    def refuse(status: int) -> NoReturn:
+        raise FamilyHookError(f"family {family}: {hook} called os._exit({status})")
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+def read_trace(path: str) -> tuple[str, str]:
+    """(family, hook) the child last named; ("", "") when it named none."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(_RECORD).decode("utf-8", "replace").rstrip()
+    except OSError:
+        return "", ""
+    fam, _, hook = text.partition("\t")
+    return fam, hook
+
+
+def check_genome(family: Any, genome: Mapping[str, Any], geometries: Sequence[Any]) -> str | None:
+    """``family.check(genome, geometries)``: why the genome is invalid, or None; FamilyHookError when check()
+    raises or returns anything but a reason (a str) or None."""
+    trace(family.name, "check()")
+    try:
+        why = family.check(genome, geometries)
+    except (KeyboardInterrupt, FamilyError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
+        raise FamilyHookError(f"family {family.name}: check() raised {_what(e)}") from None
+    return reason(family, "check()", why)
+
+
+def reason(family: Any, hook: str, why: Any) -> str | None:
+    """``why`` as a hook that answers "what is wrong, or None" must give it; FamilyHookError naming the family and
+    the hook for anything else (42, False, a list)."""
+    if why is not None and not isinstance(why, str):
+        raise FamilyHookError(
+            f"family {family.name}: {hook} returned {type(why).__name__} {str(why)[:60]!r}: it must return a reason "
+            "(a str) when something is wrong, or None"
+        )
+    return why
+
+
+def check_geometry(family: Any, params: Mapping[str, Any]) -> str | None:
+    """``family.check_geometry(params)`` held to the same rules as :func:`check_genome`."""
+    trace(family.name, "check_geometry()")
+    try:
+        why = family.check_geometry(params)
+    except (KeyboardInterrupt, FamilyError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the family's code
+        raise FamilyHookError(f"family {family.name}: check_geometry() raised {_what(e)}") from None
+    return reason(family, "check_geometry()", why)
