@@ -93,7 +93,7 @@ def gate_order() -> list[RegisteredGate]:
 def builtin_gates() -> list[RegisteredGate]:
     """The built-in gates alone, in order (those gates/pipeline/ registers)."""
     load_gates()
-    return [g for g in gate_order() if g.check.__module__.startswith(BUILTIN + ".")]
+    return [g for g in gate_order() if g.check.__module__.removeprefix("evo.").startswith(BUILTIN + ".")]
 
 
 def get_gate(name: str) -> RegisteredGate:
@@ -111,5 +111,6 @@ def markdown_table() -> str:
     for g in gate_order():
         doc = " ".join((g.check.__doc__ or "").split())
         first = doc.split(". ")[0].rstrip(".") + "." if doc else ""
-        rows.append(f"| `{g.name}` | {g.order:g} | {g.check.__module__} | {first.replace('|', '/')} |")
+        module = g.check.__module__.removeprefix("evo.")  # the wheel names it evo.gates.*: one name in the docs
+        rows.append(f"| `{g.name}` | {g.order:g} | {module} | {first.replace('|', '/')} |")
     return "\n".join(rows) + "\n"
