@@ -401,8 +401,15 @@ def _stopped_after(home: Path, tmp_path: Path, args: list[str], ready: str) -> t
     cfg = work / "c.yaml"
     cfg.write_text(cfg.read_text().replace(str(home), str(work)))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    # each recorded timing takes a quarter second, as a GPU's takes seconds: the signal lands mid-way, not after the
+    # recorded backend (an instant per attempt) has finished a 30-attempt replay on a fast machine
+    slow = (
+        "import sys, time; from harness.recorded import RecordedBackend as R; m = R.measure\n"
+        "def measure(*a, **k):\n    time.sleep(0.25)\n    return m(*a, **k)\n"
+        "R.measure = measure\nfrom evo.cli import main\nsys.exit(main())"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evo", *args, str(cfg)],
+        [sys.executable, "-c", slow, *args, str(cfg)],
         cwd=work,
         env=env,
         stdout=subprocess.PIPE,
