@@ -673,13 +673,14 @@ class Campaign:
         return {"ideas": {**frozen, **{s: self.ideas[s].to_record() for s in missing}}}
 
     def _write_ideas(self, ideas: list[Any]) -> None:
-        """Ideas an outside proposer made, as patch files beside the log (``evo idea add`` takes them)."""
+        """Ideas an outside proposer made, as patch files beside the log (``evo idea add`` takes them); never over a
+        symlink or a file evo did not write there (evo/search/idea_files.py), only a warning then."""
+        from evo.search.idea_files import IdeaFileError, write_file
+
         for idea in ideas:
             try:
-                d = self.cfg.log_dir / "ideas"
-                d.mkdir(parents=True, exist_ok=True)
-                (d / f"{idea.slug}.patch").write_text(idea.text())
-            except OSError as e:
+                write_file(self.cfg.log_dir / "ideas", f"{idea.slug}.patch", idea.text(), force=True)
+            except (OSError, IdeaFileError) as e:
                 self.out(f"warning: could not write idea {idea.slug} beside the log: {e}")
 
     def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
