@@ -6,11 +6,24 @@ Each test reproduces its case on the code before the fix."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from evo.cli import main
 from evo.loop.campaign import Campaign
 from evo.search.ideas import Idea, make_patch
+from tests.test_nothing_lost_round2_ledger import (
+    _evo,
+    _foreign_wal,
+    _journal_mode,
+    home,  # noqa: F401 - a fixture
+    md5,
+    recorded,  # noqa: F401 - a fixture
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,3 +57,66 @@ def test_the_campaigns_ideas_writer_never_writes_through_a_symlink_or_over_a_use
     # What evo wrote there itself it writes again (a resumed campaign's proposer answers the same slug).
     Campaign._write_ideas(camp, [_idea("fresh")])  # type: ignore[arg-type]
     assert len(out) == 2
+
+
+# --- a foreign -wal beside a ledger in WAL mode ---------------------------------------------------------------------
+
+
+def _wal_mode_with_a_foreign_wal(folder: Path, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The ledger switched to WAL mode by another program (checkpointed, closed) and another database's -wal put
+    beside it: SQLite takes any -wal beside a WAL-mode database as its own and applies its frames."""
+    db = folder / "camp" / "ledger.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.close()
+    assert _journal_mode(db) == "wal" and not Path(f"{db}-wal").exists()
+    stray = _foreign_wal(tmp_path_factory.mktemp("other"))
+    wal = Path(f"{db}-wal")
+    shutil.copyfile(stray, wal)
+    return db, wal, stray
+
+
+@pytest.mark.parametrize("cmd", ["status", "run"])
+def test_a_foreign_wal_beside_a_wal_mode_ledger_is_never_applied(home, capsys, tmp_path_factory, cmd):  # noqa: F811
+    """Before: the ledger was read with the other database's pages ("a SQLite database of something else (tables:
+    photos)", advising another storage) and a writer would have applied them to ledger.db."""
+    db, wal, stray = _wal_mode_with_a_foreign_wal(home, tmp_path_factory)
+    before = md5(db)
+    rc = main(_evo(home, cmd))
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "something else" not in out.err and "Traceback" not in out.err
+    assert "-wal" in out.err and "not the ledger's" in out.err
+    if cmd == "run":
+        assert not wal.exists() and _journal_mode(db) == "delete"
+        (kept,) = [p for p in db.parent.rglob("*") if p.is_file() and p.name.startswith("ledger.db-wal")]
+        assert md5(kept) == md5(stray)  # moved aside, kept as it was
+        assert "8 recorded" in out.out
+    else:
+        assert md5(wal) == md5(stray) and md5(db) == before  # a read-only command moves and writes nothing
+        assert "6 recorded" in out.out
+
+
+def test_the_ledgers_own_wal_is_kept_and_applied(home, capsys, tmp_path_factory):  # noqa: F811
+    """The other side: committed frames another program left in the ledger's own -wal (its writer killed) are the
+    ledger's: applied (checkpointed into ledger.db by the writer), never moved aside."""
+    db = home / "camp" / "ledger.db"
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    con.execute("UPDATE studies SET study_name = study_name")
+    saved = tmp_path_factory.mktemp("walcopy")
+    for f in (db, Path(f"{db}-wal")):
+        shutil.copyfile(f, saved / f.name)  # as a killed writer leaves them
+    con.close()
+    for f in saved.iterdir():
+        shutil.copyfile(f, db.parent / f.name)
+    assert Path(f"{db}-wal").stat().st_size > 0
+    assert main(_evo(home, "status")) == 0
+    out = capsys.readouterr()
+    assert "not the ledger's" not in out.err and "6 recorded" in out.out
+    assert main(_evo(home, "run")) == 0
+    out = capsys.readouterr()
+    assert "not the ledger's" not in out.err and "8 recorded" in out.out
+    assert not [p for p in db.parent.iterdir() if ".stray-wal-" in p.name]
+    assert _journal_mode(db) == "delete" and not Path(f"{db}-wal").exists()

@@ -8,7 +8,8 @@ Called by the ledger (evo/ledger/ledger.py) on every open of a ``sqlite:///`` st
 * locked by another process for longer than ``LOCK_WAIT_S``: refused as locked, never called damaged (a healthy
   ledger must not be replaced on that advice);
 * a killed writer's hot ``-journal``: rolled back, on a copy first (:func:`_after_killed_writer`);
-* a ``-wal`` beside a ledger that is not in WAL mode: another database's, or a leftover; never applied (SQLite would
+* a ``-wal`` beside a ledger that is not in WAL mode, or one that applied to a copy leaves no whole ledger holding every
+  trial of the file alone (another database's, an older copy's, a leftover): never applied (SQLite would
   apply any WAL it finds on a read-write open): read-only commands read the ledger without it, a writer moves it
   aside, kept, into ``<ledger>.stray-wal-<time>/``;
 * a ledger another program switched to WAL mode: a writer sets it back to the rollback journal (checkpointing the
@@ -203,7 +204,7 @@ def check_sqlite_ledger(path: Path, readonly: bool = False, shown: str | None = 
     if not head.startswith(_SQLITE_MAGIC):
         raise LedgerError(f"{where} is not a SQLite database (not an evo ledger); move it away or give another storage")
     wal = path.with_name(path.name + "-wal")
-    if wal.exists() and not _in_wal_mode(head):
+    if wal.exists() and not (_in_wal_mode(head) and _wal_is_the_ledgers(path, wal)):
         if readonly:
             return check_sqlite_ledger(_without_stray_wal(path, wal), readonly=True, shown=where)
         _move_stray_wal(path, wal)
@@ -242,6 +243,48 @@ def _in_wal_mode(head: bytes) -> bool:
     return len(head) >= 20 and head[18] == 2 and head[19] == 2
 
 
+def _snapshot(path: Path, *files: Path) -> Path:
+    """Copies of ``files`` in a new temporary folder (removed at exit); the copy of ``path`` there is returned."""
+    import atexit
+    import tempfile
+
+    snap_dir = Path(tempfile.mkdtemp(prefix="evo-ledger-"))
+    atexit.register(shutil.rmtree, snap_dir, True)
+    for f in files:
+        if f.exists():
+            shutil.copyfile(f, snap_dir / f.name)
+    return snap_dir / path.name
+
+
+def _trial_ids(path: Path) -> set[tuple[int, int]]:
+    """(trial_id, number) of every trial in the ledger at ``path`` (read only; raises sqlite3.Error)."""
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    try:
+        return {(int(i), int(n)) for i, n in con.execute("SELECT trial_id, number FROM trials")}
+    finally:
+        con.close()
+
+
+def _wal_is_the_ledgers(path: Path, wal: Path) -> bool:
+    """Whether the ``-wal`` beside a ledger in WAL mode is its own: applied on a copy, it must leave a whole evo
+    ledger holding every trial the file alone holds. Called before anything opens the ledger itself.
+
+    A WAL names no database: SQLite applies any ``-wal`` it finds beside a WAL-mode file, so another database's put
+    there (or one of an older copy) would replace the ledger's pages. Frames a live writer is adding are not
+    committed and SQLite's recovery of the copy stops before them, so a live WAL reads as the ledger's."""
+    with_wal = _snapshot(path, path, wal)
+    alone = _snapshot(path, path)
+    try:
+        if _ledger_problem(str(path), *_read_sqlite(with_wal)) is not None:
+            return False
+        return _trial_ids(alone) <= _trial_ids(with_wal)
+    except sqlite3.Error:
+        return False
+    finally:
+        shutil.rmtree(with_wal.parent, True)
+        shutil.rmtree(alone.parent, True)
+
+
 def _stamp() -> str:
     # one per process: two workers at once never share (or delete) each other's folder
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
@@ -249,25 +292,27 @@ def _stamp() -> str:
 
 def _without_stray_wal(path: Path, wal: Path) -> Path:
     """A copy of ``path`` alone (with its rollback journal, if any) for a read-only command: a ``-wal`` beside a
-    ledger not in WAL mode is no part of it, and SQLite would read it as if it were."""
-    import atexit
-    import tempfile
-
-    snap_dir = Path(tempfile.mkdtemp(prefix="evo-ledger-"))
-    atexit.register(shutil.rmtree, snap_dir, True)
-    for f in (path, path.with_name(path.name + "-journal")):
-        if f.exists():
-            shutil.copyfile(f, snap_dir / f.name)
+    ledger not in WAL mode (or one that does not fit the ledger) is no part of it, and SQLite would read it as if it
+    were."""
+    snap = _snapshot(path, path, path.with_name(path.name + "-journal"))
     sys.stderr.write(
-        f"evo: note: {wal.name} beside {path.name} is not the ledger's ({path.name} is not in WAL mode: another "
-        "database's, or a leftover): not applied, the ledger is read without it; the next evo run moves it aside\n"
+        f"evo: note: {wal.name} beside {path.name} is not the ledger's ({_why_stray(path)}: another database's, or a "
+        "leftover): not applied, the ledger is read without it; the next evo run moves it aside\n"
     )
-    return snap_dir / path.name
+    return snap
+
+
+def _why_stray(path: Path) -> str:
+    """Why a ``-wal`` beside ``path`` was found not to be the ledger's (for the note)."""
+    with open(path, "rb") as f:
+        in_wal = _in_wal_mode(f.read(20))
+    return "applied to a copy it leaves no whole ledger" if in_wal else f"{path.name} is not in WAL mode"
 
 
 def _move_stray_wal(path: Path, wal: Path) -> None:
     """Move a stray ``-wal`` (and its ``-shm``) into ``<ledger>.stray-wal-<time>/``, kept as they were, before a
     read-write open would apply it."""
+    why = _why_stray(path)
     keep = path.with_name(f"{path.name}.stray-wal-{_stamp()}")
     keep.mkdir()
     for f in (wal, path.with_name(path.name + "-shm")):
@@ -277,11 +322,11 @@ def _move_stray_wal(path: Path, wal: Path) -> None:
             pass
         except OSError as e:
             raise LedgerError(
-                f"{wal} is not the ledger's ({path.name} is not in WAL mode) and cannot be moved aside ({e.strerror}); "
+                f"{wal} is not the ledger's ({why}) and cannot be moved aside ({e.strerror}); "
                 "move it away yourself, keeping it (nothing was written)"
             ) from None
     sys.stderr.write(
-        f"evo: note: {wal.name} beside {path.name} was not the ledger's ({path.name} is not in WAL mode: another "
+        f"evo: note: {wal.name} beside {path.name} was not the ledger's ({why}: another "
         f"database's, or a leftover): not applied, moved aside as it was into {keep}\n"
     )
 
