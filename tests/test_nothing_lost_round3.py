@@ -6,8 +6,14 @@ Each test reproduces its case on the code before the fix."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +22,7 @@ import pytest
 from evo.cli import main
 from evo.loop.campaign import Campaign
 from evo.search.ideas import Idea, make_patch
+from tests.test_nothing_lost_round2 import _wait_or_fail
 from tests.test_nothing_lost_round2_ledger import (
     _evo,
     _foreign_wal,
@@ -120,3 +127,45 @@ def test_the_ledgers_own_wal_is_kept_and_applied(home, capsys, tmp_path_factory)
     assert "not the ledger's" not in out.err and "8 recorded" in out.out
     assert not [p for p in db.parent.iterdir() if ".stray-wal-" in p.name]
     assert _journal_mode(db) == "delete" and not Path(f"{db}-wal").exists()
+
+
+# --- a lock wait under a stop request -------------------------------------------------------------------------------
+
+
+def _holding(pid: int, db: Path, timeout: float = 90) -> None:
+    """Waits until process ``pid`` has ``db`` open (then it is in SQLite's wait for the lock held here)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with contextlib.suppress(OSError):
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(db) for fd in os.listdir(f"/proc/{pid}/fd")):
+                return
+        time.sleep(0.1)
+    pytest.fail(f"the process never opened {db}")
+
+
+@pytest.mark.parametrize("cmd", ["status", "run"])
+def test_a_wait_for_another_programs_lock_honours_the_first_stop(home, cmd):  # noqa: F811
+    """Before: SQLite's busy wait (30 s, in C) held the stop request until it ran out."""
+    db = (home / "camp" / "ledger.db").resolve()
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("BEGIN EXCLUSIVE")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evo", *_evo(home, cmd)],
+            cwd=home,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _holding(proc.pid, db)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        rc = _wait_or_fail(proc, 10)
+        out, err = proc.communicate()
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    assert rc == 128 + signal.SIGTERM, (rc, out, err)
+    assert "Traceback" not in out + err and "stopped by SIGTERM" in err, (out, err)
+    assert "damaged" not in err

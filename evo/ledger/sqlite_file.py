@@ -6,7 +6,7 @@ Called by the ledger (evo/ledger/ledger.py) on every open of a ``sqlite:///`` st
 * not a ledger (empty, garbage, another program's database, tables missing, another Optuna schema): refused;
 * damaged (SQLite's integrity check fails): refused, "restore it from a copy";
 * locked by another process for longer than ``LOCK_WAIT_S``: refused as locked, never called damaged (a healthy
-  ledger must not be replaced on that advice);
+  ledger must not be replaced on that advice); the wait honours a stop request within ``_SLICE_S``;
 * a killed writer's hot ``-journal``: rolled back, on a copy first (:func:`_after_killed_writer`);
 * a ``-wal`` beside a ledger that is not in WAL mode, or one that applied to a copy leaves no whole ledger holding every
   trial of the file alone (another database's, an older copy's, a leftover): never applied (SQLite would
@@ -21,6 +21,7 @@ New ledgers are made whole or not at all (:func:`create_sqlite`).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -29,13 +30,15 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
 
+from evo import stop
 from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
 from evo.ledger.storage_url import engine_url, sqlite_url
@@ -43,10 +46,35 @@ from evo.ledger.storage_url import engine_url, sqlite_url
 # How long a check waits for another process's write lock before saying the ledger is locked (seconds). SQLite's
 # busy timeout: a live evo writer holds the lock for one transaction (milliseconds).
 LOCK_WAIT_S = 30.0
+# ... waited in slices this long (SQLite's own busy wait, in C, where no stop request is seen), each followed by a
+# check for a stop request (SIGINT, SIGTERM): a command waiting for a lock stops within a slice of the request.
+_SLICE_S = 0.2
 REPAIR = 'restore it from a copy (README, "A damaged ledger")'
 
+P = ParamSpec("P")
+T = TypeVar("T")
 _OPTUNA_TABLES = frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _waits_for_locks(fn: Callable[P, T]) -> Callable[P, T]:
+    """``fn`` (one short use of its own connection, opened with a ``_SLICE_S`` busy timeout) tried again while
+    another process holds the ledger's lock, up to ``LOCK_WAIT_S`` in all, honouring a stop request between tries
+    (StopRequested); then the lock error is raised as SQLite gave it."""
+
+    @functools.wraps(fn)
+    def patiently(*args: P.args, **kwargs: P.kwargs) -> T:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except sqlite3.Error as e:
+                if not is_locked(e) or time.monotonic() >= deadline:
+                    raise
+            stop.check()
+            time.sleep(0.02)
+
+    return patiently
 
 
 def _head_revision() -> str:
@@ -57,9 +85,10 @@ def _head_revision() -> str:
     return head
 
 
+@_waits_for_locks
 def _read_sqlite(path: Path) -> tuple[str, set[str], list[Any]]:
     """quick_check's verdict, the table names and the schema versions, read only (raises sqlite3.Error)."""
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=_SLICE_S)
     try:
         ok = "; ".join(str(r[0]) for r in con.execute("PRAGMA quick_check").fetchall())
         tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -106,9 +135,10 @@ def _ledger_problem(where: str, ok: str, tables: set[str], versions: list[Any]) 
     return None
 
 
+@_waits_for_locks
 def _roll_back(path: Path) -> None:
     """Open ``path`` read-write once: SQLite replays a hot journal beside it (raises sqlite3.Error)."""
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=LOCK_WAIT_S)
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=_SLICE_S)
     try:
         con.execute("PRAGMA schema_version").fetchone()
     finally:
@@ -256,9 +286,10 @@ def _snapshot(path: Path, *files: Path) -> Path:
     return snap_dir / path.name
 
 
+@_waits_for_locks
 def _trial_ids(path: Path) -> set[tuple[int, int]]:
     """(trial_id, number) of every trial in the ledger at ``path`` (read only; raises sqlite3.Error)."""
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=_SLICE_S)
     try:
         return {(int(i), int(n)) for i, n in con.execute("SELECT trial_id, number FROM trials")}
     finally:
@@ -336,23 +367,36 @@ def _rollback_journal_mode(path: Path) -> None:
 
     With WAL a copy of ledger.db alone (what users copy and commit) can miss the newest attempts. Setting it
     checkpoints the WAL into the file first; SQLite refuses while another connection has it open in WAL mode."""
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=LOCK_WAIT_S)
     try:
-        mode = str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-        if mode != "delete":
-            mode = str(con.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower()
+        mode = _set_delete_mode(path)
     except sqlite3.Error as e:
         if not is_locked(e):
             raise LedgerError(f"{path} is damaged (SQLite: {e}); {REPAIR}, or give another storage") from None
         mode = "wal"
-    finally:
-        con.close()
     if mode != "delete":
         raise LedgerError(
             f"{path} is in {mode.upper()} journal mode, set by another program that still has it open; evo writes a "
             "ledger with the rollback journal (so that the file alone holds every attempt) and sets it back when "
             "no other program has it open: close that one and try again (nothing was written)"
         )
+
+
+@_waits_for_locks
+def _set_delete_mode(path: Path) -> str:
+    """The ledger's journal mode after asking SQLite for ``DELETE`` (raises sqlite3.Error). Reading the mode waits
+    for a lock; the switch, refused while another program has the ledger open in WAL mode, is not waited for."""
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=_SLICE_S)
+    try:
+        mode = str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode != "delete":
+            try:
+                mode = str(con.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower()
+            except sqlite3.Error as e:
+                if not is_locked(e):
+                    raise
+        return mode
+    finally:
+        con.close()
 
 
 def _remove_dead_creations(path: Path) -> None:
