@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo.core.family import Family, FamilyError, Geometry, inout_problem
+from evo.core.hooks import calling
 from gates.correctness import CorrectnessEvidence, OutputCheck
 from harness.build import Builder, Built
 from harness.cubin import CubinError, ParamLayout, read_param_layout
@@ -278,7 +279,8 @@ class GpuBackend:
         """A zero-argument callable that launches the kernel on the torch stream that is current."""
         spec = self.builder.spec_of(g)
         fn = loaded.functions[spec]
-        lc = self.family.launch(loaded.genome, g)
+        with calling(self.family.name, "launch()"):
+            lc = self.family.launch(loaded.genome, g)
         args = self._args(inputs, outputs, g)
         types = self.family.arg_types()
         if spec in loaded.layouts:  # the s values' sizes, which arg_types alone does not give
@@ -331,7 +333,8 @@ class GpuBackend:
         key = (g.name, seed)
         if key not in self._inputs:
             with self.torch.cuda.stream(self.stream):
-                inputs = self.family.make_inputs(g, seed, self.device)
+                with calling(self.family.name, "make_inputs()"):
+                    inputs = self.family.make_inputs(g, seed, self.device)
                 problem = inout_problem(self.family.outputs(g), inputs)
                 if problem:
                     raise FamilyError(f"family {self.family.name} at {g.name}: {problem}")
@@ -350,7 +353,9 @@ class GpuBackend:
     def reference(self, g: Geometry, seed: int) -> dict[str, Any]:
         key = (g.name, seed)
         if key not in self._refs:
-            self._refs[key] = self.family.reference(self.inputs(g, seed), g)
+            inputs = self.inputs(g, seed)
+            with calling(self.family.name, "reference()"):
+                self._refs[key] = self.family.reference(inputs, g)
             self.torch.cuda.synchronize()
         return self._refs[key]
 

@@ -22,7 +22,8 @@ import pytest
 from evo.cli import main
 from evo.loop.campaign import Campaign
 from evo.search.ideas import Idea, make_patch
-from tests.test_nothing_lost_round2 import _wait_or_fail
+from tests.test_nothing_lost_round2 import _shipped_family_with, _wait_or_fail, one_line
+from tests.test_nothing_lost_round2 import evo as evo_cmd
 from tests.test_nothing_lost_round2_ledger import (
     _evo,
     _foreign_wal,
@@ -169,3 +170,26 @@ def test_a_wait_for_another_programs_lock_honours_the_first_stop(home, cmd):  # 
     assert rc == 128 + signal.SIGTERM, (rc, out, err)
     assert "Traceback" not in out + err and "stopped by SIGTERM" in err, (out, err)
     assert "damaged" not in err
+
+
+# --- the family's other hooks in `evo run` ---------------------------------------------------------------------------
+
+_NOT_AT_BASELINE = (
+    "_l = MhcPreBigFuse.launch\ndef _x(self, g, geo):\n    if g != self.baseline(): {}\n    return _l(self, g, geo)\n"
+    "MhcPreBigFuse.launch = _x"
+)
+
+
+@pytest.mark.parametrize(
+    "code, expect",
+    [
+        ("import os\n" + _NOT_AT_BASELINE.format("os._exit(0)"), "launch() called os._exit(0)"),
+        ("import sys\n" + _NOT_AT_BASELINE.format("sys.exit(3)"), "launch() called sys.exit(3)"),
+    ],
+    ids=["os_exit_in_launch", "sys_exit_in_launch"],
+)
+def test_evo_run_names_a_launch_that_ends_the_process(tmp_path, code, expect):
+    """Before: `evo run` exited 0 (os._exit) or 3 (sys.exit) after the baseline, with no word: a false pass in CI."""
+    r = evo_cmd("run", str(_shipped_family_with(tmp_path, code)), "--plain", cwd=tmp_path)
+    line = one_line(r, expect, rc=2)
+    assert "family mhc_pre_big_fuse" in line

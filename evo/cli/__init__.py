@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     from evo import stop
+    from evo.core.hooks import exits_refused
 
     _cap_blas_threads()
     args = _parser().parse_args(argv)
@@ -122,6 +123,7 @@ def _main(argv: list[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     # --json: everything the command prints goes to stderr, the one document to stdout; -q: text output dropped
     with contextlib.ExitStack() as stack:
+        stack.enter_context(exits_refused())  # os._exit in a family's hook: one line (evo/core/hooks.py)
         if args.quiet:
             stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
         elif as_json:

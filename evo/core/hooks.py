@@ -23,6 +23,7 @@ DONE = "\x00done"
 _RECORD = 512
 _trace_fd: int | None = None
 _last = ""
+_current: tuple[str, str] | None = None  # (family, hook) while a hook runs inside calling()
 
 
 class FamilyHookError(FamilyError):
@@ -68,6 +69,44 @@ def no_exit(family: str, hook: str) -> Iterator[None]:
         os._exit = real
 
 
+@contextlib.contextmanager
+def calling(family: str, hook: str) -> Iterator[None]:
+    """Around a call of a family's hook (``launch()``, ``make_inputs()``, ``reference()``, ``check()`` ...): the
+    watching parent is told which hook runs (:func:`trace`), a ``sys.exit()`` in it is a FamilyHookError naming the
+    family and the hook (not the end of the command with that status and no word), and so is an ``os._exit()``
+    where :func:`exits_refused` holds. Called by evo's call sites of the hooks, around the call alone."""
+    global _current
+    trace(family, hook)
+    outer = _current
+    _current = (family, hook)
+    try:
+        yield
+    except SystemExit as e:
+        raise FamilyHookError(f"family {family}: {hook} called sys.exit({e.code!r})") from None
+    finally:
+        _current = outer
+
+
+@contextlib.contextmanager
+def exits_refused() -> Iterator[None]:
+    """While inside (a command's whole run: cli's _main), ``os._exit()`` called inside a family's hook (within
+    :func:`calling`) raises FamilyHookError instead of ending the process with no word (``evo run`` exited 0
+    after a launch() called ``os._exit(0)``: a false pass in CI). Anywhere else it is the real one."""
+    real = os._exit
+
+    def refuse(status: int) -> NoReturn:
+        if _current is None:
+            real(status)
+        fam, hook = _current
+        raise FamilyHookError(f"family {fam}: {hook} called os._exit({status})")
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def read_trace(path: str) -> tuple[str, str]:
     """(family, hook) the child last named; ("", "") when it named none."""
     try:
@@ -82,9 +121,9 @@ def read_trace(path: str) -> tuple[str, str]:
 def check_genome(family: Any, genome: Mapping[str, Any], geometries: Sequence[Any]) -> str | None:
     """``family.check(genome, geometries)``: why the genome is invalid, or None; FamilyHookError when check()
     raises or returns anything but a reason (a str) or None."""
-    trace(family.name, "check()")
     try:
-        why = family.check(genome, geometries)
+        with calling(family.name, "check()"):
+            why = family.check(genome, geometries)
     except (KeyboardInterrupt, FamilyError):
         raise
     except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
@@ -105,9 +144,9 @@ def reason(family: Any, hook: str, why: Any) -> str | None:
 
 def check_geometry(family: Any, params: Mapping[str, Any]) -> str | None:
     """``family.check_geometry(params)`` held to the same rules as :func:`check_genome`."""
-    trace(family.name, "check_geometry()")
     try:
-        why = family.check_geometry(params)
+        with calling(family.name, "check_geometry()"):
+            why = family.check_geometry(params)
     except (KeyboardInterrupt, FamilyError):
         raise
     except Exception as e:  # noqa: BLE001 - the family's code

@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo.core.errors import FamilyError
 from evo.core.family import Family, Geometry, Launch
 from evo.core.genome import Genome
+from evo.core.hooks import calling
 
 
 class LaunchError(Exception):
@@ -66,7 +68,10 @@ def _launch_of(family: Family, genome: Mapping[str, Any], g: Geometry) -> Launch
     """``family.launch(genome, g)``, whatever it raised or returned turned into one LaunchError line."""
     where = f"launch({Genome(genome).key}) at {g.name}"
     try:
-        lc = family.launch(genome, g)
+        with calling(family.name, "launch()"):
+            lc = family.launch(genome, g)
+    except FamilyError:  # sys.exit / os._exit in it: the command stops on one line (evo/core/hooks.py)
+        raise
     except Exception as e:  # noqa: BLE001 - the family's code: one line, whatever it raised
         raise LaunchError(f"{where} raised {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(lc, Launch):
@@ -79,7 +84,10 @@ def launch_digest(family: Family, genome: Mapping[str, Any], geometries: Sequenc
     PDL (gates.perf.launch: pdl), which applies where ``family.pdl_safe(genome)``. Called after the build of each
     attempt and by ``evo check`` for each compiled genome; raises LaunchError."""
     try:
-        pdl_on = bool(pdl) and bool(family.pdl_safe(genome))
+        with calling(family.name, "pdl_safe()"):
+            pdl_on = bool(pdl) and bool(family.pdl_safe(genome))
+    except FamilyError:
+        raise
     except Exception as e:  # noqa: BLE001 - the family's code
         raise LaunchError(f"pdl_safe({Genome(genome).key}) raised {type(e).__name__}: {e}") from None
     recs = [launch_record(g, _launch_of(family, genome, g), pdl_on) for g in sorted(geometries, key=lambda x: x.name)]
