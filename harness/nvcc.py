@@ -43,6 +43,9 @@ from harness.errors import BuildError
 DEFAULT_TIMEOUT_S = 900.0
 ENTRY_REF = "__evo_entry_ref"
 ENTRY_FILE = "evo_entry"  # the #line name of the appended reference, so an error in it is told apart
+# What nvcc's messages call the lines evo puts before kernel.cu's ``#line 1`` (the knob macros), instead of the
+# temporary file nvcc compiled, which is gone by the time anyone reads the message.
+PRELUDE_FILE = "evo_prelude"
 
 GET_NVCC = "install a CUDA toolkit, or `pip install nvidia-cuda-nvcc` (its nvcc is found through cuda-pathfinder)"
 
@@ -326,12 +329,15 @@ def compile_nvcc(
         t0 = time.perf_counter()
         code, log = _run(cmd, cwd, timeout)
         secs = time.perf_counter() - t0
+        log = _without_scratch(log, Path(td))
         if code is None:
             raise _error(f"compile error: nvcc did not finish in {timeout:.0f} s (EVO_NVCC_TIMEOUT)", log)
         if code != 0 or not out.is_file():
             first = nvcc_first_error(log)
             if ENTRY_FILE in first:
                 first += f" (the entry {entry!r}: not a __global__ function of the source)"
+            elif PRELUDE_FILE in first:
+                first += " (in the lines evo puts before kernel.cu: a knob value or define that is not C++ there)"
             elif not includes.torch and re.search(r"fatal error: (torch|c10|ATen)/\S+: No such file", first):
                 first += " (torch's headers: `build: {torch_headers: true}`)"
             raise _error(f"compile error: {first}", log)
@@ -341,6 +347,15 @@ def compile_nvcc(
     if function is None:
         raise _error(f"compile error: nvcc's cubin does not say which function the entry {entry!r} is", log)
     return NvccCompiled(cubin, log, secs, function, deps)
+
+
+def _without_scratch(log: str, td: Path) -> str:
+    """nvcc's log with the scratch folder's files named as a reader can find them: the compiled file (its lines
+    before ``#line 1 "kernel.cu"``) as :data:`PRELUDE_FILE`, the others by their bare names. Called right after
+    nvcc ran, before the folder is deleted."""
+    for folder in {str(td), os.path.realpath(td)}:
+        log = log.replace(f"{folder}/kernel.cu", PRELUDE_FILE).replace(f"{folder}/", "")
+    return log
 
 
 def _run(cmd: list[str], cwd: str, timeout: float) -> tuple[int | None, str]:

@@ -16,7 +16,7 @@ pytest.importorskip("cupy")
 import harness.build as hb  # noqa: E402
 from evo.core.family import Geometry, load_family  # noqa: E402
 from harness.build import Builder, BuildError, compile_program, nvrtc_hint  # noqa: E402
-from harness.nvcc import compile_nvcc, entry_symbol, find_nvcc, read_deps  # noqa: E402
+from harness.nvcc import NvccIncludes, compile_nvcc, entry_symbol, find_nvcc, read_deps  # noqa: E402
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="no nvcc here (a CUDA toolkit or nvidia-cuda-nvcc)")
 ARCH = "sm_90"
@@ -190,6 +190,18 @@ def test_auto_stays_undecided_while_both_compilers_fail_on_the_kernel_itself(tmp
     assert (b.compiler, b.route_note) == (None, "")  # NVRTC's error is the kernel's: nothing decided
     (folder / "include" / "mylib" / "scale.cuh").write_text(DEVICE_ONLY_HEADER)
     assert b.build({"block": 128, "pad": 0}).modules["default"].compiler == "nvrtc" == b.compiler
+
+
+@needs_nvcc
+def test_an_nvcc_error_never_names_the_deleted_scratch_file():
+    """Issue 45: an error in the lines before ``#line 1 "kernel.cu"`` (a knob's macro) was named after nvcc's
+    scratch copy (/tmp/evo-nvcc-xxxx/kernel.cu(2)), deleted before the message is read, in the verdict and log."""
+    src = '#define EVO_BLOCK 1 +\nint a = EVO_BLOCK;\n#line 1 "kernel.cu"\n__global__ void k() {}\n'
+    with pytest.raises(BuildError) as e:
+        compile_nvcc(src, "k", ARCH, [], NvccIncludes())
+    assert str(e.value).startswith("compile error: evo_prelude(2): error: expected an expression"), str(e.value)
+    assert "knob value" in str(e.value)
+    assert "evo-nvcc-" not in str(e.value) + e.value.log and "/tmp" not in e.value.log, e.value.log
 
 
 @needs_nvcc
