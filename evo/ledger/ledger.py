@@ -129,8 +129,8 @@ from optuna.trial import FrozenTrial, TrialState
 from evo.core.family import Knob
 from evo.core.genome import Genome
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
+from evo.ledger import dashboard, sqlite_file
 from evo.ledger import optuna_private as op
-from evo.ledger import sqlite_file
 from evo.ledger.audit import Audit, audit
 from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
@@ -509,9 +509,11 @@ def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s
     try:
         storage = _storage(url, heartbeat_s, grace_s, readonly)
         if not readonly:
-            return optuna.create_study(
+            study = optuna.create_study(
                 storage=storage, study_name=campaign, direction="maximize", sampler=sampler, load_if_exists=True
             )
+            dashboard.name_metric(study)
+            return study
         try:
             return optuna.load_study(study_name=campaign, storage=storage, sampler=sampler)
         except KeyError:
@@ -991,6 +993,7 @@ class Ledger:
             ("verdict", attempt.verdict.label()),
             ("genome_key", attempt.genome_key),
             (ATTEMPT_ATTR, attempt.to_json()),
+            *dashboard.attrs(attempt),  # short columns for optuna-dashboard and trials_dataframe()
         ]
 
     def _commit(
