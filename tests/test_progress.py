@@ -58,7 +58,8 @@ def test_live_view_fits_the_width_and_says_what_each_attempt_did(width):
     row = next(ln for ln in lines if ln.lstrip("│ ").startswith("2 "))
     # its change against the champion it was measured against (#1), its time, ratio and verdict
     assert "vec 8->16" in row and "block" not in row and "70.10" in row and "0.953x" in row
-    assert "rejected: perf" in row and "…" in row
+    below = lines[lines.index(row) + 1]  # narrow: the reason on a line of its own
+    assert "rejected: perf" in row and ("…" in row if width >= 120 else "…" in below and "slower than" in below)
     assert "block 256->1" in next(ln for ln in lines if ln.lstrip("│ ").startswith("1 "))
 
 
@@ -77,3 +78,28 @@ def test_resumed_campaign_counts_its_earlier_attempts():
     console.print(p.render())
     text = console.export_text()
     assert "4/10 attempts (6 left)" in text and "simulated from recorded H200 measurements" in text
+
+
+@pytest.mark.parametrize("width", [80, 100, 150])
+def test_live_view_keeps_60_characters_of_each_reason(width):
+    """Issue 43: at 80 columns the reason column kept ~15 characters of a verdict's reason, where the reason is what
+    says why; now a line of its own under the attempt's row below 120 columns, two thirds of the rest above."""
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system=None, record=True)
+    p = Progress("mhc_pre_big_fuse", SimpleNamespace(attempts=150, minutes=8), False, console=console)
+    p.live_mode = False
+    p.console = Console(file=io.StringIO())  # the attempts' plain lines (not under test here)
+    reasons = [
+        "the portable baseline; its output hashes are frozen as the reference",
+        "faster than the champion: weighted 1.407x [1.402, 1.410] (needs > 1.0131)",
+        "slower than the champion in the weighted mean of each of the first 6 rounds of T4096_H7168",
+    ]
+    p(_att(0, {"block": 256, "vec": 8}, Verdict(BASELINE, reason=reasons[0]), 94.18))
+    p(_att(1, {"block": 128, "vec": 8}, Verdict.accepted(reasons[1]), 66.8, 1.41, 1.41))
+    p(_att(2, {"block": 128, "vec": 16}, Verdict.rejected("perf", reasons[2]), 70.1, 0.953))
+    console.print(p.render())
+    text = console.export_text()
+    assert all(len(ln) <= width for ln in text.splitlines())
+    for r in reasons:
+        assert r[:60] in text, (r[:60], text)
+    row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("2 "))
+    assert "vec 8->16" in row and "70.10" in row and "0.953x" in row and "rejected: perf" in row

@@ -7,13 +7,16 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from evo.core.records import ACCEPTED, BASELINE, Attempt
 from evo.search.ideas import describe_change
+
+NARROW = 116  # columns inside the panel (a 120-column console) below which a reason gets a line of its own
 
 
 def _short(s: str, n: int = 90) -> str:
@@ -147,21 +150,61 @@ class Progress:
         head.add_row("budget", self._budget())
         head.add_row("champion", self._champion())
         head.add_row("verdicts", ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items())) or "–")
-        recent = Table(box=None, show_edge=False, expand=True, pad_edge=False)
-        recent.add_column("#", no_wrap=True, justify="right")
-        recent.add_column("change", overflow="ellipsis", no_wrap=True, ratio=3, min_width=8)
-        recent.add_column("µs", no_wrap=True, justify="right")  # at the anchor (the champion line names it)
-        recent.add_column("vs champ", no_wrap=True, justify="right")
-        recent.add_column("verdict", no_wrap=True, overflow="ellipsis", min_width=8)
-        recent.add_column("reason", overflow="ellipsis", no_wrap=True, ratio=2, min_width=8)
-        for a, change in reversed(self.recent):
-            style = "green" if a.verdict.status == ACCEPTED else ("red" if a.verdict.status == "error" else None)
-            us, vs = self._time(a)
-            recent.add_row(
-                str(a.id), change or "–", us, vs, a.verdict.label(), _short(a.verdict.reason, 400), style=style
-            )
         title = "evo" + (" — simulated from recorded H200 measurements" if self.simulated else "")
-        return Panel(Group(head, recent), title=title)
+        return Panel(Group(head, _Recent(self)), title=title)
+
+    def recent_rows(self, width: int) -> list[RenderableType]:
+        """The last attempts in ``width`` columns: one row each with the reason as its last column where that is
+        wide; below ``NARROW`` the reason gets a line of its own under its row (at 80 columns a reason column kept
+        ~15 characters of it, where the reason is what says why)."""
+        wide = width >= NARROW
+        rows = list(reversed(self.recent))
+        if wide or not rows:
+            table = self._recent_table(reason=True)
+            for a, change in rows:
+                table.add_row(*self._cells(a, change), _short(a.verdict.reason, 400), style=self._style(a))
+            return [table]
+        out: list[RenderableType] = []
+        for i, (a, change) in enumerate(rows):
+            table = self._recent_table(reason=False, header=i == 0)
+            table.add_row(*self._cells(a, change), style=self._style(a))
+            out.append(table)
+            reason = Text("     " + _short(a.verdict.reason, 400), style="dim", no_wrap=True, overflow="ellipsis")
+            out.append(reason)
+        return out
+
+    @staticmethod
+    def _recent_table(reason: bool, header: bool = True) -> Table:
+        """The last attempts' columns; narrow (no reason column), the widths are fixed so that one table per attempt
+        lines up with the next."""
+        w = (None, None, None, None) if reason else (4, 8, 8, 20)  # #, µs, vs champ, verdict
+        t = Table(box=None, show_edge=False, expand=True, pad_edge=False, show_header=header)
+        t.add_column("#", no_wrap=True, justify="right", width=w[0])
+        t.add_column("change", overflow="ellipsis", no_wrap=True, ratio=1 if reason else 3, min_width=8)
+        t.add_column("µs", no_wrap=True, justify="right", width=w[1])  # at the anchor (the champion line names it)
+        t.add_column("vs champ", no_wrap=True, justify="right", width=w[2])
+        t.add_column("verdict", no_wrap=True, overflow="ellipsis", min_width=8, width=w[3])
+        if reason:
+            t.add_column("reason", overflow="ellipsis", no_wrap=True, ratio=2, min_width=8)
+        return t
+
+    def _cells(self, a: Attempt, change: str) -> tuple[str, ...]:
+        us, vs = self._time(a)
+        return str(a.id), change or "–", us, vs, a.verdict.label()
+
+    @staticmethod
+    def _style(a: Attempt) -> str | None:
+        return "green" if a.verdict.status == ACCEPTED else ("red" if a.verdict.status == "error" else None)
+
+
+class _Recent:
+    """The last attempts' rows, laid out for the width they are drawn in (rich asks at each refresh)."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.progress.recent_rows(options.max_width)
 
 
 def run_with_progress(camp, live: bool = True):
