@@ -103,3 +103,18 @@ def test_live_view_keeps_60_characters_of_each_reason(width):
         assert r[:60] in text, (r[:60], text)
     row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("2 "))
     assert "vec 8->16" in row and "70.10" in row and "0.953x" in row and "rejected: perf" in row
+
+
+def test_plain_lines_show_the_change_against_the_same_champion_as_the_live_view_and_the_log():
+    """Issue 43: --plain showed the change against the baseline, the live view and the log against the champion."""
+    plain = Console(width=200, file=io.StringIO(), color_system=None, record=True)
+    p = Progress("mhc_pre_big_fuse", SimpleNamespace(attempts=150, minutes=8), False, console=plain)
+    p.live_mode = False
+    p(_att(0, {"block": 256, "vec": 8}, Verdict(BASELINE, reason="the portable baseline"), 94.18))
+    p(_att(1, {"block": 128, "vec": 8}, Verdict.accepted("faster"), 66.8, 1.41, 1.41))
+    later = _att(2, {"block": 128, "vec": 16}, Verdict.rejected("perf", "slower"), 70.1, 0.953)
+    later.parent_id = 1
+    p(later)
+    line = next(ln for ln in plain.export_text().splitlines() if ln.startswith("#2 "))
+    assert "vec 8->16" in line and "block" not in line, line
+    assert p.recent[-1][1] == "vec 8->16"  # the live view's change

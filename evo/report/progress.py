@@ -61,6 +61,7 @@ class Progress:
         self.n = 0
         self._live: Live | None = None
         self._baseline: dict[str, Any] = {}
+        self._champions: dict[int, Any] = {}  # id -> genome of the baseline and each accepted step seen
         # the first weighted geometry: the time each attempt row shows
         self.anchor = next((g.name for g in geometries if g.weight > 0), None)
         self.elapsed_before = elapsed_before  # a resumed campaign's budget.minutes counts its earlier sessions
@@ -88,20 +89,22 @@ class Progress:
         if a.verdict.kind != "interrupted":
             self._ids.add(a.id)
         self.counts[a.verdict.label()] += 1
-        ref = self.champion.genome if self.champion is not None else self._baseline
+        # against the champion it was measured against (its parent), as the log says it; else the champion now
+        ref = self._champions.get(a.parent_id) if a.parent_id is not None else None
+        ref = ref or (self.champion.genome if self.champion is not None else self._baseline)
         change = "baseline" if a.verdict.status == BASELINE else (describe_change(a.genome, ref) if ref else "")
         self.recent.append((a, change))
         if a.verdict.status in (ACCEPTED, BASELINE):
             self.champion_id = a.id
             self.champion = a
+            self._champions[a.id] = a.genome
             if a.verdict.status == BASELINE:
                 self._baseline = a.genome
             for g, iv in a.speedup_vs_baseline.items():
                 self.best[g] = iv
         if self._live is not None:
             self._live.update(self.render())
-        else:
-            change = describe_change(a.genome, self._baseline) if self._baseline else ""
+        else:  # the same change as the live view and the log show (it read against the baseline here before)
             # markup=False: rich took "[simulated]" (and any [..] in a reason) for a style tag and dropped it.
             sim = " [simulated from recorded H200 measurements]" if self.simulated else ""
             self.console.print(
