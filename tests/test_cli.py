@@ -58,6 +58,8 @@ def test_families_lists_every_knob(tmp_path):
     rows: dict[tuple[str, str], str] = {}  # (family, knob) -> its row: two families may share a knob's name
     family = None
     for ln in r.stdout.splitlines():
+        if ln.startswith("   "):  # a long cell's continuation line, under its column
+            continue
         if ln.startswith("  "):
             rows[(family, ln.split()[0])] = ln
         else:
@@ -144,3 +146,23 @@ def test_failing_commands_leave_an_existing_campaign_alone(tmp_path):
     changed, _ = config(tmp_path, backend="recorded", geometries="[{name: T4096_H4096, T: 4096, H: 4096}]")
     assert_usage_error(evo(tmp_path, "run", str(changed), "--attempts", "3", "--plain"), "different geometries")
     assert md5(ledger) == before
+
+
+@pytest.mark.parametrize("width", [80, 150])
+def test_families_rows_wrap_inside_their_columns(width):
+    """Issue 43: a knob name over 14 characters or values over 28 pushed the row's columns out of line, and a long
+    doc ran past the terminal; now each column is as wide as the family needs and a long cell wraps inside it."""
+    from evo.cli.families import knob_lines
+    from evo.core.family import Knob
+
+    knobs = [
+        Knob("a_very_long_knob_name_for_tiles", (16, 32, 64, 128, 256, 512, 1024, 2048), 64, True, "tile " * 40),
+        Knob("vec", (4, 8), 8, False, "bytes per load"),
+    ]
+    lines = knob_lines(knobs, width)
+    assert all(len(ln) <= width for ln in lines), lines
+    firsts = [ln for ln in lines if ln.startswith("  ") and not ln.startswith("   ")]
+    assert [ln.split()[0] for ln in firsts] == ["a_very_long_knob_name_for_tiles", "vec"]
+    tags = {ln.index("bit-preserving") if "bit-preserving" in ln else ln.index("may change bits") for ln in firsts}
+    assert len(tags) == 1  # the exactness column lines up
+    assert "[64]" in "".join(lines) and sum("tile" in ln for ln in lines) > 1

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +101,39 @@ def _config_schema(section: str | None, markdown: bool) -> int:
     return 0
 
 
+def knob_lines(knobs: Sequence[Any], width: int) -> list[str]:
+    """A family's knobs as `evo families` lists them, in ``width`` columns: name, values (the default in brackets),
+    exactness, doc; columns as wide as this family's longest name and values (up to a quarter of the width), a long
+    cell wrapped with its continuation lines under its own column, never into the next one."""
+    cells = [
+        (
+            k.name,
+            ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values),
+            "bit-preserving" if k.exact else "may change bits",
+            " ".join(str(k.doc).split()),
+        )
+        for k in knobs
+    ]
+    if not cells:
+        return []
+    w_name = max(len(c[0]) for c in cells)
+    w_vals = min(max(len(c[1]) for c in cells), max(12, width // 4))
+    w_tag = 15
+    w_doc = width - (2 + w_name + 1 + w_vals + 1 + w_tag + 1)
+    below = w_doc < 24  # too narrow beside the other columns: the doc goes under the row, indented
+    out = []
+    for name, vals, tag, doc in cells:
+        vcol = textwrap.wrap(vals, w_vals, break_on_hyphens=False) or [""]
+        dcol = [] if below else textwrap.wrap(doc, w_doc, break_on_hyphens=False)
+        for i in range(max(len(vcol), len(dcol))):
+            row = [name if i == 0 else "", vcol[i] if i < len(vcol) else "", tag if i == 0 else ""]
+            text = f"  {row[0]:<{w_name}} {row[1]:<{w_vals}} {row[2]:<{w_tag}} {dcol[i] if i < len(dcol) else ''}"
+            out.append(text.rstrip())
+        if below:
+            out += ["      " + d for d in textwrap.wrap(doc, max(20, width - 6), break_on_hyphens=False)]
+    return out
+
+
 def _families() -> int:
     """Every family evo can find, where it comes from, and its knobs; a broken one is one line, the rest still
     listed. Exit 1 when any failed to load."""
@@ -120,11 +156,10 @@ def _families() -> int:
             failed += 1
             continue
         print(f"{fam.name}: {fam.description}  [{src.origin}: {src.where}]")
+        for line in knob_lines(fam.knobs, shutil.get_terminal_size((100, 24)).columns):
+            print(line)
         knobs = []
         for k in fam.knobs:
-            tag = "bit-preserving" if k.exact else "may change bits"
-            vals = ", ".join(f"[{v}]" if v == k.default else str(v) for v in k.values)
-            print(f"  {k.name:<14} {vals:<28} {tag:<16} {k.doc}")
             knobs.append(
                 {"name": k.name, "values": list(k.values), "default": k.default, "exact": k.exact, "doc": k.doc}
             )
