@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from evo.cli.common import Command, _damaged, _existing, _fail, _open_ledger, campaign_args, json_arg, result
 
@@ -25,6 +27,13 @@ def _table_parser(sub) -> None:
     tb.add_argument(
         "-o", "--output", help="a .csv or .parquet file (default logs/<campaign>/attempts.csv); parquet needs pyarrow"
     )
+    tb.add_argument(
+        "--as",
+        dest="as_format",
+        choices=("nvbench", "kernel-tuner"),
+        help="instead: nvbench-style JSON, or a Kernel Tuner cache of one geometry (-o: a .json file)",
+    )
+    tb.add_argument("--geometry", help="--as kernel-tuner: the geometry (default: the first weighted one)")
 
 
 def _export_parser(sub) -> None:
@@ -119,9 +128,14 @@ def _status(cfg) -> int:
     return 0
 
 
-def _table(cfg, output: str | None) -> int:
-    """`evo table`: one row per attempt and geometry, read from the ledger opened read-only."""
+def _table(cfg, args: Any) -> int:
+    """`evo table`: one row per attempt and geometry, read from the ledger opened read-only (``--as``: another
+    tool's format, evo/report/interop.py)."""
     from evo.report.table import TableError, attempt_rows, table_format, write_table
+
+    if args.as_format:
+        return _interop(cfg, args.as_format, args.output, args.geometry)
+    output = args.output
 
     path = Path(output).expanduser() if output else cfg.log_dir / "attempts.csv"
     try:
@@ -137,6 +151,40 @@ def _table(cfg, output: str | None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(rows, path, fmt)
     print(f"evo: {len(rows)} row(s) ({len(attempts)} attempt(s) x {len(cfg.geometries)} geometries) written to {path}")
+    return 0
+
+
+def _interop(cfg, fmt: str, output: str | None, geometry: str | None) -> int:
+    """`evo table --as nvbench|kernel-tuner`: the attempts as another tool's JSON, written whole (temporary file and
+    rename) to ``-o`` or logs/<campaign>/attempts.<fmt>.json."""
+    import json
+
+    from evo.report.interop import kernel_tuner_cache, nvbench_json
+
+    geos = {g.name: g for g in cfg.geometries}
+    if geometry is not None and geometry not in geos:
+        return _fail(f"--geometry {geometry}: the campaign's geometries are {', '.join(geos)}")
+    path = Path(output).expanduser() if output else cfg.log_dir / f"attempts.{fmt}.json"
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    led = _open_ledger(cfg, readonly=True)
+    attempts = led.attempts()
+    _damaged(led)
+    device = (led.all_meta().get("device") or {}).get("name") or ""
+    if fmt == "kernel-tuner":
+        g = geos[geometry] if geometry else next((x for x in cfg.geometries if x.weight > 0), cfg.geometries[0])
+        conv = kernel_tuner_cache(attempts, cfg.family, g, device)
+        what = f"{len(conv.doc['cache'])} configuration(s) at {g.name}"
+    else:
+        conv = nvbench_json(attempts, cfg.family, cfg.geometries, device)
+        what = f"{len(conv.doc['benchmarks'][0]['states'])} state(s)"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(conv.doc, indent=1) + "\n")
+    os.replace(tmp, path)
+    left = f"; {conv.left_out} attempt(s) left out: {conv.why}" if conv.left_out else ""
+    print(f"evo: {what} written to {path} ({fmt}){left}")
+    result(output=str(path), format=fmt, left_out=conv.left_out)
     return 0
 
 
@@ -156,5 +204,5 @@ def _log(cfg, output: str | None) -> int:
 
 STATUS = Command(_status_parser, lambda cfg, args: _status(cfg))
 LOG = Command(_log_parser, lambda cfg, args: _log(cfg, args.output))
-TABLE = Command(_table_parser, lambda cfg, args: _table(cfg, args.output))
+TABLE = Command(_table_parser, _table)
 EXPORT = Command(_export_parser, lambda cfg, args: _export(cfg, args.output, args.check, args.force, args.tree))
