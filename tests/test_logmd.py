@@ -261,3 +261,31 @@ def test_converged_note_after_many_attempts_without_a_new_champion():
     want = f"converged: the last {CONVERGED_AFTER + 2} attempts in a row brought no new champion (champion #5)"
     assert want in status
     assert "converged: the last" in _section(render_log(atts + tail, meta), "Convergence")
+
+
+def test_the_plot_legend_counts_as_status_does_and_names_every_verdict_class(tmp_path):
+    """Issue 43: the legend said "accepted (4)" where status says "accepted 3, baseline 1", dropped static rejections
+    silently and left rejected points above the champion line unexplained."""
+    from evo.core.records import BASELINE, Attempt, Code, Verdict
+    from evo.report.logmd import convergence_plot, render_status
+    from evo.report.plot_legend import legend, unplotted
+
+    def att(i: int, v: Verdict, score: float | None) -> Attempt:
+        return Attempt(i, "c", "f", {"block": i}, str(i), verdict=v, score=score)
+
+    atts = [att(0, Verdict(BASELINE, reason="b"), 1.0)]
+    atts += [att(i, Verdict.accepted("faster"), 1.0 + i / 10) for i in (1, 2, 3)]
+    atts += [att(i, Verdict.rejected("perf", "lost the rounds", Code.PERF_SLOWER), 1.5) for i in (4, 5)]
+    atts += [att(6, Verdict.rejected("perf", "early", Code.PERF_EARLY_STOP), 0.9)]
+    atts += [att(i, Verdict.rejected("static", "spills"), None) for i in (7, 8)]
+    atts += [att(9, Verdict.error("compile", "kernel.cu(3): error"), None)]
+    labels = [label for _, label, _ in legend(atts)]
+    assert labels[:2] == ["baseline (1)", "accepted (3)"]
+    assert labels[2].startswith("rejected, measured in full") and "above the line" in labels[2] and "(2)" in labels[2]
+    assert labels[3].startswith("stopped early") and "(1)" in labels[3]
+    rest = unplotted(atts)
+    assert rest is not None and "(3)" in rest and "rejected: static 2" in rest and "error: compile 1" in rest
+    assert sum(n for *_, n in legend(atts)) + 3 == len(atts)  # every attempt in one entry
+    status = render_status(atts, {})
+    assert "accepted 3" in status and "baseline 1" in status
+    assert convergence_plot(atts, {}, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

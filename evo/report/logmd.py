@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt, Code
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
 from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.measure.ceiling import describe as ceiling_describe
 from evo.report.converged import convergence
+from evo.report.plot_legend import MEASURED_IN_FULL, STOPPED_EARLY, legend, plot_kind, unplotted
 from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
 DASH = "–"
@@ -731,25 +732,6 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
     return "\n".join(L).rstrip() + "\n"
 
 
-MEASURED_IN_FULL = "measured"  # rejected after timing at every geometry (or after timing: recheck, e2e)
-STOPPED_EARLY = "stopped"
-PLOT_LABELS = {
-    ACCEPTED: "accepted",
-    MEASURED_IN_FULL: "rejected, measured in full",
-    STOPPED_EARLY: "stopped early (geometries reached only)",
-}
-
-
-def plot_kind(a: Attempt) -> str | None:
-    """How the convergence plot marks an attempt: accepted (the baseline too), rejected after a full measurement,
-    stopped early by the early-out; None for one never timed (static, correctness, errors): not plotted."""
-    if a.verdict.status in (ACCEPTED, BASELINE):
-        return ACCEPTED
-    if a.verdict.code is Code.PERF_EARLY_STOP:
-        return STOPPED_EARLY
-    return MEASURED_IN_FULL if a.score is not None else None
-
-
 def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path: Path) -> Path | None:
     """Best accepted score (weighted geometric-mean speedup vs baseline) against attempts, as a PNG; accepted,
     rejected-after-a-full-measurement and early-stopped attempts are marked apart (:func:`plot_kind`).
@@ -770,23 +752,25 @@ def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path:
             cur = a.score
         xs.append(i)
         best.append(cur)
-    kinds: dict[str, list[tuple[int, float]]] = {ACCEPTED: [], MEASURED_IN_FULL: [], STOPPED_EARLY: []}
+    points: dict[str, list[tuple[int, float]]] = {}
     for i, a in enumerate(attempts):
         kind = plot_kind(a)
         if kind is not None and a.score is not None:
-            kinds[kind].append((i, a.score))
+            points.setdefault(kind, []).append((i, a.score))
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
     styles: dict[str, dict[str, Any]] = {  # early-stopped scores cover only the geometries reached: faint
         STOPPED_EARLY: {"marker": "v", "s": 8, "facecolors": "none", "edgecolors": "0.75", "linewidths": 0.6},
         MEASURED_IN_FULL: {"marker": "x", "s": 10, "c": "0.45", "linewidths": 0.8},
         ACCEPTED: {"marker": "o", "s": 16, "c": "C0", "zorder": 3},
+        BASELINE: {"marker": "s", "s": 16, "c": "C2", "zorder": 3},
     }
-    for kind, pts in kinds.items():
-        if pts:
-            ax.scatter(
-                [p[0] for p in pts], [p[1] for p in pts], label=f"{PLOT_LABELS[kind]} ({len(pts)})", **styles[kind]
-            )
+    for kind, label, _ in legend(attempts):  # counted as evo status counts (evo/report/plot_legend.py)
+        pts = points[kind]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=label, **styles[kind])
     ax.step(xs, best, where="post", color="C0", label="champion")
+    rest = unplotted(attempts)
+    if rest:
+        ax.plot([], [], " ", label=rest)  # a legend line with no mark: the attempts that have no point
     ax.set_xlabel("attempt")
     ax.set_ylabel("speedup vs baseline (weighted geomean)")
     title = f"{(meta.get('config') or {}).get('campaign', '')}"
@@ -794,7 +778,7 @@ def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path:
         title += " — simulated from recorded H200 measurements"
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
