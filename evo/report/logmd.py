@@ -778,10 +778,10 @@ def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path:
         title += " — simulated from recorded H200 measurements"
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    # under the axes, not over the points: with every class and its reason it is several lines long
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.16), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 
