@@ -452,10 +452,13 @@ def check_cpu_reference(
 def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
     from gates.correctness import baseline_problem
     from harness.build import Builder
-    from harness.gpu import GpuBackend, gpu_available
+    from harness.gpu import GpuBackend, gpu_available, gpu_problem
 
     if not gpu_available():
-        report.facts.append("no GPU here: the baseline's correctness on the GPU not run")
+        why = gpu_problem() or "no CUDA GPU is visible"
+        report.facts.append(
+            f"{'no GPU here' if why.startswith('no CUDA GPU') else why}: the baseline's correctness on the GPU not run"
+        )
         return
     fam = cfg.family
     builder = Builder.for_config(cfg)

@@ -802,9 +802,37 @@ class GpuBackend:
 
 
 def gpu_available() -> bool:
+    return gpu_problem() is None
+
+
+def _cuda(version: int) -> str:
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def gpu_problem() -> str | None:
+    """Why the GPU backend cannot run here (one line), or None when a CUDA GPU is usable. Called by the backend
+    choice (evo/loop/campaign.py make_backend).
+
+    An NVIDIA driver older than the CUDA of the installed CuPy (a CUDA 12 driver under ``cupy-cuda13x``) reads
+    as no device at all to CuPy (cudaErrorInsufficientDriver, what a machine with no driver also gets); the
+    driver's own version tells the two apart, so such a machine is told what to install, never taken for one
+    without a GPU."""
     try:
         import cupy
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+    except Exception:  # noqa: BLE001 - any CuPy failure: nothing usable; the driver's version says why
+        pass
+    try:
+        import cupy
+
+        driver, runtime = cupy.cuda.runtime.driverGetVersion(), cupy.cuda.runtime.runtimeGetVersion()
+    except Exception:  # noqa: BLE001
+        return "no CUDA GPU is visible"
+    if 0 < driver < runtime:
+        return (
+            f"the NVIDIA driver supports CUDA {_cuda(driver)} and the installed CuPy needs CUDA {_cuda(runtime)}: "
+            'update the driver to one for that CUDA (README, "CUDA 12")'
+        )
+    return "no CUDA GPU is visible"

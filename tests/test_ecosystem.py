@@ -282,3 +282,48 @@ def test_harness_and_gates_inside_evo_answer_their_old_names(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[0] == "evo.harness.worker", r.stdout
+
+
+class _FakeRuntime:
+    """cupy.cuda.runtime on a machine whose driver is older than CuPy's CUDA (or has none: driver 0)."""
+
+    def __init__(self, driver: int):
+        self.driver = driver
+
+    def getDeviceCount(self) -> int:
+        e = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
+        e.status = 35  # type: ignore[attr-defined]
+        raise e
+
+    def driverGetVersion(self) -> int:
+        return self.driver
+
+    def runtimeGetVersion(self) -> int:
+        return 13020
+
+
+@pytest.mark.parametrize("driver", [12040, 0])
+def test_a_cuda_12_driver_is_told_apart_from_no_gpu(tmp_path, monkeypatch, capsys, driver):
+    """Issue 43 (CUDA 12): under cupy-cuda13x a CUDA 12 driver read as "no CUDA GPU is visible" and backend auto
+    silently took the recorded measurements on a machine with a GPU."""
+    import types
+
+    from evo.config import load_config
+    from evo.loop.campaign import CampaignError, make_backend
+    from harness.build import Builder
+    from harness.gpu import gpu_problem
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=_FakeRuntime(driver)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    problem = gpu_problem()
+    if driver:
+        assert problem is not None and "CUDA 12.4" in problem and "CUDA 13.2" in problem and "driver" in problem
+    else:
+        assert problem == "no CUDA GPU is visible"
+    cfg = load_config(config(tmp_path, backend="gpu"))
+    with pytest.raises(CampaignError, match="12.4" if driver else "no CUDA GPU is visible"):
+        make_backend(cfg, Builder.for_config(cfg))
+    auto = load_config(config(tmp_path, backend="auto"))
+    assert make_backend(auto, Builder.for_config(auto)).name == "recorded"
+    err = capsys.readouterr().err
+    assert ("CUDA 12.4" in err and "recorded" in err) if driver else "warning" not in err

@@ -79,16 +79,19 @@ def make_backend(cfg: CampaignConfig, builder: Builder) -> Backend:
     """The config's backend from its registry entry (evo/backends.py); auto: the GPU when one is present, else the
     recorded H200 measurements. Isolated in a worker process where ``worker.isolation`` asks for it."""
     from evo.backends import REGISTRY
-    from harness.gpu import gpu_available
+    from harness import gpu
 
     kind = cfg.backend
+    problem = None if gpu.gpu_available() else (gpu.gpu_problem() or "no CUDA GPU is visible")
     if kind == "auto":
-        kind = "gpu" if gpu_available() else "recorded"
+        kind = "gpu" if problem is None else "recorded"
+        if problem is not None and problem != "no CUDA GPU is visible":  # a GPU evo cannot use: said, not hidden
+            sys.stderr.write(f"evo: warning: backend auto took the recorded measurements: {problem}\n")
     entry = REGISTRY.get(kind)
     if entry is None:
         raise CampaignError(f"backend: {kind} is not registered (registered: {', '.join(REGISTRY)})")
-    if entry.needs_gpu and not gpu_available():
-        raise CampaignError(f"backend: {kind} was asked for but no CUDA GPU is visible (use backend: recorded or auto)")
+    if entry.needs_gpu and problem is not None:
+        raise CampaignError(f"backend: {kind} was asked for but {problem} (use backend: recorded or auto)")
     if cfg.gates.perf.launch != "plain" and not entry.pdl:
         raise CampaignError(
             f"gates.perf.launch: {cfg.gates.perf.launch} needs a backend that times such launches ({kind} does not)"
