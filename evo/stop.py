@@ -4,7 +4,8 @@ The handler only records the request. Raising KeyboardInterrupt from it (what Py
 whatever Python code runs at that moment, e.g. a SQLAlchemy garbage-collection callback, where Python prints
 "Exception ignored" and carries on: a campaign went on for 132 attempts after a SIGTERM. Instead the campaign loop,
 its set-up and the command itself call :func:`check` where stopping loses nothing, and :func:`interruptible`
-marks the few places that only wait on a child process (the sanitizer), where the handler may raise at once.
+marks the few places that only wait on a child process (the sanitizer), where the handler may raise at once; so
+does a family's hook while it runs (evo/core/hooks.py ``calling``: a launch() that loops honours the first request).
 A second request stops at once, as a kill would (the ledger is crash safe at every moment).
 """
 
@@ -62,8 +63,16 @@ def _handler(signum: int, frame: object) -> None:
         os.write(2, f"evo: stopped at once by a second {name(signum)} ({resume_hint()})\n".encode())
         _exit(128 + signum)
     _requested = signum
-    if _waiting:
+    if _waiting or _in_family_hook():
         raise StopRequested(signum)
+
+
+def _in_family_hook() -> bool:
+    """Whether a family's hook runs now (evo/core/hooks.py ``calling``): its code records nothing, so a stop request
+    is raised in it at once (a hook that loops would otherwise hold the first request for ever). Looked up, not
+    imported: stop.py imports nothing of evo."""
+    hooks = sys.modules.get("evo.core.hooks")
+    return hooks is not None and getattr(hooks, "_current", None) is not None
 
 
 def install() -> None:

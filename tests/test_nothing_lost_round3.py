@@ -193,3 +193,30 @@ def test_evo_run_names_a_launch_that_ends_the_process(tmp_path, code, expect):
     r = evo_cmd("run", str(_shipped_family_with(tmp_path, code)), "--plain", cwd=tmp_path)
     line = one_line(r, expect, rc=2)
     assert "family mhc_pre_big_fuse" in line
+
+
+def test_evo_run_of_a_launch_that_loops_honours_the_first_stop(tmp_path):
+    """Before: the stop request was only recorded while the family's launch() looped; a second signal was needed."""
+    marker = tmp_path / "looping"
+    spin = f"def _spin():\n    open({str(marker)!r}, 'w').close()\n    while True:\n        pass\n"
+    cfg = _shipped_family_with(tmp_path, spin + _NOT_AT_BASELINE.format("_spin()"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", "run", str(cfg), "--plain"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    end = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    rc = _wait_or_fail(proc, 10)
+    out, err = proc.communicate()
+    assert rc == 128 + signal.SIGTERM, (rc, out[-2000:], err[-2000:])
+    assert "Traceback" not in out + err and "stopped by SIGTERM" in out + err, (out[-2000:], err[-2000:])
+    r = evo_cmd("status", str(cfg), cwd=tmp_path)  # what was recorded reads as ever
+    assert r.returncode == 0 and "recorded" in r.stdout, r.stdout + r.stderr
