@@ -7,7 +7,9 @@ from evo import _namespace
 from evo import stop as _stop
 from evo._version import evo_version as _evo_version
 
-if _namespace.packaged():  # a wheel (or editable install): harness, gates are evo.harness, evo.gates
+if (_root := _namespace.checkout_root()) is not None:  # a checkout (editable or not): its own harness, gates
+    _namespace.use_checkout(_root)
+elif _namespace.packaged():  # a wheel: harness, gates are evo.harness, evo.gates
     _namespace.install()
 
 if _stop._evo_command():  # the evo command: a Ctrl-C or SIGTERM during these imports is a stop request too

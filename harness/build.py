@@ -169,7 +169,10 @@ def resolve_source(
     extra_defines: Mapping[str, Any] | None = None,
 ) -> str:
     """The exact text NVRTC compiles: knob macros, the campaign's own (``extra_defines``), then the kernel."""
-    lines = [f"// evo: family {family.name}, genome {json.dumps(dict(sorted(genome.items())), separators=(',', ':'))}"]
+    # a launch_only knob is no part of the text: every value of it is one compile (and one cache entry)
+    launch = {k.name for k in family.knobs if k.launch_only}
+    code = {n: v for n, v in sorted(genome.items()) if n not in launch}
+    lines = [f"// evo: family {family.name}, genome {json.dumps(code, separators=(',', ':'))}"]
     for name, val in family.value_macros().items():
         lines.append(f"#define {name} {val}")
     for name, val in family.defines(genome, spec).items():

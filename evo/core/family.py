@@ -43,6 +43,9 @@ class Knob:
     default: Any
     exact: bool = True
     doc: str = ""
+    # Read by launch() only (a block size the engine picks at launch): no EVO_<KNOB> macro, so every value shares
+    # one build; evo measures each value all the same (a variant is its code and its launch, evo/core/variant.py).
+    launch_only: bool = False
 
     def __post_init__(self) -> None:
         if self.default not in self.values:
@@ -311,9 +314,12 @@ class Family(abc.ABC):
         return f[2] if len(f) > 2 else "rejected: correctness"
 
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default."""
+        """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default, for every knob that is not
+        ``launch_only`` (one of those changes the launch, never the source: all its values share one compile)."""
         out: dict[str, Any] = {}
         for k in self.knobs:
+            if k.launch_only:
+                continue
             v = genome[k.name]
             if isinstance(v, bool):
                 v = int(v)
@@ -361,7 +367,7 @@ class Family(abc.ABC):
         """Numeric values for string-valued knobs, so ``#if EVO_META == EVO_META_SLICE`` works."""
         out: dict[str, int] = {}
         for k in self.knobs:
-            if any(isinstance(v, str) for v in k.values):
+            if not k.launch_only and any(isinstance(v, str) for v in k.values):
                 for i, v in enumerate(k.values):
                     out[f"EVO_{k.name.upper()}_{_ident(str(v))}"] = i
         return out
@@ -610,8 +616,14 @@ def family_problem(fam: Family) -> str | None:
         return f"knob name {bad[0]!r}: lower-case letters, digits and _ only (it becomes EVO_{bad[0].upper()})"
     if not fam.entry:
         return "entry (the kernel's name) is empty"
+    templated = [k.name for k in fam.knobs if k.launch_only and k.name in _PLACEHOLDER_RE.findall(fam.entry)]
+    if templated:
+        return f"knob {templated[0]} is launch_only but names a template argument of entry {fam.entry!r}"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
+    read = [k.name for k in fam.knobs if k.launch_only and f"EVO_{k.name.upper()}" in fam.kernel_path.read_text()]
+    if read:  # the macro would be undefined: the build fails, or an #ifdef quietly takes one path for every value
+        return f"knob {read[0]} is launch_only but {fam.kernel_path.name} reads EVO_{read[0].upper()}"
     if fam.compiler not in ("auto", "nvrtc", "nvcc"):
         return f"compiler is {fam.compiler!r}: one of auto, nvrtc, nvcc"
     if not isinstance(fam.torch_headers, bool):
