@@ -12,9 +12,10 @@ decode steps of one token each are timed, each feeding back the argmax of the la
 With ``--family`` (a fused add RMSNorm family: examples/fused_add_rmsnorm) every layer's residual adds and
 RMSNorms are the family's (evo/e2e/norm_hook.py): on CUDA the compiled kernel of the genome in
 ``--genome-file`` (default: the family's baseline), on the CPU the family's torch reference (there is no
-kernel to run there). Without ``--family`` the model's own modules run: the engine's stream. On CUDA one
-decode step is captured as a CUDA graph and replayed (``--no-graph``: eager), the engine's fast path for
-decode (transformers' static cache is what its own CUDA-graph / torch.compile path decodes with).
+kernel to run there; ``--impl reference`` runs it on CUDA too, to hold the kernel's stream against it).
+Without ``--family`` the model's own modules run: the engine's stream. On CUDA one decode step is captured
+as a CUDA graph and replayed (``--no-graph``: eager), the engine's fast path for decode (transformers' static
+cache is what its own CUDA-graph / torch.compile path decodes with).
 
 Prints ``tokens/s: X`` (decode steps only) and ``sha256: <hex>`` (of the generated token ids, the prefill's
 token first, as int64 little-endian), the lines evo/measure/e2e.py reads. ``--profile OUT.csv`` also decodes
@@ -105,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="transformers' attention")
     p.add_argument(
         "--graph", action=argparse.BooleanOptionalAction, default=True, help="on CUDA, replay a step as a graph"
+    )
+    p.add_argument(
+        "--impl",
+        choices=("auto", "kernel", "reference"),
+        default="auto",
+        help="the family's compiled kernel (CUDA) or its torch reference (auto: the kernel on CUDA, else reference)",
     )
     p.add_argument("--profile", type=Path, default=None, help="CSV of time per decode step per kernel (or op)")
     p.add_argument("--eps", type=float, default=None, help="the family's EPS overridden: a deliberately wrong kernel")
@@ -309,12 +316,11 @@ def run(args: argparse.Namespace) -> int:
         label, carry, family = "engine", None, None
         if args.family is not None:
             family, genome = load_family_genome(args, H)
+            kernel = args.impl == "kernel" or (args.impl == "auto" and device.type == "cuda")
+            if kernel and device.type != "cuda":
+                raise E2EUsageError("--impl kernel: the compiled kernel runs on CUDA only (this run is on the CPU)")
             try:
-                impl = (
-                    KernelNorm(family, genome, H, [1, args.prompt_len])
-                    if device.type == "cuda"
-                    else ReferenceNorm(family, H)
-                )
+                impl = KernelNorm(family, genome, H, [1, args.prompt_len]) if kernel else ReferenceNorm(family, H)
                 carry = install(model, impl, family.name)
             except HookError as e:
                 raise E2EUsageError(str(e)) from None
