@@ -76,6 +76,24 @@ def test_cpu_path_is_seeded_and_matches_the_engines_stream():
     assert _hash(TINY + ["--family", FAMILY, "--eps", WRONG_EPS]) != fam
 
 
+def test_a_local_checkpoint_folder(tmp_path):
+    """A folder with a config decodes on seeded weights; one with weights decodes on them (nothing downloaded)."""
+    import torch
+
+    want = _hash(TINY + ["--family", FAMILY])
+    args = hf._parser().parse_args(TINY)
+    hf.llama_config(args).save_pretrained(tmp_path / "config_only")
+    assert _hash(TINY + ["--family", FAMILY, "--checkpoint", str(tmp_path / "config_only")]) == want
+    seeded = TINY + ["--family", FAMILY, "--seed", "3"]  # the seed still draws the prompt
+    with torch.inference_mode():
+        model = hf.build_model(hf._parser().parse_args(seeded), torch.device("cpu"))
+        model.save_pretrained(tmp_path / "same")
+        model.lm_head.weight.mul_(-1.0)
+        model.save_pretrained(tmp_path / "flipped")
+    assert _hash(seeded + ["--checkpoint", str(tmp_path / "same")]) == _hash(seeded) != want
+    assert _hash(seeded + ["--checkpoint", str(tmp_path / "flipped")]) != _hash(seeded)  # its weights, not seeded
+
+
 def test_profile_is_what_the_bound_reads(tmp_path):
     from evo.measure.profile import load_profile
 

@@ -152,15 +152,17 @@ def sizes(args: argparse.Namespace) -> dict[str, int]:
 
 
 def seed_weights(model: Any, seed: int) -> None:
-    """Every parameter drawn from one generator, in name order (independent of transformers' own init):
-    norm weights 1 + 0.1 N(0, 1), embeddings N(0, 1), matrices N(0, 1 / fan_in): activations of order one,
-    so a greedy stream varies from token to token."""
+    """Every parameter drawn from one generator on the model's device, in name order (independent of transformers'
+    own init): norm weights 1 + 0.1 N(0, 1), embeddings N(0, 1), matrices N(0, 1 / fan_in): activations of order
+    one, so a greedy stream varies from token to token. (On the device: an 8B-like model's weights in a second, not
+    minutes of CPU; so a CPU and a GPU run of one seed have other weights, and other streams.)"""
     import torch
 
-    g = torch.Generator(device="cpu").manual_seed(1_000_003 * seed + 17)
+    device = next(model.parameters()).device
+    g = torch.Generator(device=device).manual_seed(1_000_003 * seed + 17)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            t = torch.randn(p.shape, generator=g)
+            t = torch.randn(p.shape, generator=g, device=device)
             if p.dim() == 1:
                 t = 1.0 + 0.1 * t
             elif "embed" not in name:
@@ -169,9 +171,11 @@ def seed_weights(model: Any, seed: int) -> None:
 
 
 def build_model(args: argparse.Namespace, device: Any) -> Any:
-    """The causal LM in bf16 on ``device``, in eval mode; from ``--checkpoint`` or the sizes (seeded weights)."""
+    """The causal LM in bf16 on ``device``, in eval mode: a checkpoint's weights where ``--checkpoint`` holds them,
+    else seeded random ones on a config (the checkpoint's, or the sizes). A random model is built on the device
+    (transformers' own init of an 8B-like model on the CPU takes minutes)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     dt, attn = torch.bfloat16, args.attn
     if args.checkpoint is not None:
@@ -182,26 +186,31 @@ def build_model(args: argparse.Namespace, device: Any) -> Any:
             model = AutoModelForCausalLM.from_pretrained(
                 folder, local_files_only=True, dtype=dt, attn_implementation=attn
             )
-        else:
-            cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
-            model = AutoModelForCausalLM.from_config(cfg, dtype=dt, attn_implementation=attn)
-            seed_weights(model, args.seed)
+            return model.to(device).eval()
+        cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
     else:
-        s = sizes(args)
-        cfg = LlamaConfig(
-            vocab_size=s["vocab"],
-            hidden_size=s["hidden"],
-            intermediate_size=s["intermediate"],
-            num_hidden_layers=s["layers"],
-            num_attention_heads=s["heads"],
-            num_key_value_heads=s["kv_heads"],
-            max_position_embeddings=max(256, args.prompt_len + args.tokens + 2 * WARM_STEPS),
-            rms_norm_eps=1e-6,
-            tie_word_embeddings=False,
-        )
+        cfg = llama_config(args)
+    with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dt, attn_implementation=attn)
-        seed_weights(model, args.seed)
+    seed_weights(model, args.seed)
     return model.to(device).eval()
+
+
+def llama_config(args: argparse.Namespace) -> Any:
+    from transformers import LlamaConfig
+
+    s = sizes(args)
+    return LlamaConfig(
+        vocab_size=s["vocab"],
+        hidden_size=s["hidden"],
+        intermediate_size=s["intermediate"],
+        num_hidden_layers=s["layers"],
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["kv_heads"],
+        max_position_embeddings=max(256, args.prompt_len + args.tokens + 2 * WARM_STEPS),
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    )
 
 
 def load_family_genome(args: argparse.Namespace, H: int) -> tuple[Any, Any]:
