@@ -107,6 +107,23 @@ def test_profile_is_what_the_bound_reads(tmp_path):
     assert "# profile:" in err and "fused_add_rmsnorm" in err
 
 
+def test_the_shipped_e2e_campaign(tmp_path):
+    """examples/fused_add_rmsnorm/e2e.yaml loads with a profile the decode writes, and its command is this decode."""
+    from evo.config import load_config
+
+    prof = tmp_path / "hf_decode.csv"  # on the GPU: the config's own profiles/hf_decode.csv, recorded the same way
+    assert _run(TINY + ["--family", FAMILY, "--profile", str(prof)])[0] == 0
+    text = (ROOT / "examples/fused_add_rmsnorm/e2e.yaml").read_text()
+    assert "family: .\n" in text and "profiles/hf_decode.csv" in text
+    text = text.replace("family: .\n", f"family: {FAMILY}\n").replace("profiles/hf_decode.csv", str(prof))
+    (tmp_path / "e2e.yaml").write_text(text + f"storage: sqlite:///{tmp_path}/ledger.db\n")
+    cfg = load_config(tmp_path / "e2e.yaml")
+    assert cfg.e2e is not None and cfg.bound is not None and cfg.bound.kernel == "fused_add_rmsnorm"
+    assert cfg.e2e.command[1:3] == ("-m", "evo.e2e.hf")
+    args = hf._parser().parse_args(list(cfg.e2e.command[3:]))
+    assert args.family == "." and args.config == "llama-3-8b-like" and args.device == "auto"
+
+
 def test_usage_errors_are_one_line(tmp_path, monkeypatch):
     import transformers
 
