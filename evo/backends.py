@@ -61,5 +61,16 @@ register(
     )
 )
 
+
+def resolve(name: str) -> str:
+    """The backend a config's name stands for here: ``auto`` is gpu where a CUDA GPU is visible, else recorded (the
+    one place that rule lives); any other name as given."""
+    if name != "auto":
+        return name
+    from harness.gpu import gpu_available
+
+    return "gpu" if gpu_available() else "recorded"
+
+
 BACKENDS = ("auto", *REGISTRY)  # what configs and the CLI's --backend accept
 WORKER_FACTORIES = {name: e.worker for name, e in REGISTRY.items()}

@@ -136,9 +136,9 @@ def _sanitize_after_run(camp, summary) -> None:
 def _sanitize(cfg, attempt_id: int | None) -> int:
     """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails, 3 when it could not
     run here (a backend that runs no kernel, compute-sanitizer not installed): never "clean" unchecked."""
+    from evo.backends import resolve
     from evo.measure.sanitize import UNAVAILABLE, failed_tools, sanitize_attempt, skip_reason
     from evo.report.logmd import write_log
-    from harness.gpu import gpu_available
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -152,7 +152,7 @@ def _sanitize(cfg, attempt_id: int | None) -> int:
         target = next((a for a in led.attempts() if a.id == attempt_id), None)
         if target is None:
             return _fail(f"--id {attempt_id}: no such attempt in campaign {cfg.campaign}")
-    kind = cfg.backend if cfg.backend != "auto" else ("gpu" if gpu_available() else "recorded")
+    kind = resolve(cfg.backend)
     if kind != "gpu":  # on demand, enabled: off does not stop it; only a backend that runs no kernel does
         why = skip_reason(cfg, kind, True)
         sys.stderr.write(f"evo: sanitizer not run (exit {EXIT_UNCHECKED}): {why}\n")

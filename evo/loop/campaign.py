@@ -78,12 +78,10 @@ class RunSummary:
 def make_backend(cfg: CampaignConfig, builder: Builder) -> Backend:
     """The config's backend from its registry entry (evo/backends.py); auto: the GPU when one is present, else the
     recorded H200 measurements. Isolated in a worker process where ``worker.isolation`` asks for it."""
-    from evo.backends import REGISTRY
+    from evo.backends import REGISTRY, resolve
     from harness.gpu import gpu_available
 
-    kind = cfg.backend
-    if kind == "auto":
-        kind = "gpu" if gpu_available() else "recorded"
+    kind = resolve(cfg.backend)
     entry = REGISTRY.get(kind)
     if entry is None:
         raise CampaignError(f"backend: {kind} is not registered (registered: {', '.join(REGISTRY)})")

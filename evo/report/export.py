@@ -450,10 +450,9 @@ def check_final(
         + f" attempt #{champ.id}'s {champ.sass_sha256[:16] or '(not recorded)'}"
     )
     ok = same
-    if backend == "auto":
-        from harness.gpu import gpu_available
+    from evo.backends import resolve
 
-        backend = "gpu" if gpu_available() else "recorded"
+    backend = resolve(backend)
     if backend != "gpu":
         lines.append(
             f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
