@@ -23,7 +23,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evo.core.errors import FamilyError  # its home was here: importers keep this path
+from evo.core.errors import FamilyError as FamilyError  # its home was here: importers keep this path
 from evo.core.genome import Genome
 
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")  # {knob} in a template entry
@@ -356,7 +356,7 @@ class Family(abc.ABC):
         """:attr:`entry` with its placeholders filled from the genome (else ``spec``): bools as true/false,
         strings verbatim (a type name or an enum constant). Called by the builder for every module."""
 
-        def value(m: re.Match) -> str:
+        def value(m: re.Match[str]) -> str:
             n = m.group(1)
             v = genome[n] if n in genome else spec[n]
             return ("true" if v else "false") if isinstance(v, bool) else str(v)
@@ -545,7 +545,7 @@ def _ident(value: str) -> str:
     return re.sub(r"\W", "_", value).upper()
 
 
-def _load_module(path: Path, modname: str):
+def _load_module(path: Path, modname: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise FamilyError(f"cannot import {path}")
