@@ -677,7 +677,7 @@ def load_config(
 
     fam_name = _expect(raw["family"], str, "family")
     try:
-        family = load_family(fam_name, base=p.resolve().parent)  # a path is relative to the config's folder
+        family = _load_family(fam_name, p.resolve().parent)  # a path is relative to the config's folder
     except FamilyError as e:
         raise ConfigError(f"family: {e}") from None
 
@@ -827,6 +827,13 @@ def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: f
         attempts if attempts is not None else cfg.budget.attempts,
         minutes if minutes is not None else cfg.budget.minutes,
     )
+
+
+def _load_family(ref: str, base: Path) -> Family:
+    """The family ``family:`` names: a family's name or folder, or a Kernel Tuner cache file (harness/ktcache.py)."""
+    from harness.ktcache import is_kt_cache_path, load_kt_family
+
+    return load_kt_family(ref, base) if is_kt_cache_path(ref) else load_family(ref, base=base)
 
 
 def _geometries(raw: Any, family: Family) -> list[Geometry]:
