@@ -31,6 +31,7 @@ from evo.config import CampaignConfig, narrow_to_recorded
 from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict, simulated_label
+from evo.core.records import SIMULATED_LABEL as SIMULATED_LABEL  # (importers read it from here)
 from evo.core.variant import LaunchError, launch_digest
 from evo.ledger.ledger import (
     BudgetDiffers,
