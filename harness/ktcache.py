@@ -144,13 +144,19 @@ def _text(path: Path) -> str:
         raise KTCacheError(f"{path}: not a readable Kernel Tuner cache ({type(e).__name__}: {e})") from None
 
 
-def _closed(text: str) -> str:
-    """A cache a killed run left open, closed as Kernel Tuner's ``correct_open_cache`` does."""
-    s = text.strip()
-    if s and s[-3:] not in ("}\n}", "}}}") and not s.endswith("}}"):
-        s = s[:-1] if s.endswith(",") else s
-        s += "}\n}"
-    return s
+def _parse(text: str) -> Any:
+    """The JSON of a cache; one a killed run left open (no closing brackets, maybe a trailing comma) is closed as
+    Kernel Tuner's ``correct_open_cache`` does. Raises json.JSONDecodeError (the file's own error)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as first:
+        s = text.strip()
+        if not s.startswith("{"):
+            raise
+        try:
+            return json.loads((s[:-1] if s.endswith(",") else s) + "}\n}")
+        except json.JSONDecodeError:
+            raise first from None
 
 
 def _number(v: Any) -> float | None:
@@ -185,9 +191,8 @@ def _entry(key: str, raw: Any, names: Sequence[str], tune_params: Mapping[str, l
 def read_kt_cache(path: str | Path) -> KTCache:
     """The Kernel Tuner cache at ``path`` (``.json`` or ``.json.gz``); raises KTCacheError (one line)."""
     p = Path(path).expanduser()
-    text = _closed(_text(p))
     try:
-        doc = json.loads(text)
+        doc = _parse(_text(p))
     except json.JSONDecodeError as e:
         raise KTCacheError(f"{p}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(doc, dict):
