@@ -312,6 +312,25 @@ def load_kt_family(ref: str, base: Path | None = None) -> KTCacheFamily:
         raise FamilyError(str(e)) from None
 
 
+ATTEMPTS = 150  # `evo run CACHE.json`'s budget (the shipped configs'), or the cache's valid configurations if fewer
+
+
+def kt_config(path: Path) -> dict[str, Any]:
+    """The campaign config `evo run CACHE.json` runs (evo/config.py reads it as it reads a YAML file's): named after
+    the cache's family, its one geometry, the recorded backend, no torch.compile peer (there is no reference to
+    compile); the ledger goes to logs/<campaign>/ under the working directory, as for any config without a
+    storage."""
+    fam = kt_family(read_kt_cache(path))
+    return {
+        "campaign": fam.name,
+        "family": str(path.resolve()),
+        "geometries": [{"weight": 1}],
+        "budget": {"attempts": min(ATTEMPTS, len(fam.kt.valid()))},
+        "backend": "recorded",
+        "peer": {"torch_compile": "off"},
+    }
+
+
 def geometry_name(cache: KTCache) -> str:
     """The geometry's name where a config gives none (evo/config.py names it from its parameters)."""
     return f"{GEOMETRY_PARAM}{cache.problem_text}"

@@ -154,6 +154,21 @@ def test_evo_run_replays_a_kernel_tuner_cache_on_the_cpu(tmp_path, capsys):
     assert "H200" not in log
 
 
+def test_the_cache_itself_is_a_config(tmp_path, monkeypatch):
+    """`evo run CACHE.json`: the campaign named after the file, its one geometry, the recorded backend."""
+    monkeypatch.chdir(tmp_path)
+    c = load_config(FIXTURE)
+    assert (c.campaign, c.backend, c.budget.attempts) == ("matmul_A100", "recorded", 41)  # 41 valid (< 150)
+    assert [g.params for g in c.geometries] == [{"problem_size": "4096x4096"}] and c.peer.torch_compile == "off"
+    assert str(tmp_path / "logs" / "matmul_A100") in c.storage
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"device_name": "x"}')
+    from evo.config import ConfigError
+
+    with pytest.raises(ConfigError, match="not a Kernel Tuner cache"):
+        load_config(bad)
+
+
 def test_a_kernel_tuner_cache_never_runs_on_the_gpu_backend(tmp_path):
     from evo.loop.campaign import CampaignError, make_backend
 
