@@ -33,7 +33,6 @@ COMMANDS: dict[str, Command] = {
     "log": report.LOG,
     "table": report.TABLE,
     "export": report.EXPORT,
-    "kt-cache": ktcache.KT_CACHE,
     "replay": campaign.REPLAY,
     "sanitize": campaign.SANITIZE,
     "ablate": campaign.ABLATE,
@@ -44,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "new": families.NEW,
     "idea": families.IDEA,
     "ideas": families.IDEAS,
+    "kt-cache": ktcache.KT_CACHE,
     "completion": COMPLETION,
 }
 
