@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,58 @@ def sweep_to_kt_cache(
             "correctness_mode": mode,
         },
     }
+
+
+def _attempt_entry(a: Any, g: str, names: list[str]) -> dict[str, Any]:
+    """One measured attempt as a cache entry at geometry ``g`` (its time: the median the campaign recorded)."""
+    entry: dict[str, Any] = {n: a.genome[n] for n in names}
+    timing = a.timings.get(g)
+    v = a.verdict
+    if timing is not None and v.status != "error" and v.gate != "correctness":
+        t = timing.median_us / 1000.0
+        entry.update(
+            time=t, compile_time=1000.0 * a.compile_s, verification_time=0.0, benchmark_time=1000.0 * a.measure_s
+        )
+    else:
+        err = "CompilationFailedConfig" if v.kind == "compile" else "RuntimeFailedConfig"
+        entry.update(time=err, __error__=err, compile_time=1000.0 * a.compile_s, verification_time=0.0)
+        entry["benchmark_time"] = 0.0
+    entry.update(strategy_time=0.0, framework_time=0.0, timestamp=a.finished_at or a.started_at)
+    return entry
+
+
+def ledger_to_kt_cache(
+    family: Family, geometry: Geometry, attempts: Sequence[Any], device: Mapping[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """A campaign's attempts (evo.core.records.Attempt, in the order they ran) at one geometry as a Kernel Tuner
+    cache, as Kernel Tuner leaves one after a tuning run: the configurations it measured, in that order (what
+    KTdashboard plots against the index), nothing else. An attempt rejected before the GPU (identical SASS, the
+    exact-mode rule, the static gate) was never measured and is left out, as is one with source-level ideas (no
+    knob value says it); one that ran and failed is Kernel Tuner's error. Returns the document and how many attempts
+    were left out. Kernel Tuner's simulation mode stops at a configuration the file lacks: replay a full sweep
+    (:func:`sweep_to_kt_cache`) to simulate searches."""
+    names = [k.name for k in family.knobs]
+    cache: dict[str, Any] = {}
+    left = 0
+    for a in attempts:
+        key = ",".join(str(a.genome.get(n)) for n in names)
+        measured = geometry.name in a.timings or a.verdict.status == "error" or a.verdict.gate == "correctness"
+        if set(a.genome) != set(names) or not measured or a.verdict.kind in ("interrupted", "not_recorded"):
+            left += 1
+            continue
+        if key not in cache:  # (a remeasured genome: its first measurement, as Kernel Tuner keeps the first)
+            cache[key] = _attempt_entry(a, geometry.name, names)
+    doc = {
+        "device_name": str(device.get("name") or "unknown device"),
+        "kernel_name": family.entry,
+        "problem_size": _problem_size(family, geometry.params),
+        "tune_params_keys": names,
+        "tune_params": {k.name: list(k.values) for k in family.knobs},
+        "objective": "time",
+        "cache": cache,
+        "evo": {"family": family.name, "geometry": {"name": geometry.name, "params": dict(geometry.params)}},
+    }
+    return doc, left
 
 
 def _problem_size(family: Family, params: Mapping[str, Any]) -> list[Any]:

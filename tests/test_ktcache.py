@@ -74,6 +74,27 @@ def test_gzip_and_a_cache_left_open_by_a_killed_run(tmp_path):
         }
 
 
+def test_an_old_cache_without_problem_size_objective_or_params_in_its_entries(tmp_path):
+    """The oldest caches have no problem_size nor objective, and some entries only their key."""
+    p = tmp_path / "vector_add.json"
+    p.write_text(
+        json.dumps(
+            {
+                "device_name": "GeForce GTX 1080",
+                "kernel_name": "vector_add",
+                "tune_params_keys": ["block_size_x"],
+                "tune_params": {"block_size_x": [64, 128, 256]},
+                "cache": {"64": {"time": 0.05}, "128": {"block_size_x": 128, "time": 0.04}, "256": {"time": 1e20}},
+            }
+        )
+    )
+    fam, geos, sweep = kt_landscape(p)
+    assert [k.values for k in fam.knobs] == [(64, 128, 256)] and geos[0].params == {"problem_size": "none"}
+    assert fam.kt.entries[Genome({"block_size_x": 64}).key].time_ms == 0.05
+    assert fam.kt.entries[Genome({"block_size_x": 256}).key].error == "RuntimeFailedConfig"
+    assert sweep["baseline_key"] == Genome({"block_size_x": 64}).key
+
+
 @pytest.mark.parametrize(
     "content, says",
     [
@@ -152,6 +173,18 @@ def test_evo_run_replays_a_kernel_tuner_cache_on_the_cpu(tmp_path, capsys):
     assert objectives[Genome(champ.genome).key] >= 0.95 * max(v for v in objectives.values() if v)
     log = (tmp_path / "attempts.md").read_text() if (tmp_path / "attempts.md").is_file() else ""
     assert "H200" not in log
+    # and the campaign's own measurements back out as a cache, in the order it measured them (KTdashboard's index)
+    out = tmp_path / "campaign.json"
+    assert main(["kt-cache", str(cfg), "--ledger", "-o", str(out)]) == 0
+    back = read_kt_cache(out)
+    measured = [a for a in atts if a.timings or a.verdict.status == "error"]
+    assert back.device_name == DEVICE and [e.key for e in back.entries.values()] == [
+        ",".join(str(a.genome[k]) for k in c.family.kt.tune_params) for a in measured
+    ]
+    g = c.geometries[0].name
+    for a in measured:
+        e = back.entries[Genome(a.genome).key]
+        assert e.error is not None if a.verdict.status == "error" else e.time_ms == a.timings[g].median_us / 1000
 
 
 def test_the_cache_itself_is_a_config(tmp_path, monkeypatch):

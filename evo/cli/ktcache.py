@@ -24,6 +24,12 @@ def _parser(sub) -> None:
         "--geometry",
         help="the sweep geometry to write (a cache holds one problem size; default: the first weighted one)",
     )
+    k.add_argument(
+        "--ledger",
+        action="store_true",
+        help="SOURCE is a campaign config: write the configurations its campaign measured, in the order it measured "
+        "them (for KTdashboard; simulation mode needs a whole sweep)",
+    )
     k.add_argument("--family", help="the family of a sweep file, where its recorded name does not find it (a path)")
     k.add_argument(
         "--mode",
@@ -53,7 +59,34 @@ def _sweep(source: str, family_ref: str | None) -> tuple[Any, dict[str, Any], Pa
     return family, load(paths[0]), paths[0]
 
 
+def _from_ledger(args, out: Path) -> int:
+    """`evo kt-cache CONFIG --ledger`: the campaign's measured attempts at one geometry."""
+    from evo.cli.common import _existing, _open_ledger
+    from evo.config import load_config
+    from harness.ktcache_write import ledger_to_kt_cache, write_kt_cache
+
+    cfg = load_config(args.source)
+    if not _existing(cfg):
+        return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
+    geos = [g for g in cfg.geometries if args.geometry in (None, g.name)]
+    geo = next((g for g in geos if g.weight > 0), geos[0] if geos else None)
+    if geo is None:
+        names = ", ".join(g.name for g in cfg.geometries)
+        return _fail(f"--geometry {args.geometry}: not a geometry of {cfg.campaign} ({names})")
+    led = _open_ledger(cfg, readonly=True)
+    attempts = sorted(led.attempts(), key=lambda a: a.id)
+    doc, left = ledger_to_kt_cache(cfg.family, geo, attempts, led.meta("device") or {})
+    write_kt_cache(out, doc)
+    print(
+        f"evo: wrote {out}: {len(doc['cache'])} configurations campaign {cfg.campaign} measured at {geo.name}, in "
+        f"its order ({left} attempt(s) never measured or with ideas left out), device {doc['device_name']}"
+    )
+    result(path=str(out), campaign=cfg.campaign, geometry=geo.name, configurations=len(doc["cache"]), left_out=left)
+    return 0
+
+
 def _run(args) -> int:
+    from evo.config import ConfigError
     from evo.core.errors import FamilyError
     from harness.ktcache_write import KTWriteError, sweep_to_kt_cache, write_kt_cache
     from harness.sweepfile import SweepFileError
@@ -61,6 +94,11 @@ def _run(args) -> int:
     out = Path(args.output).expanduser()
     if out.exists() and not args.force:
         return _fail(f"{out} exists; give --force to replace it")
+    if args.ledger:
+        try:
+            return _from_ledger(args, out)
+        except (ConfigError, KTWriteError) as e:
+            return _fail(str(e))
     try:
         family, data, path = _sweep(args.source, args.family)
         doc = sweep_to_kt_cache(family, data, args.geometry, args.mode)
