@@ -202,6 +202,17 @@ def test_the_cache_itself_is_a_config(tmp_path, monkeypatch):
         load_config(bad)
 
 
+def test_a_backend_isolated_in_a_worker_keeps_the_caches_label(tmp_path):
+    from harness.worker import WorkerBackend
+
+    kwargs = {"config": str(_config(tmp_path)), "backend": "recorded", "storage": None}
+    wb = WorkerBackend("evo.backend_factories:recorded_backend", kwargs, 60.0)
+    try:
+        assert wb.simulated and wb.label == f"simulated from a Kernel Tuner cache recorded on {DEVICE}"
+    finally:
+        wb.close()
+
+
 def test_a_kernel_tuner_cache_never_runs_on_the_gpu_backend(tmp_path):
     from evo.loop.campaign import CampaignError, make_backend
 
