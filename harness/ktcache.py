@@ -14,7 +14,7 @@ Times are milliseconds. A configuration that could not be measured carries the n
 as a string (``InvalidConfig``: not launchable as asked, e.g. a block too large; ``CompilationFailedConfig``;
 ``RuntimeFailedConfig``: the launch failed) in its objective field (Kernel Tuner 0.4 to 1.0) or in ``__error__``
 (1.x); Kernel Tuner 0.x wrote a time of 1e20 instead. A file left open by a killed run (no closing brackets, a
-trailing comma) is read as Kernel Tuner reads it. ``.json.gz`` is read through gzip (published sets compress them).
+trailing comma) is read as Kernel Tuner reads it. ``.json.gz`` (a compressed cache) is read through gzip.
 
 As evo sees one (:func:`read_kt_cache`, then :func:`kt_family`): the cache is the family. Its ``tune_params`` are
 the knobs (values in the cache's order), its one problem size is the one geometry (parameter ``problem_size``),
