@@ -314,8 +314,8 @@ class CampaignConfig:
         required=True,
     )
     family: Family = key(
-        doc="a family's name, a path to its folder, or a path to a Kernel Tuner cache file (.json, .json.gz: "
-        "docs/kernel-tuner.md); paths relative to this file",
+        doc="a family's name, or a path to its folder or to a Kernel Tuner cache file (.json, .json.gz: "
+        "docs/kernel-tuner.md), relative to this file",
         custom=True,
         required=True,
         kind="string",
