@@ -62,14 +62,15 @@ register(
 )
 
 
-def resolve(name: str) -> str:
-    """The backend a config's name stands for here: ``auto`` is gpu where a CUDA GPU is visible, else recorded (the
-    one place that rule lives); any other name as given."""
+def resolve(name: str, family: Any = None) -> str:
+    """The backend a config's name stands for here: ``auto`` is gpu where a CUDA GPU is visible and the family has
+    a kernel to run (a Kernel Tuner cache has none: ``recorded_only``), else recorded (the one place that rule
+    lives); any other name as given."""
     if name != "auto":
         return name
     from harness.gpu import gpu_available
 
-    return "gpu" if gpu_available() else "recorded"
+    return "gpu" if gpu_available() and not getattr(family, "recorded_only", False) else "recorded"
 
 
 BACKENDS = ("auto", *REGISTRY)  # what configs and the CLI's --backend accept

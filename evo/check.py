@@ -502,6 +502,10 @@ def run_check(
         except (ConfigError, FamilyError) as e:
             raise CheckFailed(f"{CONFIG_ERROR}{e}") from None
         fam = cfg.family
+        if getattr(fam, "recorded_only", False):  # (harness/ktcache.py: measurements only, nothing to compile)
+            raise CheckFailed(
+                f"{CONFIG_ERROR}family {fam.name} is a Kernel Tuner cache: no kernel to check; evo run replays it"
+            )
         todo = first_todo(fam.folder / "family.py")
         if todo:
             raise CheckFailed(todo)

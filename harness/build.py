@@ -767,9 +767,13 @@ class Builder:
         geometries: Sequence[Geometry] | None = None,
     ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
-        section (include folders, options, compiler, torch's headers)."""
+        section (include folders, options, compiler, torch's headers). A family with no source (a Kernel Tuner
+        cache, harness/ktcache.py) brings its own builder (``own_builder``), which compiles nothing."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
+        own = getattr(cfg.family, "own_builder", None)
+        if callable(own):
+            return own(geos)
         return cls(
             cfg.family,
             geos,

@@ -89,7 +89,7 @@ def _run(cfg, args) -> int:
     except CampaignError as e:
         return _fail(str(e))
     _damaged(camp.ledger)
-    sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
+    sim = f" — {camp.label}" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
     try:
         summary = run_with_progress(camp, live=not (args.plain or getattr(args, "json", False)))
@@ -152,7 +152,7 @@ def _sanitize(cfg, attempt_id: int | None) -> int:
         target = next((a for a in led.attempts() if a.id == attempt_id), None)
         if target is None:
             return _fail(f"--id {attempt_id}: no such attempt in campaign {cfg.campaign}")
-    kind = resolve(cfg.backend)
+    kind = resolve(cfg.backend, cfg.family)
     if kind != "gpu":  # on demand, enabled: off does not stop it; only a backend that runs no kernel does
         why = skip_reason(cfg, kind, True)
         sys.stderr.write(f"evo: sanitizer not run (exit {EXIT_UNCHECKED}): {why}\n")
@@ -200,7 +200,7 @@ def _selfcheck(cfg, aa: int) -> int:
             camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     a = out["aa"]
     print(
         f"evo: A/A check{sim}: {a['accepted']} of {a['evaluations']} evaluations accepted; highest lower bound "
@@ -245,7 +245,7 @@ def _ablate(cfg, rounds: int | None) -> int:
             camp.ledger.release()
     except (CampaignError, AblateError) as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     print(
         f"evo: ablation of champion #{record['champion']} on the {record['backend']} backend{sim}: {record['method']}"
     )
@@ -289,7 +289,7 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
             camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     changed = [(o, n) for o, n in pairs if o.verdict.label() != n.verdict.label()]
     print(
         f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; "

@@ -24,6 +24,14 @@ BASELINE = "baseline"
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
 
 
+def simulated_label(source: Any = None) -> str:
+    """What a simulated run's lines say of where its numbers come from: the backend's own ``label`` (a Kernel Tuner
+    cache's names the device it was recorded on, harness/ktcache.py), or a ledger's device facts' ``note`` (what
+    the backend's facts said when the campaign ran), else :data:`SIMULATED_LABEL`."""
+    note = source.get("note") if isinstance(source, Mapping) else getattr(source, "label", None)
+    return note if isinstance(note, str) and note else SIMULATED_LABEL
+
+
 class Code(StrEnum):
     """What a verdict decided, as a value to compare: every decision reads this (and ``Verdict.detail``), never
     the reason, which is for people and may be reworded freely.

@@ -30,7 +30,8 @@ from evo import stop
 from evo.config import CampaignConfig, narrow_to_recorded
 from evo.core.genome import Genome
 from evo.core.protocols import Backend, Gate, Storage
-from evo.core.records import ACCEPTED, BASELINE, SIMULATED_LABEL, Attempt, Code, Verdict
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict, simulated_label
+from evo.core.records import SIMULATED_LABEL as SIMULATED_LABEL  # (importers read it from here)
 from evo.core.variant import LaunchError, launch_digest
 from evo.ledger.ledger import (
     BudgetDiffers,
@@ -81,7 +82,10 @@ def make_backend(cfg: CampaignConfig, builder: Builder) -> Backend:
     from evo.backends import REGISTRY, resolve
     from harness.gpu import gpu_available
 
-    kind = resolve(cfg.backend)
+    kind = resolve(cfg.backend, cfg.family)
+    recorded_only = getattr(cfg.family, "recorded_only", False)  # a Kernel Tuner cache: no kernel to run
+    if recorded_only and kind != "recorded":
+        raise CampaignError(f"family {cfg.family.name} is a Kernel Tuner cache: it replays on backend: recorded only")
     entry = REGISTRY.get(kind)
     if entry is None:
         raise CampaignError(f"backend: {kind} is not registered (registered: {', '.join(REGISTRY)})")
@@ -158,11 +162,12 @@ class Campaign:
         self.builder = builder if builder is not None else Builder.for_config(cfg)
         self.backend = backend if backend is not None else make_backend(cfg, self.builder)
         self.simulated = bool(getattr(self.backend, "simulated", False))
+        self.label = simulated_label(self.backend)  # where a simulated run's numbers come from (its device)
         if self.simulated:  # every line a user reads says where its numbers come from
             plain_out = out
 
             def labelled(msg: str) -> None:
-                plain_out(f"{msg} ({SIMULATED_LABEL})")
+                plain_out(f"{msg} ({self.label})")
 
             self.out = labelled
         # A backend that measures only part of the knob space (a recorded sweep of a sub-space) narrows the search to
@@ -510,7 +515,7 @@ class Campaign:
                     s.discarded,
                     f"A/A: baseline vs a second copy of itself; batch: {s.batch_text()}; pairs: {len(r)}"
                     + self._launches_note([("A", a)], g)
-                    + (f"; {SIMULATED_LABEL}" if self.simulated else ""),
+                    + (f"; {self.label}" if self.simulated else ""),
                 )
             for k, v in s.clocks.items():
                 if isinstance(v, (int, float)) and k.startswith("sm_mhz"):
@@ -685,7 +690,9 @@ class Campaign:
         suppressions (gates/sanitizer.py); the accepted verdict carries the result in ``detail["sanitizer"]``."""
         from evo.measure.sanitize import gate_step
 
-        res = gate_step(self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out)
+        res = gate_step(
+            self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out, self.label
+        )
         if not res.verdict.ok:
             return res.verdict
         return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})

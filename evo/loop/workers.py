@@ -98,7 +98,7 @@ def cli_worker(cfg: Any, args: Any) -> int:
     except (ImportError, SQLAlchemyError, StorageInternalError) as e:  # no driver, no server, bad credentials
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return fail(f"cannot open the storage {_safe_url(cfg.storage)}: {type(e).__name__}: {first}")
-    sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
+    sim = f" — {camp.label}" if camp.simulated else ""
     print(
         f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
         f"on the {camp.backend.name} backend{sim}",

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evo.core.records import SIMULATED_LABEL, simulated_label
+
 CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED = "clean", "errors", "unavailable", "timeout", "failed"
 STATUSES = (CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED)
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
@@ -453,13 +455,11 @@ def failed_tools(record: Mapping[str, Any] | None) -> list[str]:
     return [t for t, r in tools.items() if (r or {}).get("status") in (ERRORS, TIMEOUT, FAILED)]
 
 
-def skip_reason(cfg: Any, backend_name: str, simulated: bool) -> str | None:
-    """Why the after-run pass does not run on this machine (None: it runs)."""
+def skip_reason(cfg: Any, backend_name: str, simulated: bool, label: str = SIMULATED_LABEL) -> str | None:
+    """Why the after-run pass does not run on this machine (None: it runs); ``label``: where a simulated run's
+    numbers come from (evo.core.records.simulated_label)."""
     if simulated or backend_name != "gpu":
-        return (
-            f"the {backend_name} backend runs no kernel (simulated from recorded H200 measurements); "
-            "compute-sanitizer needs the GPU backend"
-        )
+        return f"the {backend_name} backend runs no kernel ({label}); compute-sanitizer needs the GPU backend"
     mode = cfg.sanitizer.enabled
     if mode == "off":
         return "sanitizer.enabled is off in the config"
@@ -478,6 +478,7 @@ def gate_step(
     simulated: bool,
     source_variant: bool = False,
     out: Callable[[str], None] = print,
+    label: str = SIMULATED_LABEL,
 ) -> Any:
     """The sanitizer gate on a step about to become the champion: the configured tools over its genome (as
     built, with its ideas), judged by gates.sanitizer against the family's suppressions. Where no tool can run
@@ -485,7 +486,7 @@ def gate_step(
     from evo.core.records import PASS
     from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate, unchecked
 
-    why = skip_reason(cfg, backend_name, simulated)
+    why = skip_reason(cfg, backend_name, simulated, label)
     if why is None and source_variant:
         why = "a source variant (a fault or a replayed patch): the sanitizer target builds genomes and ideas only"
     if why is None and getattr(cfg, "path", None) is None:
@@ -544,7 +545,9 @@ def after_run(
 
     champ = ledger.champion()
     if simulated or backend_name != "gpu":  # nothing of a simulated campaign is written for the sanitizer
-        _skip(ledger, skip_reason(cfg, backend_name, simulated) or "", champ.id if champ else None, out, write=False)
+        label = simulated_label(ledger.meta("device") or {})  # (the backend's facts say whose measurements)
+        said = skip_reason(cfg, backend_name, simulated, label) or ""
+        _skip(ledger, said, champ.id if champ else None, out, write=False)
         return None
     if champ is None or champ.id == ledger.meta("baseline_id") or champ.verdict.status == BASELINE:
         _skip(ledger, "the champion is the baseline (no accepted step to check)", champ.id if champ else None, out)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.core.family import Family
-from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.core.records import ACCEPTED, BASELINE, Attempt, simulated_label
 from evo.report.export_files import MANIFEST as MANIFEST  # the export folder's files (the names kept for callers)
 from evo.report.export_files import ExportError as ExportError
 from evo.report.export_files import check_target as check_target
@@ -262,7 +262,7 @@ def commit_message(
     lines += [f"Verdict of #{x.id}: {x.verdict.reason}" for x in group] if group else [f"Verdict: {a.verdict.reason}"]
     lines.append(
         f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
-        + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
+        + (f" — {simulated_label(dev)}" if meta.get("simulated") else "")
         + f"; measured {a.finished_at or a.started_at}."
     )
     lines += [""] + _wrap("Caveats: " + "; ".join(_caveats(a, meta)) + ".", 72)
@@ -283,7 +283,7 @@ def _carried(a: Attempt, prev: Attempt, meta: Mapping[str, Any], champion_id: in
     said = carried(rec, changes(prev.genome, a.genome))
     if not said:
         return []
-    sim = "; simulated from recorded H200 measurements" if rec.get("simulated") else ""
+    sim = f"; {simulated_label(meta.get('device') or {})}" if rec.get("simulated") else ""
     head = (
         f"Which changes carry the gain (evo ablate of champion #{champion_id} on the {rec.get('backend', '?')} "
         f"backend{sim}, {rec.get('at', '?')}):"
@@ -302,7 +302,7 @@ def _caveats(a: Attempt, meta: Mapping[str, Any]) -> list[str]:
     if watched:
         out.append(f"{', '.join(str(g) for g in watched)} watched (guarded against regression, not optimized)")
     if meta.get("simulated"):
-        out.append("every time is simulated from recorded H200 measurements")
+        out.append(f"every time is {simulated_label(meta.get('device') or {})}")
     if ((cfg.get("gates") or {}).get("perf") or {}).get("launch") == "pdl":
         out.append(
             "timed with PDL launches (gates.perf.launch: pdl; every module built with EVO_PDL=1, which the "
@@ -452,7 +452,7 @@ def check_final(
     ok = same
     from evo.backends import resolve
 
-    backend = resolve(backend)
+    backend = resolve(backend, cfg.family)
     if backend != "gpu":
         lines.append(
             f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
