@@ -226,10 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         got["seconds"] = time.perf_counter() - t1
         rows.append((label, space, got))
         print("\n".join(landscape_table(label, space, got, args.cap)), flush=True)
-    text = summary(rows, args)
-    print("\n".join(text))
-    if args.out:
-        write(Path(args.out), rows, text, args, time.perf_counter() - t0)
+        if args.out:  # after every landscape: a long run stopped part-way keeps what it measured
+            write(Path(args.out), rows, summary(rows, args), args, time.perf_counter() - t0)
+    print("\n".join(summary(rows, args)))
     return 0
 
 
