@@ -503,7 +503,7 @@ def objective_gate(space: Space) -> Any:
 
 def bench_campaign(
     space: Space,
-    name: str,
+    name: str | Any,
     cap: int,
     seed: int = 0,
     tabu: bool = True,
@@ -518,7 +518,8 @@ def bench_campaign(
     (the baseline included), the campaign's gates with the perf gate replaced by :func:`objective_gate`, the
     proposer made by the campaign's own factory, the compile-ahead ``lag`` (0 or 1 result) and, ``until_target``,
     a stop at the first attempt within ``tol`` of the best. ``name``: the config's proposer for evo's row
-    (:data:`EVO`, options: the config's unless ``options`` replaces them), else a peer's proposer with ``options``.
+    (:data:`EVO`, options: the config's unless ``options`` replaces them), else a peer's proposer with ``options``;
+    a proposer object instead of a name is driven as it is (a test's or an ablation's, not the factory's).
     Returned unrun (``.run()``)."""
     from evo.config import Budget
     from evo.ledger.memory_ledger import MemoryLedger
@@ -526,6 +527,9 @@ def bench_campaign(
     from tools.bench_loop import BenchCampaign, deployed_config
 
     budget = Budget(attempts=cap)
+    given = None if isinstance(name, str) else name
+    if given is not None:
+        name = type(given).__name__
     if space.config_path is not None:
         own = name == "config"  # evo's row: the config's proposer as it stands
         cfg = deployed_config(
@@ -559,6 +563,7 @@ def bench_campaign(
         gates=gates,
         stop_when=target if until_target else None,
         tabu=tabu,
+        proposer=given,
     )
 
 
@@ -594,7 +599,7 @@ def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, 
 
 def run_proposer(
     space: Space,
-    name: str,
+    name: str | Any,
     seed: int,
     options: Mapping[str, Any] | None = None,
     cap: int | None = None,
@@ -608,7 +613,8 @@ def run_proposer(
 
     ``name`` ``"config"``: the campaign config's own proposer (evo's row: what ``evo run`` runs), ``options``
     replacing the config's when given; any other name: that proposer (an evo one or a bench peer) with ``options``.
-    Either way the campaign's factory makes it (the correctness mode, the idea layer, the per-session seed).
+    Either way the campaign's factory makes it (the correctness mode, the idea layer, the per-session seed); a
+    proposer object instead of a name is driven as it is (a test of one proposer's option on one seed).
     A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
     rejects it (identical SASS: same machine code, not measured again; no score): an attempt, not an evaluation
     (:func:`before_gpu`). ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU
@@ -620,6 +626,7 @@ def run_proposer(
     camp = bench_campaign(space, name, cap, seed, tabu, until_target, options, tol, lag, key)
     camp.run()
     attempts = camp.ledger.attempts()
+    name = name if isinstance(name, str) else type(name).__name__
     run = finish(space, Run(name, seed, None, [a.genome_key for a in attempts]))
     if cap < space.size:  # stopped by the cap: a target not reached needs more than the evaluations made
         run.notes["censored"] = len(run.keys) - run.pre_gpu + 1
@@ -627,7 +634,7 @@ def run_proposer(
     same = sum(a.verdict.code is Code.STATIC_IDENTICAL_SASS for a in attempts)
     if same:
         run.notes["identical_sass"] = same
-    inner = getattr(camp.made, "inner", camp.made)
+    inner = getattr(camp.made, "inner", camp.made) if camp.made is not None else camp.proposer
     run.notes["fallbacks"] = getattr(inner, "fallbacks", 0)
     run.notes["random_origin"] = sum(1 for a in attempts[1:] if a.origin.startswith("random"))
     run.notes["proposer"] = f"{type(inner).__name__} {dict(getattr(inner, 'options', {}))}"
