@@ -19,17 +19,19 @@ its hashes, as the campaign rejects it before the GPU.
 
 Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
 
-* evo's proposers (``surrogate``, the configs' default, ``evolutionary``,
-  ``random``, ``tpe``, ``nsga2``) are driven by the campaign loop itself
-  (``evo.loop.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
-  ``bench_campaign``) on the recorded backend replaying the sweep, with a ledger
+* evo's row (:data:`EVO`: the campaign config's proposer, options included) and the other proposers
+  (``evolutionary``, ``random``, ``tpe``, ``nsga2``, the bench's Optuna peers) are made by ``evo run``'s own
+  factory (``Campaign.make_proposer``: the correctness mode, the idea layer, the per-session seed) and driven by
+  the campaign loop itself (``evo.loop.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
+  ``bench_campaign`` and tools/bench_loop.py, which also gives the compile-ahead lag of a GPU run, ``lag=1``)
+  on the recorded backend replaying the sweep, with a ledger
   in memory and the campaign's gates in their order: identical SASS (the
   sweep's digest of the genome equals that of a genome already measured in the
   run: rejected, no score), the exact-mode rule, the correctness gate on the
   recorded evidence, then, in place of the paired-interval perf gate, the
   recorded objective: accepted when it beats the current champion's by more
   than ``min_gain``, rejected (perf) otherwise. Attempt 0 is the baseline
-  (score 1.0, counted as evaluation 1); every attempt counts as an evaluation.
+  (score 1.0, counted as evaluation 1, for Kernel Tuner's runs too: every strategy is charged it).
   The loop gives the proposer the campaign's tabu (knob values the exact-mode
   correctness gate ruled out) at every step. A
   proposer with a ``static_key`` attribute (the surrogate) gets the sweep's SASS
@@ -40,7 +42,8 @@ Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
   kernel_tuner``; skipped with the reason when it is not importable) run in
   Kernel Tuner's own simulation mode on a cache file written from the same
   sweep: time = 1 / objective, invalid genomes stored as RuntimeFailedConfig,
-  tune_params = the knob values, restrictions = ``family.check``,
+  tune_params = the knob values (their order drawn per seed: ``kt_tune_params``; its Latin-hypercube starts seeded:
+  ``_seeded_lhs``), restrictions = ``family.check``,
   ``max_fevals`` = the space size. Unique evaluations are counted in the order
   the runner served them from the cache. The "+ exact rule" variants also
   restrict away the knob values that change the summation order (what evo's
