@@ -179,3 +179,26 @@ def test_compile_ahead_lag_proposes_before_the_last_result(example, monkeypatch)
     assert seen[:5] == [1, 1, 2, 3, 4] and len(run.keys) == 6
     with pytest.raises(ValueError, match="lag"):
         sb.bench_campaign(example, "random", 6, lag=2)
+
+
+def test_bench_deployed_writes_its_tables(tmp_path):
+    """The driver end to end on the example family, two peers, two seeds: the best peer chosen on the selection
+    seeds, evo's row at both lags, the raw runs."""
+    import gzip
+    import json
+
+    from tools import bench_deployed as bd
+
+    out = tmp_path / "res"
+    argv = ["--landscape", "ex=examples/fused_add_rmsnorm", "--seeds", "2", "--select-seeds", "2", "--cap", "20"]
+    bd.main([*argv, "--strategies", "evo random,kt mls", "--out", str(out)])
+    table = (out / "table.md").read_text()
+    assert "| ex | " in table and "evo lag 0" in table and "evo lag 1" in table and "two-level bootstrap" in table
+    runs = json.loads(gzip.open(out / "runs.json.gz", "rt").read())["ex"]
+    assert runs["best_peer"] in ("evo random", "kt mls")
+    assert set(runs["runs"]["selection"]) == {"evo random", "kt mls"}
+    test = runs["runs"]["test"]
+    assert set(test) == {"evo lag 0", "evo lag 1", runs["best_peer"]}
+    assert all(len(v) == 2 and all(r["made"] <= 21 for r in v) for v in test.values())
+    with pytest.raises(SystemExit):  # the test seeds may not be the selection's
+        bd.main([*argv, "--first-seed", "1000", "--select-first", "1001"])
