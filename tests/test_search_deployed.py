@@ -181,7 +181,7 @@ def test_compile_ahead_lag_proposes_before_the_last_result(example, monkeypatch)
         sb.bench_campaign(example, "random", 6, lag=2)
 
 
-def test_bench_deployed_writes_its_tables(tmp_path):
+def test_bench_deployed_writes_its_tables(tmp_path, capsys):
     """The driver end to end on the example family, two peers, two seeds: the best peer chosen on the selection
     seeds, evo's row at both lags, the raw runs."""
     import gzip
@@ -200,5 +200,27 @@ def test_bench_deployed_writes_its_tables(tmp_path):
     test = runs["runs"]["test"]
     assert set(test) == {"evo lag 0", "evo lag 1", runs["best_peer"]}
     assert all(len(v) == 2 and all(r["made"] <= 21 for r in v) for v in test.values())
+    # --rescore reads the runs back: the same summary table, with the bar's clauses
+    summary = table.split("\n\n")[1]
+    capsys.readouterr()
+    bd.main(["--rescore", str(out / "runs.json.gz"), "--cap", "20"])
+    again = capsys.readouterr().out
+    assert (
+        again.startswith(summary) and "Issue 42's bar, evo lag 1:" in again and "NOT met: >= 8 landscapes: 1" in again
+    )
     with pytest.raises(SystemExit):  # the test seeds may not be the selection's
         bd.main([*argv, "--first-seed", "1000", "--select-first", "1001"])
+
+
+def test_bar_lines_check_each_clause():
+    good, peer = _o((2, T), (2, T)), _o((10, T), (10, T))
+    rows = [(f"l{i}", good, peer, False) for i in range(8)]
+    lines = sm.bar_lines(rows, n=50)
+    assert all(line.startswith("- met") for line in lines[:-1]) and lines[-1].startswith("- on the numbers: met")
+    # one landscape at 2x the peer (fails "no landscape worse than 1.25x"), and an easy one missing parity by > 2
+    bad = [*rows[:6], ("slow", _o((20, T)), _o((10, T)), False), ("easy", _o((9, T)), _o((6, T)), True)]
+    text = "\n".join(sm.bar_lines(bad, n=50))
+    assert "NOT met: no landscape worse than 1.25x: slow 2.00" in text
+    assert "NOT met: parity on easy landscapes (ERT2% <= the best peer's + 2): easy 9.0 > 6.0 + 2 (1 easy)" in text
+    assert text.endswith("on the numbers: not met (held out: see the text)")
+    assert "NOT met: >= 8 landscapes: 3" in "\n".join(sm.bar_lines(rows[:3], n=50))

@@ -132,3 +132,33 @@ def distinct_rows(runs: Mapping[str, Sequence[Sequence[str]]]) -> tuple[list[str
             seen[sig] = label
             kept.append(label)
     return kept, dup
+
+
+def bar_lines(
+    rows: Sequence[tuple[str, Sequence[Outcome], Sequence[Outcome], bool]], n: int = 2000, seed: int = 0
+) -> list[str]:
+    """Issue 42's bar, clause by clause, on the numbers: ``rows`` is (landscape, evo's outcomes, the best peer's
+    outcomes, easy) per landscape, easy where random search expects < 30 evaluations. Whether the landscapes are
+    held out (no selection, development run or generator design used them) is the caller's to state: no number
+    tells it."""
+    pairs = [(a, b) for _, a, b, _ in rows]
+    g, lo, hi = bootstrap_geomean(pairs, n, seed)
+    ratios = {label: ratio(ert(a), ert(b)) for label, a, b, _ in rows}
+    worse = [f"{k} {v:.2f}" for k, v in ratios.items() if v > 1.25]
+    easy = {label: (ert(a), ert(b)) for label, a, b, e in rows if e}
+    missed = [f"{k} {x:.1f} > {y:.1f} + 2" for k, (x, y) in easy.items() if not x <= y + 2]
+    clauses = [
+        (len(rows) >= 8, f">= 8 landscapes: {len(rows)}"),
+        (g <= 0.5, f"geometric mean <= 0.5: {g:.2f}"),
+        (hi < 1.0, f"its bootstrap upper 95% bound < 1.0: {hi:.2f}"),
+        (not worse, "no landscape worse than 1.25x: " + (", ".join(worse) or "none")),
+        (
+            not missed,
+            "parity on easy landscapes (ERT2% <= the best peer's + 2): "
+            + (", ".join(missed) or "held")
+            + f" ({len(easy)} easy)",
+        ),
+    ]
+    out = [f"- {'met' if ok else 'NOT met'}: {text}" for ok, text in clauses]
+    out.append(f"- on the numbers: {'met' if all(ok for ok, _ in clauses) else 'not met'} (held out: see the text)")
+    return out
