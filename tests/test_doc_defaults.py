@@ -32,6 +32,6 @@ def test_auto_backend_is_resolved_in_one_place(monkeypatch):
     assert (resolve("auto"), resolve("gpu"), resolve("recorded")) == ("recorded", "gpu", "recorded")
     monkeypatch.setattr(harness.gpu, "gpu_available", lambda: True)
     assert resolve("auto") == "gpu"
-    rule = re.compile(r"""["']gpu["'] if gpu_available\(\) else""")
+    rule = re.compile(r"""["']gpu["'] if gpu_available\(\)""")
     product = [p for d in ("evo", "harness", "gates") for p in (ROOT / d).rglob("*.py")]
     assert [p.relative_to(ROOT).as_posix() for p in product if rule.search(p.read_text())] == ["evo/backends.py"]
