@@ -91,9 +91,9 @@ class JudgeContext:
         simulated: bool | None = None,
     ) -> JudgeContext:
         """A context for a caller that judges outside a campaign (``evo export --check``, ``evo check``, the probes,
-        the search benchmark): no champion, no floors; modules loaded by the backend uncached; ideas judged by the
-        callables given (none: a knob genome's). The campaign's other
-        capabilities (timing, the sanitizer, e2e) are not there: a gate that asks for one says so."""
+        the search benchmark): no champion, no floors; modules loaded by the backend, uncached; ideas judged by the
+        callables given (without them, a genome is taken to apply none). The campaign's other capabilities (timing,
+        the sanitizer, e2e) are not there: a gate that asks for one raises GateError, naming it."""
         sim = bool(getattr(backend, "simulated", False)) if simulated is None else simulated
 
         def load_genome(genome: Mapping[str, Any]) -> Any:

@@ -26,7 +26,7 @@ from tests.test_gate_registry import _install_plugin, own_registry  # noqa: F401
 ROOT = Path(__file__).resolve().parent.parent
 
 # A site's own correctness gate, installed as a package of its own: the built-in's judgement, plus a rule that
-# refuses the genomes named in REFUSE and one genome in four (by a stable digest of its key) in `evo run`.
+# refuses the genomes named in REFUSE and one genome in three (by a stable digest of its key) in `evo run`.
 PLUGIN = '''
 import hashlib
 
@@ -39,7 +39,7 @@ REFUSE = set()
 
 
 def refused(key):
-    return key in REFUSE or int(hashlib.sha256(key.encode()).hexdigest(), 16) % 4 == 0
+    return key in REFUSE or int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0
 
 
 @register_gate("correctness", order=60, replace=True)
@@ -55,7 +55,7 @@ def correctness(step):
 
 def test_a_replaced_gate_judges_in_evo_run_evo_replay_and_evo_ablate(tmp_path, monkeypatch, own_registry, capsys):  # noqa: F811
     _install_plugin(tmp_path, monkeypatch, PLUGIN)
-    path = _config(tmp_path, 20)
+    path = _config(tmp_path, 10)
     assert main(["run", str(path), "--plain"]) == 0
     plugin = sys.modules["evo_policy_gate"]
     cfg = load_config(path)
@@ -89,6 +89,31 @@ def test_a_replaced_gate_judges_in_evo_run_evo_replay_and_evo_ablate(tmp_path, m
     record = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs).meta("ablations")[-1]
     entry = next(e for e in record["changes"] if Genome(e.get("genome", {})).key == judged[0])
     assert "refused by the site rule" in entry["error"]
+
+
+@pytest.mark.gpu
+def test_export_check_on_the_gpu_judges_through_the_replaced_gate(tmp_path, monkeypatch, own_registry):  # noqa: F811
+    """`evo export --check` on a GPU: the exported file's outputs go through the registry's correctness gate."""
+    from evo.report.export import check_final
+
+    _install_plugin(tmp_path, monkeypatch, PLUGIN)
+    path = _config(tmp_path, 12)
+    assert main(["run", str(path), "--plain"]) == 0  # a recorded campaign: its champion's file is exported
+    out = tmp_path / "export"
+    assert main(["export", str(path), "-o", str(out)]) == 0
+    plugin = sys.modules["evo_policy_gate"]
+    cfg = load_config(path)
+    led = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
+    champ = led.champion()
+    final = out / f"{cfg.family.name}.cu"
+    key = cfg.family.genome({k.name: champ.genome[k.name] for k in cfg.family.knobs}).key
+    plugin.SEEN.clear()
+    ok, lines = check_final(cfg, led.attempts(), led.all_meta(), final, "gpu")
+    assert plugin.SEEN == [key], lines
+    assert ok and "correctness gate on the GPU" in lines[-1] and "passed" in lines[-1], lines
+    plugin.REFUSE.add(key)
+    ok, lines = check_final(cfg, led.attempts(), led.all_meta(), final, "gpu")
+    assert not ok and "FAILED: refused by the site rule" in lines[-1], lines
 
 
 def test_only_runs_the_named_gates_in_the_judges_order_and_a_pass_is_pass(own_registry):  # noqa: F811
