@@ -22,6 +22,7 @@ from gates.judge import OUTPUTS, JudgeContext, References, judge, pipeline
 from gates.registry import GateError, gate_order
 from tests.test_ablate import _config
 from tests.test_gate_registry import _install_plugin, own_registry  # noqa: F401  (the fixture)
+from tests.test_sanitize import fake  # noqa: F401  (the fixture: a fake compute-sanitizer)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,3 +215,39 @@ def test_the_offence_finder_finds_one(tmp_path):
     assert len(_offences(p, "probe.py")) == 2
     p.write_text("from gates.pipeline.static import static\nfrom gates.judge import judge\n")
     assert [o.split(": ")[1] for o in _offences(p, "probe.py")] == ["imports static from gates.pipeline.static"]
+
+
+def test_the_sanitizer_gate_judges_the_tools_run(fake, tmp_path):  # noqa: F811
+    """The tools run where the campaign says (evo/measure/sanitize.run_step, a fake compute-sanitizer here); the
+    judging is the sanitizer gate's own: clean passes with its record, a finding rejects, no tool is unchecked."""
+    import dataclasses
+
+    from evo.core.records import Code
+    from evo.measure.sanitize import run_step
+    from tests.test_sanitize import write_config as sanitizer_config
+
+    cfg = load_config(sanitizer_config(tmp_path))
+    genome = cfg.family.baseline()
+
+    class Prop:
+        pass
+
+    prop = Prop()
+    prop.genome = genome  # type: ignore[attr-defined]
+
+    def judged(backend: str) -> Verdict:
+        run = lambda a, source_variant: run_step(cfg, a, {}, backend, backend != "gpu", source_variant, print)  # noqa: E731
+        ctx = dataclasses.replace(JudgeContext.standalone(cfg), sanitize=run)
+        a = Attempt(7, "t", cfg.family.name, dict(genome), genome.key, verdict=Verdict.accepted("faster", {"x": 1}))
+        return judge(prop, ctx, a, gates=pipeline(("sanitizer",)))[0]
+
+    fake("clean")
+    v = judged("gpu")
+    assert v.status == "accepted" and v.detail["x"] == 1 and v.reason == "faster"
+    rec = v.detail["sanitizer"]
+    assert rec["checked"] and rec["version"] == "2099.1.0.0" and set(rec["durations_s"]) == set(cfg.sanitizer.tools)
+    fake("errors")
+    v = judged("gpu")
+    assert not v.ok and v.code is Code.SANITIZER_FINDING
+    v = judged("recorded")
+    assert v.ok and not v.detail["sanitizer"]["checked"] and "recorded" in v.detail["sanitizer"]["unchecked"][""]
