@@ -108,7 +108,7 @@ from evo.core.family import Family, Geometry, load_family  # noqa: E402
 from evo.core.genome import Genome  # noqa: E402
 from evo.core.records import Attempt, Code, Verdict  # noqa: E402
 from evo.core.variant import launch_digest, variant_key  # noqa: E402
-from gates.correctness import correctness_gate  # noqa: E402
+from gates.judge import JudgeContext, References, judge, pipeline  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
@@ -207,21 +207,38 @@ def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return None if e is None or "same_as" in e else e
 
 
-def _valid(
-    e: Mapping[str, Any],
-    data: Mapping[str, Any],
-    baseline_hashes: Mapping[str, str],
-    mode: str,
-    tolerance_factor: float,
-    seeds: int | None,
-    runs: int | None,
-) -> bool:
-    """The campaign's correctness gate (gates.correctness_gate) on the evidence the recorded backend serves for a
-    sweep entry (harness.recorded.recorded_evidence); an entry with no checks was not measured."""
-    ev = recorded_evidence(e, baseline_hashes, seeds or 10**9, runs or 10**9)
-    if not ev.checks:
-        return False
-    return correctness_gate(ev, baseline_hashes, mode, {}, data.get("baseline_errors", {}), tolerance_factor).ok
+@dataclass(frozen=True)
+class _Judged:
+    """The campaign's correctness gate over a recorded sweep read without a backend: the judge's own gate
+    (gates/pipeline/correctness.py), with the mode and tolerance factor given and the sweep's frozen outputs as its
+    references (made once per sweep_objectives)."""
+
+    context: Any
+    gates: list[Any]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any], baseline_hashes: Mapping[str, str], mode: str, tolerance_factor: float):
+        from evo.config import CorrectnessGateConfig, GateConfig
+
+        gates = GateConfig(correctness=CorrectnessGateConfig(mode=mode, tolerance_factor=tolerance_factor))
+        refs = References(baseline_hashes, data.get("baseline_errors", {}))
+        ctx = JudgeContext.standalone(SimpleNamespace(family=None, gates=gates), references=refs, simulated=True)
+        return cls(ctx, pipeline(("correctness",)))
+
+    def valid(self, key: str, e: Mapping[str, Any], seeds: int | None, runs: int | None) -> bool:
+        """Whether the evidence the recorded backend serves for a sweep entry (harness.recorded.recorded_evidence)
+        passes; an entry with no checks was not measured."""
+        ev = recorded_evidence(e, self.context.references.baseline_hashes, seeds or 10**9, runs or 10**9)
+        if not ev.checks:
+            return False
+        from evo.search import Proposal
+
+        try:
+            genome = Genome.from_key(key)
+        except ValueError:  # (a hand-written sweep's key: the gate reads the outputs, not the genome)
+            genome = Genome({})
+        prop = Proposal(genome, f"recorded sweep entry {key}")
+        return judge(prop, self.context, gates=self.gates, only=("correctness",), outputs=ev)[0].ok
 
 
 def sweep_objectives(
@@ -248,12 +265,13 @@ def sweep_objectives(
     bh.update(data.get("baseline_hashes", {}))
     total_w = sum(w for _, w in weighted)
     out: dict[str, float | None] = {}
+    judged = _Judged.of(data, bh, mode, tolerance_factor)
     for key in genomes:
         e = entry(genomes, key)
         if e is None or e.get("status", "ok") != "ok" or not e.get("checks"):
             out[key] = None
             continue
-        if not _valid(e, data, bh, mode, tolerance_factor, seeds, runs) or e.get("recheck"):
+        if not judged.valid(key, e, seeds, runs) or e.get("recheck"):
             out[key] = None
             continue
         if not all(n in e.get("t", {}) and e["t"][n] for n, _ in weighted):
@@ -477,7 +495,6 @@ def objective_gate(space: Space) -> Any:
     and a recorded objective has no noise to test.
     """
     from evo.core.records import Timing
-    from gates.registry import RegisteredGate
 
     gain = f"{100 * space.min_gain:g}%"
 
@@ -501,7 +518,7 @@ def objective_gate(space: Space) -> Any:
             Code.PERF_NOT_FASTER,
         )
 
-    return RegisteredGate("perf", check, order=70)
+    return check
 
 
 def bench_campaign(
@@ -526,7 +543,6 @@ def bench_campaign(
     Returned unrun (``.run()``)."""
     from evo.config import Budget
     from evo.ledger.memory_ledger import MemoryLedger
-    from gates.registry import builtin_gates
     from tools.bench_loop import BenchCampaign, deployed_config
 
     budget = Budget(attempts=cap)
@@ -546,7 +562,7 @@ def bench_campaign(
         )
     else:
         cfg = _default_config(space, name, options, budget, seed)
-    gates = [objective_gate(space) if g.name == "perf" else g for g in builtin_gates()]
+    gates = pipeline(builtin=True, replace={"perf": objective_gate(space)})  # the judge's, the perf gate swapped
 
     goal = space.goal(tol)  # (a property over the whole space: read once)
 

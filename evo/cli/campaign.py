@@ -258,11 +258,11 @@ def _ablate(cfg, rounds: int | None) -> int:
 def replay_gates() -> list[str]:
     """What `evo replay --gate` takes: a gate of a verdict code (static, correctness, perf, ...) or an error kind."""
     from evo.core.records import ERROR_KINDS, Code
-    from gates.registry import gate_order
+    from gates.judge import gate_names
 
     gates = {c.gate for c in Code if c.gate and c.gate != "error"}
     # a gate registered from outside evo (entry point evo.gates) is a gate too: its rejections carry its name
-    gates |= {g.name for g in gate_order()}
+    gates |= set(gate_names())
     return sorted(gates | set(ERROR_KINDS) | {"error"})
 
 

@@ -46,10 +46,10 @@ from evo.ledger.ledger import (
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
 from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
-from gates import baseline_problem, noise_floor, threshold
-from gates.judge import JudgeContext, judge
+from gates import noise_floor, threshold
+from gates.judge import JudgeContext, judge, pipeline, reference_problem
 from gates.pipeline.correctness import errors_by_geometry, hashes_by_geometry
-from gates.registry import GateError, gate_order
+from gates.registry import GateError
 from harness.build import Builder, Built
 from harness.errors import HarnessError
 
@@ -128,7 +128,7 @@ class Campaign:
     """One campaign: set-up, then the loop (``run``) of propose, reserve, judge with the gates, record.
 
     Its seams (evo/core/protocols.py) default to the config's: ``backend`` (evo/backends.py's registry), ``builder``
-    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``gates.registry.gate_order()``), ``proposer`` (the
+    (NVRTC), ``storage`` (the config's ledger), ``gates`` (``gates.judge.pipeline()``), ``proposer`` (the
     config's, seeded per session). ``stop_when(attempts)``: a reason to stop the loop, checked at every step (the
     search benchmark's target); ``tabu``: False withholds the exact-mode tabu from the proposer (a benchmark's
     ablation). A worker (evo/loop/workers.py) is this loop on a shared storage.
@@ -181,7 +181,7 @@ class Campaign:
             self.cfg, self.family = cfg, cfg.family
             self.out(f"{self.backend.name} backend: searching the knob values it measured ({'; '.join(self.narrowed)})")
         try:  # (an evo.gates plug-in that fails to import is the user's one-line error)
-            self.gates: list[Gate] = list(gate_order() if gates is None else gates)
+            self.gates: list[Gate] = list(pipeline() if gates is None else gates)
         except GateError as e:
             raise CampaignError(str(e)) from None
         self.proposer = proposer
@@ -391,7 +391,7 @@ class Campaign:
             self.baseline = existing
             return
         # The baseline itself must be right against float64 before it can be the reference.
-        problem = baseline_problem(ev, self.family.error_bound)
+        problem = reference_problem(ev, self.family.error_bound)
         if problem:
             raise CampaignError(problem)
         # baseline_hashes/baseline_errors are written with the baseline attempt itself (_record_baseline).
@@ -685,17 +685,14 @@ class Campaign:
             except OSError as e:
                 self.out(f"warning: could not write idea {idea.slug} beside the log: {e}")
 
-    def _sanitizer(self, a: Attempt, source_variant: bool) -> Verdict:
-        """The sanitizer gate (issue 31): compute-sanitizer over a step that passed perf, judged against the family's
-        suppressions (gates/sanitizer.py); the accepted verdict carries the result in ``detail["sanitizer"]``."""
-        from evo.measure.sanitize import gate_step
+    def _sanitizer(self, a: Attempt, source_variant: bool) -> Any:
+        """compute-sanitizer over a step that passed perf (issue 31), for the sanitizer gate to judge
+        (gates/pipeline/sanitizer.py): the config's tools, the campaign's ideas and log folder."""
+        from evo.measure.sanitize import run_step
 
-        res = gate_step(
+        return run_step(
             self.cfg, a, self.ideas, self.backend.name, self.simulated, source_variant, self.out, self.label
         )
-        if not res.verdict.ok:
-            return res.verdict
-        return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})
 
     def _genome_file(self, a: Attempt) -> Any:
         from evo.measure.e2e import write_genome_file

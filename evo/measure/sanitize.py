@@ -470,7 +470,7 @@ def skip_reason(cfg: Any, backend_name: str, simulated: bool, label: str = SIMUL
     return None
 
 
-def gate_step(
+def run_step(
     cfg: Any,
     attempt: Any,
     ideas: Mapping[str, Any],
@@ -480,11 +480,11 @@ def gate_step(
     out: Callable[[str], None] = print,
     label: str = SIMULATED_LABEL,
 ) -> Any:
-    """The sanitizer gate on a step about to become the champion: the configured tools over its genome (as
-    built, with its ideas), judged by gates.sanitizer against the family's suppressions. Where no tool can run
-    (recorded backend, no binary under enabled: auto, enabled: off) the step passes, "not sanitizer-checked"."""
-    from evo.core.records import PASS
-    from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate, unchecked
+    """The configured tools over a step about to become the champion (its genome as built, with its ideas), for the
+    sanitizer gate (gates/pipeline/sanitizer.py) to judge against the family's suppressions. Where no tool can run
+    (recorded backend, no binary under enabled: auto, enabled: off) the run says why (the step passes, "not
+    sanitizer-checked")."""
+    from gates.sanitizer import SanitizerRun, ToolReport
 
     why = skip_reason(cfg, backend_name, simulated, label)
     if why is None and source_variant:
@@ -492,7 +492,7 @@ def gate_step(
     if why is None and getattr(cfg, "path", None) is None:
         why = "the config has no file the sanitizer target could load"
     if why is not None:
-        return SanitizerResult(PASS, unchecked(why))
+        return SanitizerRun(skipped=why)
     fam = cfg.family
     genome = dict(attempt.genome)
     from evo.search.ideas import idea_slugs
@@ -514,13 +514,14 @@ def gate_step(
         options=kernel_options(fam, sc.all_kernels),
         parallel=sc.parallel,
     )
-    res = sanitizer_gate(
-        [ToolReport.from_mapping(r.to_dict()) for r in results.values()], fam.sanitizer_suppressions, genome
-    )
-    res.record["version"] = next((r.version for r in results.values() if r.version), None)
-    res.record["durations_s"] = {t: r.duration_s for t, r in results.items()}
     out(f"sanitizer on #{attempt.id}: " + "; ".join(_one_line(r) for r in results.values()))
-    return res
+    return SanitizerRun(
+        [ToolReport.from_mapping(r.to_dict()) for r in results.values()],
+        extra={
+            "version": next((r.version for r in results.values() if r.version), None),
+            "durations_s": {t: r.duration_s for t, r in results.items()},
+        },
+    )
 
 
 def _already_checked(record: Mapping[str, Any] | None, attempt: Any, tools: Sequence[str]) -> bool:

@@ -425,8 +425,9 @@ def check_final(
     (its SASS digest). On a GPU (``backend`` gpu, or auto with one present) the file also goes through the
     correctness gate against baseline hashes frozen in this process. Returns (passed, report lines).
     """
+    from evo.search import Proposal
     from evo.search.ideas import inexact_ideas
-    from gates import correctness_gate
+    from gates.judge import OUTPUTS, JudgeContext, judge
     from harness.build import Builder, BuildError
 
     fam = cfg.family
@@ -465,10 +466,13 @@ def check_final(
     be = GpuBackend.for_config(cfg, builder)
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
-    ev = be.correctness(be.load(built, knobs))
     book = idea_book(fam, meta)
-    inexact = {g.name: fam.inexact_knobs(knobs, g) + inexact_ideas(champ.genome, book) for g in cfg.geometries}
-    v = correctness_gate(ev, be.baseline_hashes, c.mode, inexact, be.baseline_errors, c.tolerance_factor)
+    # The campaign's correctness gates (the judge's), over the file as built: the champion's ideas are in the file,
+    # so its summation order is theirs too (the exact-mode rule reads them off the champion's genome).
+    ctx = JudgeContext.standalone(
+        cfg, be, builder, ideas=book, inexact_ideas=lambda _: inexact_ideas(champ.genome, book)
+    )
+    v, _ = judge(Proposal(fam.genome(knobs), f"export --check of {Path(final).name}"), ctx, only=OUTPUTS, built=built)
     lines.append(
         f"correctness gate on the GPU ({c.mode} mode, {c.seeds} seeds x {c.runs} runs, "
         f"{len(cfg.geometries)} geometries): {'passed' if v.ok else 'FAILED: ' + (v.reason or '')}"
