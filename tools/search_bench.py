@@ -752,8 +752,8 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int], penalt
         if score is None and penalty is not None:
             e["time"] = penalty
             e["times"] = [penalty]
-        elif score is None:
-            e["__error__"] = "RuntimeFailedConfig"
+        elif score is None:  # the error's name in time too: KTdashboard reads time on every entry
+            e["time"] = e["__error__"] = "RuntimeFailedConfig"
         else:
             e["time"] = 1.0 / score
             e["times"] = [1.0 / score]
@@ -775,7 +775,9 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int], penalt
         "objective": "time",
         "cache": cache,
     }
-    path.write_text(json.dumps(doc))
+    from harness.ktcache_write import kt_cache_text
+
+    path.write_text(kt_cache_text(doc))  # laid out as Kernel Tuner writes one (closed by "}\n}")
     return path
 
 
