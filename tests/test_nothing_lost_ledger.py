@@ -416,9 +416,9 @@ def test_a_killed_run_does_not_block_the_next(home):
     _fake_session(db, ledger="stale", beat=time.time() - 3600)
     # this host, its process gone (kill -9): at once
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    from evo.ledger.ledger import _process
+    from evo.core.liveness import identity
 
-    me = _process()
+    me = identity()
     _fake_session(
         db, ledger="dead", host=me["host"], pid=int(dead.stdout), start="1", boot=me["boot"], pidns=me["pidns"]
     )

@@ -102,7 +102,6 @@ import json
 import math
 import os
 import random
-import socket
 import threading
 import time
 import uuid
@@ -110,7 +109,6 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -126,6 +124,7 @@ from optuna.distributions import (
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from evo.core import liveness
 from evo.core.family import Knob
 from evo.core.genome import Genome
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
@@ -284,75 +283,11 @@ def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
 
 # --- who owns a RUNNING trial, and is it alive? ---------------------------------
 _LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()  # every Ledger of this process
-_PROCESS: dict[str, Any] = {}
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) from /proc/<pid>/stat, or None."""
-    text = _read(f"/proc/{pid}/stat")
-    if not text or ")" not in text:
-        return None
-    rest = text[text.rindex(")") + 1 :].split()
-    return (rest[0], rest[19]) if len(rest) > 19 else None
-
-
-def _process() -> dict[str, Any]:
-    """This process's identity (recomputed after a fork)."""
-    pid = os.getpid()
-    if _PROCESS.get("pid") != pid:
-        try:
-            ns = os.readlink("/proc/self/ns/pid")
-        except OSError:
-            ns = None
-        st = _stat(pid)
-        _PROCESS.clear()
-        _PROCESS.update(
-            host=socket.gethostname(),
-            pid=pid,
-            start=st[1] if st else None,
-            boot=_read("/proc/sys/kernel/random/boot_id"),
-            pidns=ns,
-        )
-    return dict(_PROCESS)
 
 
 def worker_name() -> str:
-    p = _process()
+    p = liveness.identity()
     return f"{p['host']} pid {p['pid']}"
-
-
-def _certainly_dead(owner: Mapping[str, Any]) -> bool:
-    """True only when the owner surely exited: same kernel and pid namespace, and its pid is gone or reused.
-
-    Whatever cannot be told from here (another host or container, no /proc) is False: the heartbeat decides.
-    """
-    me = _process()
-    pid = owner.get("pid")
-    if not me["boot"] or not me["pidns"] or owner.get("boot") != me["boot"] or owner.get("pidns") != me["pidns"]:
-        return False
-    if not isinstance(pid, int) or pid <= 0 or not owner.get("start"):
-        return False
-    if pid == me["pid"]:
-        # This very process, and none of its Ledgers holds the trial (checked by the caller): abandoned.
-        return owner.get("start") == me["start"]
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # exists, another user's
-    st = _stat(pid)
-    if st is None:
-        return False
-    state, start = st
-    return start != owner.get("start") or state in ("Z", "X")
 
 
 def _beat(ref: weakref.ref[Ledger], rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
@@ -708,7 +643,7 @@ class Ledger:
             params=params,
             distributions={k: self.distributions[k] for k in params},
             user_attrs={},
-            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
+            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**liveness.identity(), "ledger": self._token}},
             intermediate_values={},
             trial_id=-1,
         )
@@ -813,7 +748,7 @@ class Ledger:
             return
         key = SESSION_ATTR + self._token
         mine = {
-            **_process(),
+            **liveness.identity(),
             "ledger": self._token,
             "mode": mode,
             "attempts": self.limit,  # workers share one budget: a worker with another one is refused
@@ -867,7 +802,7 @@ class Ledger:
         for led in list(_LIVE):
             if led._token == other.get("ledger"):
                 return led._session_key is not None
-        if _certainly_dead(other):
+        if liveness.certainly_dead(other):
             return False
         beat = other.get("beat")
         return isinstance(beat, (int, float)) and time.time() - beat <= self.grace_s
@@ -1225,7 +1160,7 @@ class Ledger:
             if led._token == owner.get("ledger"):
                 with led._lock:
                     return op.trial_id(t) in led._held
-        if _certainly_dead(owner):
+        if liveness.certainly_dead(owner):
             return False
         return op.trial_id(t) not in stale
 
