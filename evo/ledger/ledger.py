@@ -134,7 +134,7 @@ from evo.ledger.audit import Audit, audit
 from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
 from evo.ledger.sqlite_file import check_sqlite_ledger, create_sqlite
-from evo.ledger.storage_url import StorageURLError, engine_url, sqlite_path
+from evo.ledger.storage_url import StorageURLError, engine_url, safe_url, sqlite_path, where, with_installed_driver
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -211,31 +211,6 @@ def heartbeat_settings() -> tuple[int, int]:
     hb = seconds("EVO_HEARTBEAT_S", HEARTBEAT_S)
     grace = seconds("EVO_GRACE_S", max(GRACE_S, 3 * hb))
     return hb, grace
-
-
-def safe_url(url: str) -> str:
-    """The storage URL without its password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1]
-
-
-def with_installed_driver(url: str) -> str:
-    """A plain ``postgresql://`` URL with the PostgreSQL driver that is installed.
-
-    SQLAlchemy 2.1 reads the plain form as psycopg (3), while evo's ``pg`` extra installs psycopg2: the form users
-    type first would fail with everything installed. An explicit ``+driver`` is always kept as written."""
-    if not url.startswith("postgresql://"):
-        return url
-    import importlib.util
-
-    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
-        if importlib.util.find_spec(module) is not None:
-            return f"postgresql+{driver}://" + url[len("postgresql://") :]
-    return url  # no driver at all: opening it says so, with the hint
 
 
 def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -> optuna.storages.RDBStorage:
@@ -470,7 +445,7 @@ def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s
         ValueError,
     ) as e:
         if sqlite_file.is_locked(_root_cause(e)):
-            raise LedgerError(sqlite_file.locked_message(str(sqlite_path(url) or safe_url(url)))) from None
+            raise LedgerError(sqlite_file.locked_message(where(url))) from None
         raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
 
 
@@ -553,12 +528,9 @@ class Ledger:
 
     def _audit(self) -> Audit:
         """Verify the campaign's key records before anything reads or writes it (evo/ledger/audit.py)."""
-        try:
-            where = str(sqlite_path(self.storage_url) or safe_url(self.storage_url))
-        except StorageURLError:
-            where = safe_url(self.storage_url)
         with self._session() as session:
-            return audit(session, op.study_id(self.study), where, self.readonly, self._rdb().get_trial)
+            sid = op.study_id(self.study)
+            return audit(session, sid, where(self.storage_url), self.readonly, self._rdb().get_trial)
 
     def side(self, kind: str) -> SideLedger:
         """The side study ``<campaign>:<kind>`` of this campaign (made on first use), for replay and selfcheck."""
