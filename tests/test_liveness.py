@@ -45,12 +45,12 @@ def test_the_scan_catches_each_way_of_asking():
 
 
 def test_the_ledger_and_the_clock_lock_ask_the_one_implementation():
-    from evo.ledger import ledger, sqlite_file
+    from evo.ledger import sessions, sqlite_file
     from harness import device
 
     assert device.exited is liveness.exited and device.process_start is liveness.process_start
     assert sqlite_file.exited is liveness.exited
-    assert ledger.liveness is liveness
+    assert sessions.liveness is liveness
 
 
 def _exited_child() -> subprocess.Popen[bytes]:

@@ -516,7 +516,6 @@ def bench_campaign(
     1% of the best. Returned unrun (``.run()``)."""
     from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
-    from evo.ledger.memory_ledger import MemoryLedger
     from evo.loop.campaign import Campaign
     from gates.registry import builtin_gates
 
@@ -537,7 +536,7 @@ def bench_campaign(
             ),
             perf=perf,
         ),
-        storage="memory:",
+        storage="memory:",  # a MemoryLedger (evo/ledger/storage.py): nothing kept
         seed=seed,
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),
@@ -557,7 +556,6 @@ def bench_campaign(
         command="tools/search_bench.py",
         backend=space.recorded_backend(),
         builder=SweepBuilder(space),
-        storage=MemoryLedger(),
         gates=gates,
         proposer=proposer,
         stop_when=target if until_target else None,

@@ -114,9 +114,11 @@ def _fail(msg: str, code: int = EXIT_USAGE) -> int:
 
 def _open_ledger(cfg, readonly: bool = False):
     """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
-    from evo.ledger.ledger import Ledger
+    from evo.ledger.storage import open_ledger
 
-    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
+    if readonly:
+        return open_ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=True)
+    return open_ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
 
 
 def _damaged(led) -> None:

@@ -102,7 +102,7 @@ class Gate(Protocol):
 class Storage(Protocol):
     """Where a campaign's attempts and meta live: ``evo.ledger.ledger.Ledger`` (an Optuna study; SQLite or
     PostgreSQL, shared by workers) or ``evo.ledger.memory_ledger.MemoryLedger`` (one process, nothing kept: the search
-    benchmark)."""
+    benchmark), chosen by the storage URL in ``evo.ledger.storage.open_ledger``."""
 
     shared: bool  # several processes run this campaign: ask() refuses genomes and budget others hold
     limit: int | None  # shared: the attempt budget ask() enforces
@@ -115,6 +115,12 @@ class Storage(Protocol):
 
     def release(self) -> None:
         """Give the claim back; once, when ``run()`` ends however it ends."""
+        ...
+
+    @property
+    def claimed(self) -> bool:
+        """Whether this process holds the campaign's claim (``claim()`` ran, ``release()`` did not): read before a
+        claim, so that a resume's checks run once."""
         ...
 
     def meta(self, key: str, default: Any = None) -> Any: ...

@@ -26,6 +26,7 @@ class MemoryLedger:
     """One process's campaign: ``ask`` / ``record`` / ``view`` as evo.ledger.ledger.Ledger has them, in a list."""
 
     shared = False
+    claimed = False  # claim() holds nothing: no other process can see this campaign
     limit: int | None = None
     heartbeat_s = 10**9  # no other process: nothing to recover
     grace_s = 2 * 10**9

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 PREFIX = "sqlite:///"
-MEMORY = "memory://"  # evo.ledger.memory_ledger.MemoryLedger: one process, nothing kept (the search benchmark)
+MEMORY = "memory:"  # evo.ledger.memory_ledger.MemoryLedger: one process, nothing kept (the search benchmark)
 # What a config's ``storage:`` may be: a SQLite file, a PostgreSQL or MySQL database (Optuna's RDB storage).
 _RDB = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
 
@@ -63,6 +63,11 @@ def engine_url(path: Path, readonly: bool = False, create: bool = False) -> str:
     mode = "ro" if readonly else "rwc" if create else "rw"
     uri = "file:" + quote(str(Path(path).absolute()), safe="/")
     return f"{PREFIX}{quote(uri, safe='/:')}?mode={mode}&uri=true"
+
+
+def is_memory_url(url: str) -> bool:
+    """Whether ``url`` names a ledger held in memory (``memory:``): nothing is kept after the process."""
+    return url.partition(":")[0] == "memory"
 
 
 def is_rdb_url(url: str) -> bool:
