@@ -319,7 +319,8 @@ def test_the_plain_postgresql_form_uses_the_installed_driver(monkeypatch):
     it as psycopg 3, which the extra does not install; the error is then the server's, not "no database driver"."""
     import importlib.util
 
-    from evo.ledger.ledger import LedgerError, with_installed_driver
+    from evo.ledger.ledger import LedgerError
+    from evo.ledger.storage_url import with_installed_driver
 
     assert with_installed_driver("postgresql+psycopg2://u@h/db") == "postgresql+psycopg2://u@h/db"
     assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"

@@ -516,6 +516,7 @@ def bench_campaign(
     1% of the best. Returned unrun (``.run()``)."""
     from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
+    from evo.ledger.storage_url import MEMORY
     from evo.loop.campaign import Campaign
     from gates.registry import builtin_gates
 
@@ -536,7 +537,7 @@ def bench_campaign(
             ),
             perf=perf,
         ),
-        storage="memory:",  # a MemoryLedger (evo/ledger/storage.py): nothing kept
+        storage=MEMORY,  # a MemoryLedger (evo/ledger/storage.py): nothing kept
         seed=seed,
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),

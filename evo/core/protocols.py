@@ -137,7 +137,7 @@ class Storage(Protocol):
 
     def ask(self, fixed: Mapping[str, Any] | None = None) -> Any:
         """A new trial (with ``.number``) holding genome ``fixed``: when the loop reserves a proposal (at once on a
-        shared storage, where it may raise ``evo.ledger.ledger.GenomeTaken`` or ``BudgetTaken``)."""
+        shared storage, where it may raise ``evo.ledger.reserve.GenomeTaken`` or ``BudgetTaken``)."""
         ...
 
     def record(
@@ -156,7 +156,7 @@ class Storage(Protocol):
     def running(self) -> list[Any]: ...
 
     def view(self) -> Any:
-        """Attempts, seen genome keys and running trials from one read (``evo.ledger.ledger.View``); once per step."""
+        """Attempts, seen genome keys and running trials from one read (``evo.ledger.view.View``); once per step."""
         ...
 
     def recover(self) -> list[int]:

@@ -31,57 +31,21 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   attempt budget. Only trials whose owner is gone are touched (see below), so
   it is safe while other workers are running.
 
-States and values (:func:`trial_outcome`; ledgers recorded before keep what they were given: COMPLETE with
-the score for every attempt that had one). Optuna's ``best_trial`` is the champion:
-
-=============================================  =========  ====================================================
-attempt                                        state      value
-=============================================  =========  ====================================================
-baseline, accepted step                        COMPLETE   its score (weighted geometric-mean speedup against
-                                                          the baseline), above every earlier champion's
-rejected by perf for speed (not faster,        COMPLETE   its score, or just under the champion's where it
-slower), every geometry measured                          reaches it
-stopped by the early-out                       PRUNED     none
-any other rejection (watched geometry,         FAIL       none
-physics, correctness, static, e2e), any error
-=============================================  =========  ====================================================
-
-Every attempt timed anywhere carries its speedup against the baseline at each geometry it reached as an
-intermediate value; step i is the i-th geometry of the campaign's config (meta ``config.geometries``).
+States and values: each attempt's trial state and value say what it was (evo/ledger/outcome.py), so that Optuna's
+``best_trial`` is the champion.
 
 Side studies (:meth:`Ledger.side`): ``evo replay`` and ``evo selfcheck`` record their attempts into a study of
 their own beside the campaign's (``<campaign>:replay``, ``<campaign>:selfcheck``), reading the campaign's
 attempts and meta through it, so the campaign's attempts, its log and its Optuna views stay as the campaign
 made them. A replayed attempt names its original in ``derived_from`` and its origin ("replay of #N").
 
-Liveness (several processes on one ledger, ``evo worker``): ``ask(fixed)``
-stamps the new trial, in its creating transaction, with the owner's identity
-(system attr ``evo:worker``: host, pid, the process's start time, the kernel's
-boot id and pid namespace, and a per-Ledger token) and with Optuna's first
-heartbeat row; a daemon thread then records Optuna's heartbeat
-(``RDBStorage(heartbeat_interval=..., grace_period=...)``) for every trial the
-Ledger holds until ``record()`` lets go of it. A RUNNING trial is dead when
+Liveness (several processes on one ledger, ``evo worker``): each trial asked with ``fixed`` carries its owner
+and Optuna's heartbeat until recorded, and ``recover()`` touches only those whose owner is dead
+(evo/ledger/sessions.py, which also holds ``claim()``: one live ``evo run`` per campaign).
 
-* its Ledger lives in this process but no longer holds it (``record()``
-  failed) or is gone, or
-* its owner ran on this kernel and pid namespace and that process has exited
-  (a SIGKILLed ``evo run`` is recovered at once by the next one), or
-* otherwise (another host): it had no heartbeat for ``grace_period`` seconds.
-
-A trial without the stamp (older versions, ``ask()`` without ``fixed``) has
-no heartbeat and is taken as dead, as before. Intervals: ``EVO_HEARTBEAT_S``
-(default 10) and ``EVO_GRACE_S`` (default 60) or the Ledger's arguments.
-
-Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)``
-first locks the study row (a no-op UPDATE: a row lock on PostgreSQL, the write
-lock on SQLite) and, in that same transaction, refuses with
-:class:`GenomeTaken` when a non-interrupted trial (RUNNING or recorded) already
-holds the genome, and with :class:`BudgetTaken` when RUNNING plus recorded
-non-interrupted trials already fill ``Ledger.limit``. Trial creation is
-serialised by that lock, so two workers can never both hold one genome and
-the budget is never overshot; a refused ask writes nothing (no trial, no
-"withdrawn" marker: numbers stay contiguous). ``record()`` also stamps the
-attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
+Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)`` refuses, having written nothing,
+a genome another trial holds and an ask beyond the attempt budget (evo/ledger/reserve.py); ``record()`` also
+stamps the attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
 
 So every trial ends up finished with exactly one complete attempt, ids are the
 contiguous trial numbers, and nothing judged is lost or judged twice. A trial
@@ -101,7 +65,6 @@ import datetime as dt
 import json
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -112,7 +75,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from evo.core.family import Knob
 from evo.core.genome import Genome
-from evo.core.records import ACCEPTED, BASELINE, Attempt, Verdict
+from evo.core.records import Attempt
 from evo.ledger import optuna_private as op
 from evo.ledger import rows, sessions
 from evo.ledger.audit import Audit, audit
@@ -121,9 +84,10 @@ from evo.ledger.optuna_private import models
 from evo.ledger.outcome import TRIAL_STATES, intermediate_values, trial_outcome, trial_value
 from evo.ledger.rdb import ROW_DAMAGE, heartbeat_settings, open_study
 from evo.ledger.reserve import BudgetTaken, GenomeTaken, reserve
-from evo.ledger.rows import ATTEMPT_ATTR, GENOME_KEY_ATTR, INTERRUPTED, INTERRUPTED_REASON
+from evo.ledger.rows import ATTEMPT_ATTR, GENOME_KEY_ATTR, INTERRUPTED, interrupted_attempt
 from evo.ledger.sessions import SESSION_ATTR, WORKER_ATTR, BudgetDiffers, Presence, SessionTaken, worker_name
 from evo.ledger.storage_url import where
+from evo.ledger.view import View, champion_of, seen_of
 
 # Importers of the ledger's names from this module (the loop, the CLI, the tests) keep them.
 __all__ = [
@@ -131,7 +95,6 @@ __all__ = [
     "GENOME_KEY_ATTR",
     "INTERRUPTED",
     "SESSION_ATTR",
-    "TRIAL_STATES",
     "WORKER_ATTR",
     "BudgetDiffers",
     "BudgetTaken",
@@ -141,47 +104,9 @@ __all__ = [
     "SessionTaken",
     "SideLedger",
     "View",
-    "trial_outcome",
 ]
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass
-class View:
-    """What one step of a campaign loop looks at, from one read of the trials (:meth:`Ledger.view`).
-
-    ``attempts``: every recorded attempt by id (as ``Ledger.attempts()``); ``seen``: genomes judged or being
-    judged (as ``seen_keys()``); ``running``: trials asked and not yet recorded (as ``running()``).
-    """
-
-    attempts: list[Attempt]
-    seen: set[str]
-    running: list[FrozenTrial]
-
-    def champion(self) -> Attempt | None:
-        """As ``Ledger.champion()``, from these attempts."""
-        return _champion(self.attempts)
-
-
-def _champion(atts: Sequence[Attempt]) -> Attempt | None:
-    for a in reversed(atts):
-        if a.verdict.status == ACCEPTED:
-            return a
-    return next((a for a in atts if a.verdict.status == BASELINE), None)
-
-
-def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
-    out = set()
-    for t in trials:
-        ua = t.user_attrs
-        if t.state == TrialState.RUNNING:
-            key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
-            if key:
-                out.add(key)
-        elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
-            out.add(ua["genome_key"])
-    return out
 
 
 class Ledger:
@@ -564,7 +489,7 @@ class Ledger:
 
     def seen_keys(self) -> set[str]:
         """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
-        return _seen(self._trials()) | self._damaged_keys
+        return seen_of(self._trials()) | self._damaged_keys
 
     def running(self) -> list[FrozenTrial]:
         """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
@@ -572,7 +497,7 @@ class Ledger:
 
     def champion(self) -> Attempt | None:
         """The newest accepted attempt, else the baseline, else None."""
-        return _champion(self.attempts())
+        return champion_of(self.attempts())
 
     def view(self) -> View:
         """Attempts, seen genomes and running trials from one read (each is one read of its own otherwise).
@@ -581,7 +506,7 @@ class Ledger:
         a chance to wait on another's write.
         """
         trials = self._trials()
-        seen = _seen(trials) | self._damaged_keys
+        seen = seen_of(trials) | self._damaged_keys
         return View(self._attempts(trials), seen, [t for t in trials if t.state == TrialState.RUNNING])
 
     # --- crash recovery ----------------------------------------------------
@@ -622,18 +547,8 @@ class Ledger:
 
     def _interrupted(self, t: FrozenTrial) -> Attempt:
         config = self.meta("config") or {}
-        # An enqueued trial holds its genome as fixed_params until asked; an older ask may have set only some params.
-        genome = Genome({**(t.system_attrs.get("fixed_params") or {}), **t.params})
-        return Attempt(
-            id=t.number,
-            campaign=config.get("campaign", self.campaign),
-            family=config.get("family", ""),
-            genome=dict(genome),
-            genome_key=genome.key,
-            backend=self.meta("backend") or config.get("backend") or "gpu",
-            verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
-            started_at=t.datetime_start.isoformat() if t.datetime_start else "",
-        )
+        backend = self.meta("backend") or config.get("backend") or "gpu"
+        return interrupted_attempt(t, config.get("campaign", self.campaign), config.get("family", ""), backend)
 
 
 class SideLedger(Ledger):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.core.records import Attempt
-from evo.ledger.ledger import View
+from evo.ledger.view import View
 
 
 @dataclass

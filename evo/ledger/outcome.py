@@ -1,7 +1,25 @@
 """What Optuna's state and value say about an attempt: how a judged attempt is stored as a trial.
 
 Called by the ledger when it records an attempt (evo/ledger/ledger.py ``record``, ``recover``) and by the table
-(evo/report/table.py) that shows each attempt's state; the table of states and values is in the ledger's docstring.
+(evo/report/table.py) that shows each attempt's state.
+
+States and values (:func:`trial_outcome`; ledgers recorded before keep what they were given: COMPLETE with
+the score for every attempt that had one). Optuna's ``best_trial`` is the champion:
+
+=============================================  =========  ====================================================
+attempt                                        state      value
+=============================================  =========  ====================================================
+baseline, accepted step                        COMPLETE   its score (weighted geometric-mean speedup against
+                                                          the baseline), above every earlier champion's
+rejected by perf for speed (not faster,        COMPLETE   its score, or just under the champion's where it
+slower), every geometry measured                          reaches it
+stopped by the early-out                       PRUNED     none
+any other rejection (watched geometry,         FAIL       none
+physics, correctness, static, e2e), any error
+=============================================  =========  ====================================================
+
+Every attempt timed anywhere carries its speedup against the baseline at each geometry it reached as an
+intermediate value; step i is the i-th geometry of the campaign's config (meta ``config.geometries``).
 """
 
 from __future__ import annotations

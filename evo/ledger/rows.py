@@ -17,7 +17,8 @@ from optuna.distributions import check_distribution_compatibility, json_to_distr
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from evo.core.records import ACCEPTED, BASELINE
+from evo.core.genome import Genome
+from evo.core.records import ACCEPTED, BASELINE, Attempt, Verdict
 from evo.ledger import optuna_private as op
 
 ATTEMPT_ATTR = "attempt"  # trial user attr: the attempt's JSON
@@ -114,3 +115,19 @@ def new_trial(session: Any, rdb: RDBStorage, sid: int, template: FrozenTrial, ch
     row.number = row.count_past_trials(session)
     checked.update(template.params)  # a stored distribution never changes: once per knob is enough
     return int(row.trial_id)
+
+
+def interrupted_attempt(t: FrozenTrial, campaign: str, family: str, backend: str) -> Attempt:
+    """The ``error: interrupted`` attempt that ``recover()`` records for a trial a dead process left unrecorded."""
+    # An enqueued trial holds its genome as fixed_params until asked; an older ask may have set only some params.
+    genome = Genome({**(t.system_attrs.get("fixed_params") or {}), **t.params})
+    return Attempt(
+        id=t.number,
+        campaign=campaign,
+        family=family,
+        genome=dict(genome),
+        genome_key=genome.key,
+        backend=backend,
+        verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
+        started_at=t.datetime_start.isoformat() if t.datetime_start else "",
+    )

@@ -133,7 +133,7 @@ class Campaign:
     """
 
     SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
-    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger/ledger.py, "Shared mode")
+    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger/reserve.py)
 
     def __init__(
         self,

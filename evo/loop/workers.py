@@ -6,7 +6,7 @@ config through its storage URL, typically PostgreSQL
 (``postgresql+psycopg2://user:pw@host/db``; ``pip install -e '.[pg]'``), and
 runs the campaign loop (``Campaign.run`` in evo/loop/campaign.py, the loop of ``evo run``) against the
 shared ledger. The ledger does the
-coordination (evo/ledger/ledger.py, "Shared mode" and "Liveness"):
+coordination (evo/ledger/reserve.py, "Shared mode", and evo/ledger/sessions.py, "Liveness"):
 
 * no attempt measured twice: ``ask`` refuses, in the transaction that would
   create the trial and under the study lock, a genome that a RUNNING or
