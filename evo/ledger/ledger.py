@@ -185,9 +185,9 @@ class Ledger:
                 pass
         a = models.StudyUserAttributeModel
         with self._session() as session:
-            rows = session.query(a.key, a.value_json).filter(a.study_id == op.study_id(self.study)).all()
+            records = session.query(a.key, a.value_json).filter(a.study_id == op.study_id(self.study)).all()
         out = {}
-        for key, text in rows:
+        for key, text in records:
             try:
                 out[key] = json.loads(text)
             except ValueError as e:
@@ -430,10 +430,10 @@ class Ledger:
         with self._session() as session:
             # the raw state: a value outside Optuna's enum cannot be read through the model
             q = "SELECT trial_id, number, state FROM trials WHERE study_id = :s ORDER BY number, trial_id"
-            rows = session.execute(sqlalchemy.text(q), {"s": sid}).all()
+            listing = session.execute(sqlalchemy.text(q), {"s": sid}).all()
         wanted = {s.name for s in states} if states else None
         out = []
-        for trial_id, number, state in rows:
+        for trial_id, number, state in listing:
             if wanted is not None and str(state) not in wanted:
                 continue
             try:
