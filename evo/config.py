@@ -24,7 +24,7 @@ from evo.core.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_fam
 from evo.core.genome import Genome
 from evo.core.suggest import did_you_mean
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
-from evo.ledger.storage_url import StorageURLError, sqlite_path, sqlite_url
+from evo.ledger.storage_url import StorageURLError, is_rdb_url, sqlite_path, sqlite_url
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
@@ -602,8 +602,6 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
 
 TOP_KEYS = _keys(CampaignConfig)
 
-STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
-
 
 def shipped_config_names() -> list[str]:
     return sorted(q.stem for q in CONFIGS_DIR.glob("*.yaml"))
@@ -716,7 +714,7 @@ def load_config(
     if storage is None:  # logs/<campaign>/ under the directory evo runs in
         storage = sqlite_url(Path.cwd() / "logs" / name / "ledger.db")  # quoted: a folder may hold ? # % spaces
     storage = _expect(storage, str, "storage")
-    if not STORAGE_RE.fullmatch(storage):
+    if not is_rdb_url(storage):
         raise ConfigError(
             f"storage: {storage[:80]!r} is not a storage URL (allowed: sqlite:///path/ledger.db or "
             "postgresql://user@host/db)"

@@ -542,7 +542,6 @@ def bench_campaign(
     a proposer object instead of a name is driven as it is (a test's or an ablation's, not the factory's).
     Returned unrun (``.run()``)."""
     from evo.config import Budget
-    from evo.ledger.memory_ledger import MemoryLedger
     from tools.bench_loop import BenchCampaign, deployed_config
 
     budget = Budget(attempts=cap)
@@ -578,7 +577,6 @@ def bench_campaign(
         command="tools/search_bench.py",
         backend=space.recorded_backend(),
         builder=SweepBuilder(space),
-        storage=MemoryLedger(),
         gates=gates,
         stop_when=target if until_target else None,
         tabu=tabu,
@@ -590,6 +588,7 @@ def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, 
     """The campaign config of a space with no config file: the defaults, the space's correctness settings."""
     from evo.config import CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
+    from evo.ledger.storage_url import MEMORY
 
     perf = dataclasses.replace(space.perf, ceiling_check=0)  # (no end-of-run ceiling check: nothing to quote)
     return CampaignConfig(
@@ -608,7 +607,7 @@ def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, 
             ),
             perf=perf,
         ),
-        storage="memory:",
+        storage=MEMORY,  # a MemoryLedger (evo/ledger/storage.py): nothing kept
         seed=seed,
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),

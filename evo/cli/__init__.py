@@ -185,7 +185,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     except LedgerError as e:
         return _fail(str(e))
     except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)
-        from evo.ledger.ledger import _first_line, safe_url
+        from evo.ledger.rdb import first_line as _first_line
+        from evo.ledger.storage_url import safe_url
 
         where = safe_url(cfg.storage) if cfg is not None else "the storage"
         return _fail(f"{where}: {_first_line(e)}; what was committed before is kept")

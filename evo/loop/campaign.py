@@ -37,12 +37,12 @@ from evo.ledger.ledger import (
     BudgetDiffers,
     BudgetTaken,
     GenomeTaken,
-    Ledger,
     SessionTaken,
     View,
-    safe_url,
     worker_name,
 )
+from evo.ledger.storage import open_ledger
+from evo.ledger.storage_url import safe_url
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
 from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
@@ -135,7 +135,7 @@ class Campaign:
     """
 
     SESSION_MODE = "run"  # one live evo run per campaign (Ledger.claim); WorkerCampaign: "worker"
-    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger/ledger.py, "Shared mode")
+    SHARED = False  # WorkerCampaign: the storage is shared with other workers (evo/ledger/reserve.py)
 
     def __init__(
         self,
@@ -188,9 +188,8 @@ class Campaign:
         self.stop_when = stop_when
         self.use_tabu = tabu
         if storage is None:
-            storage = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, shared=self.SHARED)
-            if self.SHARED:
-                storage.limit = cfg.budget.attempts
+            limit = cfg.budget.attempts if self.SHARED else None
+            storage = open_ledger(cfg.storage, cfg.campaign, cfg.family.knobs, shared=self.SHARED, limit=limit)
         self.ledger: Any = storage
         self.name = worker_name()  # names this process in messages (and, shared, in each attempt's device)
         self.taken = 0  # proposals another worker reserved first (shared storage)
@@ -854,7 +853,7 @@ class Campaign:
 
     def claim(self) -> None:
         """Register this process as the campaign's runner, or CampaignError naming the one that runs it."""
-        if getattr(self.ledger, "_session_key", None) is None:
+        if not self.ledger.claimed:
             self._preflight()  # a refused resume leaves the ledger as it was, session row included
         try:
             self.ledger.claim(self.SESSION_MODE)
