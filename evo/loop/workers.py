@@ -62,7 +62,9 @@ from typing import Any
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from evo.loop.campaign import POLL_S, RESERVE_TRIES, Campaign, CampaignError
+from evo.loop.campaign import Campaign
+from evo.loop.errors import CampaignError
+from evo.loop.shared import POLL_S, RESERVE_TRIES
 
 __all__ = ["POLL_S", "RESERVE_TRIES", "WorkerCampaign", "cli_worker"]
 
