@@ -1,5 +1,5 @@
 """The backends a campaign can measure on, registered by name: the config's ``backend`` and the CLI's ``--backend``
-take these names (``BACKENDS``), and ``evo.loop.campaign.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
+take these names (``BACKENDS``), and ``evo.loop.seams.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
 where a CUDA GPU is visible, else ``recorded`` (the family's recorded sweep).
 
 Each entry names two factories as "module:function" (imported only when used): ``make(cfg, builder)`` builds the

@@ -245,3 +245,27 @@ def reference_problem(evidence: Any, error_bound: Any) -> str | None:
     """Why the baseline's own outputs cannot be the reference (nonfinite, unwritten, beyond the family's error bound
     against float64), or None. Asked by the campaign's set-up and ``evo check`` before anything is held against it."""
     return baseline_problem(evidence, error_bound)
+
+
+def recorded_outputs_pass(
+    evidence: Any,
+    baseline_hashes: Mapping[str, str],
+    baseline_errors: Mapping[str, Any],
+    mode: str,
+    tolerance_factor: float,
+    genome: Mapping[str, Any] | None = None,
+) -> bool:
+    """Whether recorded outputs (a sweep entry's evidence, harness.recorded.recorded_evidence) pass the campaign's
+    correctness gate, judged outside a campaign: the registered gate through :func:`judge`, the mode and tolerance
+    factor given, the sweep's frozen outputs as references. For readers of recorded sweeps (the search benchmark,
+    the Kernel Tuner cache writer) that have no config."""
+    from types import SimpleNamespace
+
+    from evo.core.genome import Genome
+
+    correctness = SimpleNamespace(mode=mode, tolerance_factor=tolerance_factor)
+    config = SimpleNamespace(family=None, gates=SimpleNamespace(correctness=correctness))
+    refs = References(dict(baseline_hashes), dict(baseline_errors))
+    ctx = JudgeContext.standalone(config, references=refs, simulated=True)
+    proposal = SimpleNamespace(genome=Genome(genome or {}), note="recorded sweep entry", ideas=())
+    return judge(proposal, ctx, only=("correctness",), outputs=evidence)[0].ok

@@ -34,7 +34,7 @@ from typing import Any
 
 from evo.core.family import Family, Geometry
 from evo.core.genome import Genome
-from gates.correctness import correctness_gate
+from gates.judge import recorded_outputs_pass
 from harness.recorded import SAME, recorded_evidence
 
 # a sweep entry's status -> Kernel Tuner's error (tools/sweep.py's statuses; a Kernel Tuner cache replayed as a
@@ -100,8 +100,8 @@ def _error(
     ev = recorded_evidence(e, hashes, 10**9, 10**9)
     if not ev.checks:
         return "RuntimeFailedConfig"
-    verdict = correctness_gate(ev, hashes, mode, {}, data.get("baseline_errors", {}), tolerance_factor)
-    return None if verdict.ok else "RuntimeFailedConfig"
+    ok = recorded_outputs_pass(ev, hashes, data.get("baseline_errors", {}), mode, tolerance_factor)
+    return None if ok else "RuntimeFailedConfig"
 
 
 def _rates(family: Family, geo: Geometry, time_ms: float) -> dict[str, float]:

@@ -214,7 +214,8 @@ def test_a_backend_isolated_in_a_worker_keeps_the_caches_label(tmp_path):
 
 
 def test_a_kernel_tuner_cache_never_runs_on_the_gpu_backend(tmp_path):
-    from evo.loop.campaign import CampaignError, make_backend
+    from evo.loop.errors import CampaignError
+    from evo.loop.seams import make_backend
 
     c = load_config(_config(tmp_path), backend_override="gpu")
     with pytest.raises(CampaignError, match="replays on backend: recorded only"):

@@ -64,6 +64,7 @@ def deployed_config(
     fold's).
     """
     from evo.config import ProposerConfig, load_config
+    from evo.ledger.storage_url import MEMORY
 
     cfg = load_config(config_path, backend_override="recorded")  # (its storage is replaced: nothing is written)
     prop = cfg.proposer
@@ -78,7 +79,7 @@ def deployed_config(
         geometries=list(geometries),
         budget=budget,
         seed=seed,
-        storage="memory:",
+        storage=MEMORY,
         proposer=prop,
         gates=gates,
         peer=PeerConfig(torch_compile="off"),

@@ -605,6 +605,18 @@ def load_source(src: FamilySource) -> Family:
     return fam
 
 
+def _launch_only_problem(fam: Family) -> str | None:
+    """A knob marked launch_only that the kernel's text reads after all (its macro would be undefined: the build
+    fails, or an #ifdef quietly takes one path for every value), or that names a template argument."""
+    text = fam.kernel_path.read_text()
+    for k in fam.knobs:
+        if k.launch_only and f"EVO_{k.name.upper()}" in text:
+            return f"knob {k.name} is launch_only but {fam.kernel_path.name} reads EVO_{k.name.upper()}"
+        if k.launch_only and k.name in _PLACEHOLDER_RE.findall(fam.entry):
+            return f"knob {k.name} is launch_only but names a template argument of entry {fam.entry!r}"
+    return None
+
+
 def family_problem(fam: Family) -> str | None:
     """What is wrong with a loaded family that would fail later, or None (checked as it is loaded)."""
     names = [k.name for k in fam.knobs]
@@ -616,14 +628,11 @@ def family_problem(fam: Family) -> str | None:
         return f"knob name {bad[0]!r}: lower-case letters, digits and _ only (it becomes EVO_{bad[0].upper()})"
     if not fam.entry:
         return "entry (the kernel's name) is empty"
-    templated = [k.name for k in fam.knobs if k.launch_only and k.name in _PLACEHOLDER_RE.findall(fam.entry)]
-    if templated:
-        return f"knob {templated[0]} is launch_only but names a template argument of entry {fam.entry!r}"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
-    read = [k.name for k in fam.knobs if k.launch_only and f"EVO_{k.name.upper()}" in fam.kernel_path.read_text()]
-    if read:  # the macro would be undefined: the build fails, or an #ifdef quietly takes one path for every value
-        return f"knob {read[0]} is launch_only but {fam.kernel_path.name} reads EVO_{read[0].upper()}"
+    launch_only = _launch_only_problem(fam)
+    if launch_only:
+        return launch_only
     if fam.compiler not in ("auto", "nvrtc", "nvcc"):
         return f"compiler is {fam.compiler!r}: one of auto, nvrtc, nvcc"
     if not isinstance(fam.torch_headers, bool):

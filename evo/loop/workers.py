@@ -63,7 +63,9 @@ from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
 from evo.ledger.storage_url import safe_url
-from evo.loop.campaign import POLL_S, RESERVE_TRIES, Campaign, CampaignError
+from evo.loop.campaign import Campaign
+from evo.loop.errors import CampaignError
+from evo.loop.shared import POLL_S, RESERVE_TRIES
 
 __all__ = ["POLL_S", "RESERVE_TRIES", "WorkerCampaign", "cli_worker"]
 
