@@ -7,10 +7,11 @@ from such a wheel, :func:`install` puts an import hook first on ``sys.meta_path`
 ``gates[.X]`` with the very module objects ``evo.harness[.X]`` and ``evo.gates[.X]``: one module under two names,
 so classes, isinstance checks and pickles (the worker's spawn child imports evo first) agree.
 
-Called by evo/__init__.py, before evo itself imports harness or gates. Where evo.harness does not exist (a source
-checkout on sys.path: no evo/harness folder) it does nothing and the top-level folders are imported as they are;
-an editable install maps evo.harness to the repository's harness/ (pyproject's package-dir), so the hook serves
-there too. A process that imported a top-level harness before evo keeps it (no hook: one module a name).
+Called by evo/__init__.py, before evo itself imports harness or gates. Where evo is a source checkout (harness/ and
+gates/ beside evo/: a checkout on sys.path, or an editable install) :func:`use_checkout` answers ``harness`` and
+``gates`` from that same checkout: an editable install's finder maps evo.harness to the folder it was installed
+from, which is another tree when a second checkout or worktree runs with its own folder on PYTHONPATH (its evo
+would then run the first tree's harness). A process that imported a top-level harness before evo keeps it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,36 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             return None
         module = importlib.import_module(f"evo.{fullname}")
         return importlib.machinery.ModuleSpec(fullname, _SameModule(module), is_package=hasattr(module, "__path__"))
+
+
+class _CheckoutFinder(importlib.abc.MetaPathFinder):
+    """Top-level ``harness`` / ``gates`` from the checkout evo itself was imported from (their submodules follow
+    the package's own __path__)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def find_spec(self, fullname: str, path=None, target=None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in ALIASED:
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.root])
+
+
+def checkout_root() -> str | None:
+    """The folder holding evo/, harness/ and gates/ when evo runs from a source checkout (None in a wheel)."""
+    from pathlib import Path
+
+    root = Path(__file__).absolute().parent.parent  # not resolve(): a wheel laid out with links is still a wheel
+    return str(root) if all((root / n / "__init__.py").is_file() for n in ALIASED) else None
+
+
+def use_checkout(root: str) -> None:
+    """Put the checkout hook first on sys.meta_path (once); called where :func:`checkout_root` is a folder."""
+    if any(isinstance(f, (_AliasFinder, _CheckoutFinder)) for f in sys.meta_path) or any(
+        n in sys.modules for n in ALIASED
+    ):
+        return
+    sys.meta_path.insert(0, _CheckoutFinder(root))
 
 
 def packaged() -> bool:

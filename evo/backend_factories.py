@@ -18,6 +18,10 @@ def recorded_for_config(cfg: Any, builder: Any = None) -> Any:
     from harness.recorded import RecordedBackend
 
     c = cfg.gates.correctness
+    if getattr(cfg.family, "recorded_only", False):  # a Kernel Tuner cache (harness/ktcache.py) replays itself
+        from harness.ktcache import KTCacheBackend
+
+        return KTCacheBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs)
     return RecordedBackend(cfg.family, cfg.geometries, seeds=c.seeds, runs=c.runs, launch=cfg.gates.perf.launch)
 
 

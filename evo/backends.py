@@ -1,5 +1,5 @@
 """The backends a campaign can measure on, registered by name: the config's ``backend`` and the CLI's ``--backend``
-take these names (``BACKENDS``), and ``evo.loop.campaign.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
+take these names (``BACKENDS``), and ``evo.loop.seams.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
 where a CUDA GPU is visible, else ``recorded`` (the family's recorded sweep).
 
 Each entry names two factories as "module:function" (imported only when used): ``make(cfg, builder)`` builds the
@@ -11,6 +11,7 @@ starts it in a fresh interpreter, so it takes a config path, not objects). A bac
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,25 @@ register(
         pdl=True,  # from a sweep timed with PDL launches (tools/sweep.py on a launch: pdl config), where one exists
     )
 )
+
+
+def resolve(name: str, family: Any = None) -> str:
+    """The backend a config's name stands for here: ``auto`` is gpu where a CUDA GPU is visible and the family has
+    a kernel to run (a Kernel Tuner cache has none: ``recorded_only``), else recorded (the one place that rule
+    lives); any other name as given."""
+    if name != "auto":
+        return name
+    from harness.gpu import gpu_available, gpu_problem
+
+    if getattr(family, "recorded_only", False):
+        return "recorded"
+    if gpu_available():
+        return "gpu"
+    problem = gpu_problem()
+    if problem is not None and problem != "no CUDA GPU is visible":  # a GPU evo cannot use: said, never hidden
+        sys.stderr.write(f"evo: warning: backend auto took the recorded measurements: {problem}\n")
+    return "recorded"
+
 
 BACKENDS = ("auto", *REGISTRY)  # what configs and the CLI's --backend accept
 WORKER_FACTORIES = {name: e.worker for name, e in REGISTRY.items()}

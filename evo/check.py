@@ -139,7 +139,8 @@ def check_compile(
 ) -> tuple[Any, Any]:
     """The baseline and a sample of genomes compiled, within the static gate, their launches, and arg_types held on
     every module's parameters; returns (the builder, the baseline's Built)."""
-    from gates.static import static_gate
+    from evo.search import Proposal
+    from gates.judge import JudgeContext, judge
     from harness.build import Builder, BuildError
 
     fam = cfg.family
@@ -161,6 +162,7 @@ def check_compile(
             f"{r.spill_stores} B spill stores, {r.stack_frame} B stack, {r.shared_static} B static shared"
         )
     rejected = 0
+    ctx = JudgeContext.standalone(cfg, builder=builder, base_resources=base_res)  # the judge's static gate
     genomes = sample_genomes(fam, list(cfg.geometries), sample, seed)
     compiled = [(base, built)]
     for g in genomes:
@@ -169,12 +171,7 @@ def check_compile(
         except BuildError as e:
             raise CheckFailed(f"genome {g.key} does not compile ({e}); refuse it in check() if it is invalid") from None
         compiled.append((g, b))
-        v = static_gate(
-            {k: m.resources for k, m in b.modules.items()},
-            base_res,
-            cfg.gates.static.max_registers,
-            cfg.gates.static.allow_new_spills,
-        )
+        v, _ = judge(Proposal(g, "evo check"), ctx, only=("static",), built=b)
         if not v.ok:
             rejected += 1
             say(f"  {g.key}: rejected by the static gate ({v.reason})")
@@ -450,7 +447,7 @@ def check_cpu_reference(
 
 
 def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[str], None]) -> None:
-    from gates.correctness import baseline_problem
+    from gates.judge import reference_problem
     from harness.build import Builder
     from harness.gpu import GpuBackend, gpu_available, gpu_problem
 
@@ -465,7 +462,7 @@ def check_gpu_baseline(cfg: CampaignConfig, report: CheckReport, say: Callable[[
     be = GpuBackend.for_config(cfg, builder)
     base = fam.baseline()
     ev = be.correctness(be.load(builder.build(base), base), freeze=True)
-    problem = baseline_problem(ev, fam.error_bound)
+    problem = reference_problem(ev, fam.error_bound)
     if problem:
         raise CheckFailed(problem)
     worst = max((c.rel_err or 0.0) for c in ev.checks)
@@ -505,6 +502,10 @@ def run_check(
         except (ConfigError, FamilyError) as e:
             raise CheckFailed(f"{CONFIG_ERROR}{e}") from None
         fam = cfg.family
+        if getattr(fam, "recorded_only", False):  # (harness/ktcache.py: measurements only, nothing to compile)
+            raise CheckFailed(
+                f"{CONFIG_ERROR}family {fam.name} is a Kernel Tuner cache: no kernel to check; evo run replays it"
+            )
         todo = first_todo(fam.folder / "family.py")
         if todo:
             raise CheckFailed(todo)

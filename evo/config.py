@@ -24,7 +24,7 @@ from evo.core.family import CONFIGS_DIR, Family, FamilyError, Geometry, load_fam
 from evo.core.genome import Genome
 from evo.core.suggest import did_you_mean
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
-from evo.ledger.storage_url import StorageURLError, sqlite_path, sqlite_url
+from evo.ledger.storage_url import StorageURLError, is_rdb_url, sqlite_path, sqlite_url
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
@@ -314,7 +314,8 @@ class CampaignConfig:
         required=True,
     )
     family: Family = key(
-        doc="a family's name, or a path to its folder (relative to this file)",
+        doc="a family's name, or a path to its folder or to a Kernel Tuner cache file (.json, .json.gz: "
+        "docs/kernel-tuner.md), relative to this file",
         custom=True,
         required=True,
         kind="string",
@@ -331,7 +332,9 @@ class CampaignConfig:
         shown="sqlite:///logs/<campaign>/ledger.db under the working directory",
     )
     seed: int = key(0, "random seed", lo=0, hi=2**31 - 1)
-    backend: str = key("auto", "gpu, recorded (the family's recorded H200 sweep), or auto", choices=BACKENDS)
+    backend: str = key(
+        "auto", "gpu, recorded (the family's recorded H200 sweep, or its Kernel Tuner cache), or auto", choices=BACKENDS
+    )
     clocks: str = key(
         "record", "record: read the SM clock; lock: lock it (only on a GPU you own)", choices=("record", "lock")
     )
@@ -599,8 +602,6 @@ def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default:
 
 TOP_KEYS = _keys(CampaignConfig)
 
-STORAGE_RE = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
-
 
 def shipped_config_names() -> list[str]:
     return sorted(q.stem for q in CONFIGS_DIR.glob("*.yaml"))
@@ -653,7 +654,7 @@ def load_config(
             f"{p}: no such config file (give the path of a campaign YAML, or the name of a shipped one: {names})"
         )
     try:
-        raw = load_yaml(read_text(p))
+        raw = _kt_cache_config(p) or load_yaml(read_text(p))
     except InputError as e:
         raise ConfigError(str(e)) from None
     except OSError as e:
@@ -677,7 +678,7 @@ def load_config(
 
     fam_name = _expect(raw["family"], str, "family")
     try:
-        family = load_family(fam_name, base=p.resolve().parent)  # a path is relative to the config's folder
+        family = _load_family(fam_name, p.resolve().parent)  # a path is relative to the config's folder
     except FamilyError as e:
         raise ConfigError(f"family: {e}") from None
 
@@ -713,7 +714,7 @@ def load_config(
     if storage is None:  # logs/<campaign>/ under the directory evo runs in
         storage = sqlite_url(Path.cwd() / "logs" / name / "ledger.db")  # quoted: a folder may hold ? # % spaces
     storage = _expect(storage, str, "storage")
-    if not STORAGE_RE.fullmatch(storage):
+    if not is_rdb_url(storage):
         raise ConfigError(
             f"storage: {storage[:80]!r} is not a storage URL (allowed: sqlite:///path/ledger.db or "
             "postgresql://user@host/db)"
@@ -827,6 +828,26 @@ def apply_budget_overrides(cfg: CampaignConfig, attempts: int | None, minutes: f
         attempts if attempts is not None else cfg.budget.attempts,
         minutes if minutes is not None else cfg.budget.minutes,
     )
+
+
+def _kt_cache_config(p: Path) -> dict[str, Any] | None:
+    """`evo run CACHE.json`: a Kernel Tuner cache given where a config goes is the config of a campaign replaying
+    it (harness/ktcache.py ``kt_config``); None for any other file."""
+    from harness.ktcache import KTCacheError, is_kt_cache_path, kt_config
+
+    if not is_kt_cache_path(p):
+        return None
+    try:
+        return kt_config(p)
+    except KTCacheError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _load_family(ref: str, base: Path) -> Family:
+    """The family ``family:`` names: a family's name or folder, or a Kernel Tuner cache file (harness/ktcache.py)."""
+    from harness.ktcache import is_kt_cache_path, load_kt_family
+
+    return load_kt_family(ref, base) if is_kt_cache_path(ref) else load_family(ref, base=base)
 
 
 def _geometries(raw: Any, family: Family) -> list[Geometry]:

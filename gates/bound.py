@@ -14,6 +14,7 @@ no end-to-end claim": its kernel gain is real, its decode gain unmeasurable.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 def share_after(s0: float, cumulative: float) -> float:
@@ -36,7 +37,7 @@ class BoundVerdict:
     claim: bool  # False: B - 1 is under the decode noise floor
     summary: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -52,6 +52,24 @@ class ToolReport:
 
 
 @dataclass
+class SanitizerRun:
+    """What running the tools over one step gave (evo/measure/sanitize.py ``run_step``), for the sanitizer gate to
+    judge: the tools' reports, or why none could run; ``extra`` rides along in the step's record (version, times)."""
+
+    reports: list[ToolReport] = field(default_factory=list)
+    skipped: str | None = None  # why no tool ran: the step stands, "not sanitizer-checked"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def judged(self, suppressions: Sequence[Suppression], genome: Mapping[str, Any]) -> SanitizerResult:
+        """The run's verdict and record: ``sanitizer_gate`` over the reports, PASS unchecked when none ran."""
+        if self.skipped is not None:
+            return SanitizerResult(PASS, unchecked(self.skipped))
+        res = sanitizer_gate(self.reports, suppressions, genome)
+        res.record.update(self.extra)
+        return res
+
+
+@dataclass
 class SanitizerResult:
     verdict: Verdict
     record: dict[str, Any]  # what the step carries: checked, tools, suppressed, unchecked (evo/report/: logmd, export)

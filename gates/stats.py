@@ -52,7 +52,10 @@ def spread_pct(xs: Sequence[float]) -> float:
     n = len(s)
     if n < 2:
         return 0.0
-    p = lambda q: s[min(n - 1, max(0, round(q * (n - 1))))]  # noqa: E731
+
+    def p(q: float) -> float:
+        return float(s[min(n - 1, max(0, round(q * (n - 1))))])
+
     return 100.0 * (p(0.9) - p(0.1)) / median(s)
 
 

@@ -169,7 +169,10 @@ def resolve_source(
     extra_defines: Mapping[str, Any] | None = None,
 ) -> str:
     """The exact text NVRTC compiles: knob macros, the campaign's own (``extra_defines``), then the kernel."""
-    lines = [f"// evo: family {family.name}, genome {json.dumps(dict(sorted(genome.items())), separators=(',', ':'))}"]
+    # a launch_only knob is no part of the text: every value of it is one compile (and one cache entry)
+    launch = {k.name for k in family.knobs if k.launch_only}
+    code = {n: v for n, v in sorted(genome.items()) if n not in launch}
+    lines = [f"// evo: family {family.name}, genome {json.dumps(code, separators=(',', ':'))}"]
     for name, val in family.value_macros().items():
         lines.append(f"#define {name} {val}")
     for name, val in family.defines(genome, spec).items():
@@ -764,9 +767,13 @@ class Builder:
         geometries: Sequence[Geometry] | None = None,
     ) -> Builder:
         """The builder a campaign config asks for: its family, geometries, arch, build macros and its ``build``
-        section (include folders, options, compiler, torch's headers)."""
+        section (include folders, options, compiler, torch's headers). A family with no source (a Kernel Tuner
+        cache, harness/ktcache.py) brings its own builder (``own_builder``), which compiles nothing."""
         b = cfg.build
         geos = list(cfg.geometries if geometries is None else geometries)
+        own = getattr(cfg.family, "own_builder", None)
+        if callable(own):
+            return own(geos)
         return cls(
             cfg.family,
             geos,

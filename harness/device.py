@@ -22,6 +22,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
+from evo.core.liveness import exited, process_start
+
 try:
     import pynvml as _pynvml
 except ImportError:  # facts just come back empty; constants fall back to numbers
@@ -233,30 +235,6 @@ def _permission_error(e: BaseException) -> bool:
     )
 
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of a process from /proc, or None where /proc can't tell."""
-    try:
-        rest = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return rest[0], rest[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    stat = _proc_stat(pid)
-    if stat is None:
-        return True
-    state, started = stat
-    # A zombie can't reset anything; a different start time means the pid was reused.
-    return state != "Z" and (start is None or started == start)
-
-
 _SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 
 
@@ -286,9 +264,14 @@ class ClockLock:
             uuid = self.nvml.uuid()
         except Exception as e:
             raise ClockLockError(f"cannot lock the SM clock: NVML unavailable ({e}); use clocks: record") from e
-        stat = _proc_stat(os.getpid())
         self._write_marker(
-            {"pid": os.getpid(), "pid_start": stat and stat[1], "uuid": uuid, "mhz": self.mhz, "time": time.time()}
+            {
+                "pid": os.getpid(),
+                "pid_start": process_start(os.getpid()),  # with the pid, names this process (evo/core/liveness.py)
+                "uuid": uuid,
+                "mhz": self.mhz,
+                "time": time.time(),
+            }
         )
         # Arm before locking so a signal that lands in between still resets.
         self._armed = True
@@ -381,7 +364,8 @@ def restore_stale_lock(nvml: Nvml, marker: Path) -> bool:
     if not isinstance(data, dict):
         data = {}  # unreadable: assume the worst, that the clocks are locked
     pid = data.get("pid")
-    if isinstance(pid, int) and pid > 0 and _alive(pid, data.get("pid_start")):
+    # A zombie can't reset anything; a different start time means the pid was reused.
+    if isinstance(pid, int) and pid > 0 and not exited(pid, data.get("pid_start")):
         return False
     try:
         nvml.reset_sm_clock(data.get("uuid"))

@@ -136,6 +136,7 @@ def recorded_evidence(
 class RecordedBackend:
     name = "recorded"
     simulated = True
+    label = SIMULATED_LABEL  # what every timing and line of its runs says (harness/ktcache.py: the cache's device)
 
     def __init__(
         self,
@@ -210,7 +211,7 @@ class RecordedBackend:
     def facts(self) -> dict[str, Any]:
         f = dict(self.sweep.data.get("device", {}))
         f["recorded"] = f"{self.sweep.path.name} ({self.sweep.data.get('created', '?')})"
-        f["note"] = SIMULATED_LABEL
+        f["note"] = self.label
         return f
 
     def knob_space(self) -> dict[str, list[Any]] | None:
@@ -227,7 +228,7 @@ class RecordedBackend:
         if not isinstance(rec, dict) or not isinstance(rec.get("geometries"), dict):
             return None
         per = {c: rec["geometries"][r] for c, r in self.sweep.geo_map.items() if r in rec["geometries"]}
-        return {**rec, "backend": self.name, "geometries": per, "note": SIMULATED_LABEL}
+        return {**rec, "backend": self.name, "geometries": per, "note": self.label}
 
     def copy_ceiling(self, **kwargs: Any) -> dict[str, float]:
         return dict(self.sweep.data["copy_ceiling"])  # (one recorded figure, however many trials are asked for)
@@ -266,13 +267,13 @@ class RecordedBackend:
                 {parts[0][0]: aa["a"][:n], parts[1][0]: aa["b"][:n]},
                 0,
                 self.launches_for(parts[0][1], g),
-                {"note": SIMULATED_LABEL},
+                {"note": self.label},
             )
         base_med = sorted(self._entry(self.baseline_key)["t"][rg])
         bmed = base_med[len(base_med) // 2]
         times: dict[str, list[float]] = {}
         disc = 0
-        clocks: dict[str, Any] = {"note": SIMULATED_LABEL}
+        clocks: dict[str, Any] = {"note": self.label}
         for (label, _), key in zip(parts, keys):
             e = self._entry(key)
             if rg not in e.get("t", {}):

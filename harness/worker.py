@@ -61,7 +61,8 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
     loaded: dict[int, Any] = {}
     # what the campaign asks once, before any genome (the recorded backend's sub-space and floor): sent with the start
     once = {m: getattr(backend, m)() for m in ("knob_space", "recorded_floor") if callable(getattr(backend, m, None))}
-    conn.send(("ok", {"name": backend.name, "simulated": bool(getattr(backend, "simulated", False)), **once}))
+    sim = {"simulated": bool(getattr(backend, "simulated", False)), "label": getattr(backend, "label", None)}
+    conn.send(("ok", {"name": backend.name, **sim, **once}))
     while True:
         try:
             msg = conn.recv()
@@ -120,6 +121,8 @@ class WorkerBackend:
         self.restarts = 0
         info = self._start()
         self.name, self.simulated = info["name"], info["simulated"]
+        if info.get("label"):  # where a simulated backend's numbers come from (evo.core.records.simulated_label)
+            self.label = str(info["label"])
         self._space, self._floor = info.get("knob_space"), info.get("recorded_floor")
 
     # --- process management --------------------------------------------------

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from evo.config import load_config
-from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, SIMULATED_LABEL
 from evo.ledger.ledger import Ledger
-from evo.loop.campaign import SIMULATED_LABEL, Campaign, CampaignError
+from evo.loop.campaign import Campaign, CampaignError
 from evo.report.logmd import write_log
 
 ROOT = Path(__file__).resolve().parent.parent

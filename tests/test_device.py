@@ -14,6 +14,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from evo.core.liveness import process_start
 from harness import device
 from harness.device import THROTTLE_MASK, ClockLock, ClockLockError, ClockSample, Nvml, restore_stale_lock
 
@@ -402,7 +403,7 @@ def test_restore_leaves_live_lock_alone(tmp_path: Path) -> None:
         json.dumps(
             {
                 "pid": os.getpid(),
-                "pid_start": device._proc_stat(os.getpid())[1],
+                "pid_start": process_start(os.getpid()),
                 "uuid": UUIDS[1],
                 "mhz": 1500,
                 "time": 0,

@@ -388,3 +388,34 @@ def test_gpu_selfcheck_rejects_the_half_rows_fault(tmp_path, name):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     half = [line for line in r.stdout.splitlines() if "half the rows" in line]
     assert half and all("rejected: correctness" in line and "right verdict" in line for line in half), r.stdout
+
+
+@NEEDS_API
+def test_a_launch_only_knob_shares_one_build_and_is_still_measured(tmp_path, monkeypatch):
+    """multikernel_silu's ``block`` is ``launch_only``: every value resolves to the same source (no EVO_BLOCK), so
+    the second value is a cache hit, not a compile; its launch still differs, so it stays a variant of its own."""
+    from evo.core import variant
+    from harness.build import Builder
+
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
+    fam, geos = family("multikernel_silu"), geometries("multikernel_silu")
+    one, other = fam.baseline(), fam.baseline().replace(block=256)
+    assert not any(k.startswith("EVO_BLOCK") for k in fam.defines(one, {}))
+    builder = Builder(fam, geos, arch="sm_90")
+    first, second = builder.build(one), builder.build(other)
+    assert first.source == second.source and first.sass_sha256 == second.sass_sha256
+    assert all(m.cached for m in second.modules.values()) and not any(m.cached for m in first.modules.values())
+    assert variant.launch_digest(fam, one, geos) != variant.launch_digest(fam, other, geos)
+
+
+def test_a_launch_only_knob_the_source_reads_is_refused(tmp_path):
+    """A knob marked launch_only whose macro kernel.cu reads would compile as one path for every value."""
+    from evo.core.family import Knob, family_problem
+
+    fam = family("multikernel_silu")
+    fam = dataclasses.replace(fam, folder=tmp_path, knobs=(Knob("block", (128, 256), 128, launch_only=True),))
+    (tmp_path / "kernel.cu").write_text('extern "C" __global__ void kernel(int n) { int b = EVO_BLOCK; }\n')
+    assert family_problem(fam) == "knob block is launch_only but kernel.cu reads EVO_BLOCK"
+    templated = dataclasses.replace(fam, entry="k<{block}>")
+    (tmp_path / "kernel.cu").write_text("template <int B> __global__ void k() {}\n")
+    assert "names a template argument" in (family_problem(templated) or "")

@@ -34,7 +34,8 @@ from optuna.trial import TrialState
 from evo.core.family import load_family
 from evo.core.genome import Genome
 from evo.core.records import BASELINE, Attempt, Verdict
-from evo.ledger.ledger import ATTEMPT_ATTR, CHAMPION, MEASURED, TRIAL_STATES, Ledger, trial_outcome
+from evo.ledger.ledger import ATTEMPT_ATTR, Ledger
+from evo.ledger.outcome import CHAMPION, MEASURED, TRIAL_STATES, trial_outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 FAM = load_family("mhc_pre_big_fuse")

@@ -319,7 +319,8 @@ def test_the_plain_postgresql_form_uses_the_installed_driver(monkeypatch):
     it as psycopg 3, which the extra does not install; the error is then the server's, not "no database driver"."""
     import importlib.util
 
-    from evo.ledger.ledger import LedgerError, with_installed_driver
+    from evo.ledger.ledger import LedgerError
+    from evo.ledger.storage_url import with_installed_driver
 
     assert with_installed_driver("postgresql+psycopg2://u@h/db") == "postgresql+psycopg2://u@h/db"
     assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"
@@ -416,9 +417,9 @@ def test_a_killed_run_does_not_block_the_next(home):
     _fake_session(db, ledger="stale", beat=time.time() - 3600)
     # this host, its process gone (kill -9): at once
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    from evo.ledger.ledger import _process
+    from evo.core.liveness import identity
 
-    me = _process()
+    me = identity()
     _fake_session(
         db, ledger="dead", host=me["host"], pid=int(dead.stdout), start="1", boot=me["boot"], pidns=me["pidns"]
     )

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from evo.cli import main
-from evo.loop.campaign import Campaign
+from evo.loop.campaign_ideas import write_ideas
 from evo.search.ideas import Idea, make_patch
 from tests.test_nothing_lost_round2 import _shipped_family_with, _wait_or_fail, one_line
 from tests.test_nothing_lost_round2 import evo as evo_cmd
@@ -43,7 +43,7 @@ def _idea(slug: str) -> Idea:
 
 def _writer(log_dir: Path) -> tuple[SimpleNamespace, list[str]]:
     out: list[str] = []
-    return SimpleNamespace(cfg=SimpleNamespace(log_dir=log_dir), out=out.append), out
+    return SimpleNamespace(log_dir=log_dir, out=out.append), out
 
 
 def test_the_campaigns_ideas_writer_never_writes_through_a_symlink_or_over_a_users_file(tmp_path):
@@ -56,14 +56,14 @@ def test_the_campaigns_ideas_writer_never_writes_through_a_symlink_or_over_a_use
     (ideas / "linked.patch").symlink_to(precious)
     (ideas / "mine.patch").write_text("my draft\n")
     camp, out = _writer(tmp_path / "log")
-    Campaign._write_ideas(camp, [_idea("linked"), _idea("mine"), _idea("fresh")])  # type: ignore[arg-type]
+    write_ideas(camp.log_dir, [_idea("linked"), _idea("mine"), _idea("fresh")], camp.out)
     assert precious.read_text() == "the user's\n" and (ideas / "linked.patch").is_symlink()
     assert (ideas / "mine.patch").read_text() == "my draft\n"
     assert "+#pragma unroll" in (ideas / "fresh.patch").read_text()
     warned = [line for line in out if line.startswith("warning: could not write idea")]
     assert len(warned) == 2 and "symlink" in warned[0] and "not written by evo" in warned[1], out
     # What evo wrote there itself it writes again (a resumed campaign's proposer answers the same slug).
-    Campaign._write_ideas(camp, [_idea("fresh")])  # type: ignore[arg-type]
+    write_ideas(camp.log_dir, [_idea("fresh")], camp.out)
     assert len(out) == 2
 
 

@@ -15,7 +15,8 @@ from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ERROR, REJECTED, Code, Verdict
 from evo.ledger.ledger import Ledger
 from evo.ledger.memory_ledger import MemoryLedger
-from evo.loop.campaign import Campaign, CampaignError, make_backend
+from evo.loop.campaign import Campaign, CampaignError
+from evo.loop.seams import make_backend
 from evo.loop.workers import WorkerCampaign
 from gates.registry import RegisteredGate, builtin_gates, gate_order
 from harness import HarnessError

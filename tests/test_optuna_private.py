@@ -1,5 +1,6 @@
-"""Optuna's private API is used in evo/ledger/optuna_private.py only, and every private name used there exists in the
-installed optuna and does what the adapter relies on: an Optuna upgrade that moves one fails here, by name.
+"""Optuna's private API is used in evo/ledger/optuna_private.py only (the names it lists, by the AST; any private
+name the installed optuna defines, by a scan of the product tree's code), and every private name used there exists
+in the installed optuna and does what the adapter relies on: an Optuna upgrade that moves one fails here, by name.
 
 The indexed study and the memoizing TPE are held to a plain study and an unmodified TPESampler proposal by
 proposal in tests/test_optuna_speed.py; the ledger's whole use of the adapter in tests/test_ledger.py and
@@ -10,6 +11,9 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import importlib
+import io
+import re
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +177,67 @@ def test_stale_trial_ids_are_the_running_trials_past_their_heartbeat(tmp_path):
             {hb.heartbeat: dt.datetime(2000, 1, 1)}, synchronize_session=False
         )
     assert op.stale_trial_ids(rdb, op.study_id(study)) == [op.trial_id(old)]
+
+
+# --- every private name of the installed optuna, not only the listed ones ----------------------------------------
+_DEFINES = (
+    re.compile(r"\bdef (_[A-Za-z]\w*)"),
+    re.compile(r"\bclass (_[A-Za-z]\w*)"),
+    re.compile(r"\bself\.(_[A-Za-z]\w*)\s*(?::[^=\n]*)?="),
+    re.compile(r"^\s*(_[A-Za-z]\w*)\s*(?::[^=\n]*)?=", re.M),
+)
+
+
+def _defined(text: str) -> set[str]:
+    """Private names a source text defines: functions, classes, attributes set on self, assigned names."""
+    return {name for rx in _DEFINES for name in rx.findall(text)}
+
+
+def _attribute_uses(text: str) -> set[str]:
+    """Private names read as attributes (``x._name``) in code: strings (docstrings) and comments are skipped."""
+    out: set[str] = set()
+    prev = None
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.NAME and prev is not None and prev.type == tokenize.OP and prev.string == ".":
+            if tok.string.startswith("_") and not tok.string.startswith("__"):
+                out.add(tok.string)
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            prev = tok
+    return out
+
+
+def _product_files() -> list[Path]:
+    return [f for top in SCANNED for f in sorted((ROOT / top).rglob("*.py")) if "templates" not in f.parts]
+
+
+@pytest.fixture(scope="module")
+def optunas_private_names() -> set[str]:
+    """Every private name the installed optuna defines that evo's own code never defines (a name both define, like
+    ``_lock``, is left to the listed-names test above)."""
+    theirs = set().union(*(_defined(f.read_text()) for f in Path(optuna.__file__).parent.rglob("*.py")))
+    ours = set().union(*(_defined(f.read_text()) for f in _product_files()))
+    return theirs - ours
+
+
+def test_no_private_name_of_the_installed_optuna_outside_the_adapter(optunas_private_names):
+    """A scan of the product tree's code for any private name of Optuna's, listed in PRIVATE_NAMES or not: an
+    unlisted one (``rdb._set_trial_intermediate_value_without_commit`` once sat in the ledger) is caught too."""
+    offenders = []
+    for f in _product_files():
+        if f == ADAPTER:
+            continue
+        bad = _attribute_uses(f.read_text()) & optunas_private_names
+        if bad:
+            offenders.append(f"{f.relative_to(ROOT)}: {sorted(bad)}")
+    assert not offenders, "Optuna's private API outside evo/ledger/optuna_private.py:\n" + "\n".join(offenders)
+    assert _attribute_uses(ADAPTER.read_text()) & optunas_private_names  # the scan sees what the adapter does
+
+
+def test_the_scan_finds_an_unlisted_private_call_in_code_only(optunas_private_names):
+    code = (
+        '"""Docs may name ``Study._get_trials``."""\n'
+        "def f(rdb, session, t):\n"
+        "    # rdb._get_stale_trial_ids in a comment is no use\n"
+        "    rdb._set_trial_intermediate_value_without_commit(session, t, 0, 1.0)\n"
+    )
+    assert _attribute_uses(code) & optunas_private_names == {"_set_trial_intermediate_value_without_commit"}

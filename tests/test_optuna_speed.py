@@ -100,9 +100,9 @@ def test_retries_option_reaches_only_the_optuna_proposers(prenorm, monkeypatch):
         return real(space, name, seed, options, cap=5, until_target=False)
 
     monkeypatch.setattr(sb, "run_proposer", spy)
-    chosen = [s for s in sb.STRATEGIES if s.name in ("surrogate", "random", "tpe", "nsga2") and s.kind == "evo"]
+    chosen = [s for s in sb.STRATEGIES if s.name in ("config", "random", "tpe", "nsga2") and s.kind == "evo"]
     sb.bench(prenorm, 1, chosen, out=lambda _: None, retries=7)
-    assert seen == {"surrogate": {}, "random": {}, "tpe": {"retries": 7}, "nsga2": {"retries": 7}}
+    assert seen == {"config": {}, "random": {}, "tpe": {"retries": 7}, "nsga2": {"retries": 7}}
     sb.bench(prenorm, 1, chosen, out=lambda _: None)
     assert seen["tpe"] == {} and seen["nsga2"] == {}  # the default: the proposers' own (100)
     assert sb.doc_tag("f", retries=7) == "search-bench-f-retries-7" and sb.doc_tag("f") == "search-bench-f"

@@ -78,7 +78,8 @@ def test_pdl_kernel_waits_before_x_and_y_only_under_evo_pdl():
 
 
 def test_a_pdl_campaign_without_a_gpu_says_why(tmp_path, monkeypatch):
-    from evo.loop.campaign import CampaignError, make_backend
+    from evo.loop.errors import CampaignError
+    from evo.loop.seams import make_backend
 
     monkeypatch.setattr("harness.gpu.gpu_available", lambda: False)
     cfg = load_config(_variant(tmp_path, ", launch: pdl", backend="recorded"))
@@ -182,18 +183,17 @@ def test_every_timing_names_each_parts_launch():
     # the method string beside a timing: which part took PDL (the family's pdl_safe), which did not
     from types import SimpleNamespace
 
-    from evo.loop.campaign import Campaign
+    from evo.loop.report_lines import launches_note
 
     cfg = load_config(PDL_CFG)
-    fam, geo = cfg.family, cfg.geometries[0]
+    fam = cfg.family
     parts = [
         ("cand", SimpleNamespace(genome=fam.baseline().replace(**TMA))),
         ("base", SimpleNamespace(genome=fam.baseline())),
     ]
-    fake = SimpleNamespace(cfg=cfg, family=fam)
-    assert Campaign._launches_note(fake, parts, geo) == "; launches: cand PDL, base plain"
-    plain = SimpleNamespace(cfg=load_config(ROOT / "configs" / "fp4_matvec.yaml"), family=fam)
-    assert Campaign._launches_note(plain, parts, geo) == ""
+    assert launches_note(cfg.gates.perf.launch, fam, parts) == "; launches: cand PDL, base plain"
+    plain = load_config(ROOT / "configs" / "fp4_matvec.yaml")
+    assert launches_note(plain.gates.perf.launch, fam, parts) == ""
 
 
 def test_the_gpu_backend_of_a_config_takes_its_launches(monkeypatch):

@@ -13,7 +13,8 @@ import pytest
 
 from evo.config import ConfigError, load_config, narrow_to_recorded, restrict_knobs
 from evo.core.genome import Genome
-from evo.loop.campaign import Campaign, config_fingerprint
+from evo.loop.campaign import Campaign
+from evo.loop.seams import config_fingerprint
 from evo.report.logmd import render_status
 from harness.recorded import RecordedBackend
 

@@ -14,13 +14,13 @@ from optuna.trial import TrialState
 
 from evo.config import load_config
 from evo.core.records import Attempt, Code, Interval, Verdict
-from evo.ledger.ledger import (
+from evo.ledger.ledger import Ledger
+from evo.ledger.outcome import (
     CHAMPION,
     FAILED,
     MEASURED,
     STOPPED,
     TRIAL_STATES,
-    Ledger,
     intermediate_values,
     trial_outcome,
     trial_value,

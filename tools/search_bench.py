@@ -19,17 +19,19 @@ its hashes, as the campaign rejects it before the GPU.
 
 Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
 
-* evo's proposers (``surrogate``, the configs' default, ``evolutionary``,
-  ``random``, ``tpe``, ``nsga2``) are driven by the campaign loop itself
-  (``evo.loop.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
-  ``bench_campaign``) on the recorded backend replaying the sweep, with a ledger
+* evo's row (:data:`EVO`: the campaign config's proposer, options included) and the other proposers
+  (``evolutionary``, ``random``, ``tpe``, ``nsga2``, the bench's Optuna peers) are made by ``evo run``'s own
+  factory (``Campaign.make_proposer``: the correctness mode, the idea layer, the per-session seed) and driven by
+  the campaign loop itself (``evo.loop.campaign.Campaign``, the loop of ``evo run`` and ``evo worker``; see
+  ``bench_campaign`` and tools/bench_loop.py, which also gives the compile-ahead lag of a GPU run, ``lag=1``)
+  on the recorded backend replaying the sweep, with a ledger
   in memory and the campaign's gates in their order: identical SASS (the
   sweep's digest of the genome equals that of a genome already measured in the
   run: rejected, no score), the exact-mode rule, the correctness gate on the
   recorded evidence, then, in place of the paired-interval perf gate, the
   recorded objective: accepted when it beats the current champion's by more
   than ``min_gain``, rejected (perf) otherwise. Attempt 0 is the baseline
-  (score 1.0, counted as evaluation 1); every attempt counts as an evaluation.
+  (score 1.0, counted as evaluation 1, for Kernel Tuner's runs too: every strategy is charged it).
   The loop gives the proposer the campaign's tabu (knob values the exact-mode
   correctness gate ruled out) at every step. A
   proposer with a ``static_key`` attribute (the surrogate) gets the sweep's SASS
@@ -40,7 +42,8 @@ Strategies, each run with ``--seeds`` seeds (``--first-seed``, +1, ...):
   kernel_tuner``; skipped with the reason when it is not importable) run in
   Kernel Tuner's own simulation mode on a cache file written from the same
   sweep: time = 1 / objective, invalid genomes stored as RuntimeFailedConfig,
-  tune_params = the knob values, restrictions = ``family.check``,
+  tune_params = the knob values (their order drawn per seed: ``kt_tune_params``; its Latin-hypercube starts seeded:
+  ``_seeded_lhs``), restrictions = ``family.check``,
   ``max_fevals`` = the space size. Unique evaluations are counted in the order
   the runner served them from the cache. The "+ exact rule" variants also
   restrict away the knob values that change the summation order (what evo's
@@ -105,7 +108,7 @@ from evo.core.family import Family, Geometry, load_family  # noqa: E402
 from evo.core.genome import Genome  # noqa: E402
 from evo.core.records import Attempt, Code, Verdict  # noqa: E402
 from evo.core.variant import launch_digest, variant_key  # noqa: E402
-from gates.correctness import correctness_gate  # noqa: E402
+from gates.judge import JudgeContext, References, judge, pipeline  # noqa: E402
 from harness import sweepfile  # noqa: E402
 from harness.recorded import SAME, SIMULATED_LABEL, recorded_evidence  # noqa: E402
 from harness.sweepfile import sweep_files  # noqa: E402
@@ -138,6 +141,7 @@ class Space:
     perf: Any = None  # the campaign's gates.perf (evo.config.PerfGateConfig): A/A rounds, rounds
     data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
     ruled: frozenset[str] = frozenset()  # exact mode: genomes with a knob that changes the summation order
+    config_path: Path | None = None  # the campaign config evo run would read (None: the bench's own, defaults)
     _backend: Any = field(default=None, repr=False, compare=False)
     _variants: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -203,21 +207,38 @@ def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return None if e is None or "same_as" in e else e
 
 
-def _valid(
-    e: Mapping[str, Any],
-    data: Mapping[str, Any],
-    baseline_hashes: Mapping[str, str],
-    mode: str,
-    tolerance_factor: float,
-    seeds: int | None,
-    runs: int | None,
-) -> bool:
-    """The campaign's correctness gate (gates.correctness_gate) on the evidence the recorded backend serves for a
-    sweep entry (harness.recorded.recorded_evidence); an entry with no checks was not measured."""
-    ev = recorded_evidence(e, baseline_hashes, seeds or 10**9, runs or 10**9)
-    if not ev.checks:
-        return False
-    return correctness_gate(ev, baseline_hashes, mode, {}, data.get("baseline_errors", {}), tolerance_factor).ok
+@dataclass(frozen=True)
+class _Judged:
+    """The campaign's correctness gate over a recorded sweep read without a backend: the judge's own gate
+    (gates/pipeline/correctness.py), with the mode and tolerance factor given and the sweep's frozen outputs as its
+    references (made once per sweep_objectives)."""
+
+    context: Any
+    gates: list[Any]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any], baseline_hashes: Mapping[str, str], mode: str, tolerance_factor: float):
+        from evo.config import CorrectnessGateConfig, GateConfig
+
+        gates = GateConfig(correctness=CorrectnessGateConfig(mode=mode, tolerance_factor=tolerance_factor))
+        refs = References(baseline_hashes, data.get("baseline_errors", {}))
+        ctx = JudgeContext.standalone(SimpleNamespace(family=None, gates=gates), references=refs, simulated=True)
+        return cls(ctx, pipeline(("correctness",)))
+
+    def valid(self, key: str, e: Mapping[str, Any], seeds: int | None, runs: int | None) -> bool:
+        """Whether the evidence the recorded backend serves for a sweep entry (harness.recorded.recorded_evidence)
+        passes; an entry with no checks was not measured."""
+        ev = recorded_evidence(e, self.context.references.baseline_hashes, seeds or 10**9, runs or 10**9)
+        if not ev.checks:
+            return False
+        from evo.search import Proposal
+
+        try:
+            genome = Genome.from_key(key)
+        except ValueError:  # (a hand-written sweep's key: the gate reads the outputs, not the genome)
+            genome = Genome({})
+        prop = Proposal(genome, f"recorded sweep entry {key}")
+        return judge(prop, self.context, gates=self.gates, only=("correctness",), outputs=ev)[0].ok
 
 
 def sweep_objectives(
@@ -244,12 +265,13 @@ def sweep_objectives(
     bh.update(data.get("baseline_hashes", {}))
     total_w = sum(w for _, w in weighted)
     out: dict[str, float | None] = {}
+    judged = _Judged.of(data, bh, mode, tolerance_factor)
     for key in genomes:
         e = entry(genomes, key)
         if e is None or e.get("status", "ok") != "ok" or not e.get("checks"):
             out[key] = None
             continue
-        if not _valid(e, data, bh, mode, tolerance_factor, seeds, runs) or e.get("recheck"):
+        if not judged.valid(key, e, seeds, runs) or e.get("recheck"):
             out[key] = None
             continue
         if not all(n in e.get("t", {}) and e["t"][n] for n, _ in weighted):
@@ -344,6 +366,7 @@ def load_space(
         settings["perf"],
         data,
         frozenset(ruled),
+        settings["config"],
     )
 
 
@@ -472,7 +495,6 @@ def objective_gate(space: Space) -> Any:
     and a recorded objective has no noise to test.
     """
     from evo.core.records import Timing
-    from gates.registry import RegisteredGate
 
     gain = f"{100 * space.min_gain:g}%"
 
@@ -496,38 +518,86 @@ def objective_gate(space: Space) -> Any:
             Code.PERF_NOT_FASTER,
         )
 
-    return RegisteredGate("perf", check, order=70)
+    return check
 
 
 def bench_campaign(
     space: Space,
-    proposer: Any,
+    name: str | Any,
     cap: int,
     seed: int = 0,
     tabu: bool = True,
     until_target: bool = True,
-    name: str = "",
     options: Mapping[str, Any] | None = None,
     tol: float = TOLERANCE,
+    lag: int = 0,
+    static_key: Callable[..., Any] | None = None,
 ) -> Any:
-    """The campaign loop (evo.loop.campaign.Campaign) on the space's recorded sweep, driving ``proposer``: the recorded
-    backend, the campaign's gates with the perf gate replaced by :func:`objective_gate`, a ledger in memory, a
-    budget of ``cap`` attempts (the baseline included) and, ``until_target``, a stop at the first attempt within
-    1% of the best. Returned unrun (``.run()``)."""
-    from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
+    """The campaign loop as ``evo run`` deploys it (tools/bench_loop.py ``BenchCampaign``) on the space's recorded
+    sweep: the family's campaign config (``space.config_path``) with a ledger in memory, a budget of ``cap`` attempts
+    (the baseline included), the campaign's gates with the perf gate replaced by :func:`objective_gate`, the
+    proposer made by the campaign's own factory, the compile-ahead ``lag`` (0 or 1 result) and, ``until_target``,
+    a stop at the first attempt within ``tol`` of the best. ``name``: the config's proposer for evo's row
+    (:data:`EVO`, options: the config's unless ``options`` replaces them), else a peer's proposer with ``options``;
+    a proposer object instead of a name is driven as it is (a test's or an ablation's, not the factory's).
+    Returned unrun (``.run()``)."""
+    from evo.config import Budget
+    from tools.bench_loop import BenchCampaign, deployed_config
+
+    budget = Budget(attempts=cap)
+    given = None if isinstance(name, str) else name
+    if given is not None:
+        name = type(given).__name__
+    if space.config_path is not None:
+        own = name == "config"  # evo's row: the config's proposer as it stands
+        cfg = deployed_config(
+            space.config_path,
+            family=space.family,
+            geometries=space.geometries,
+            budget=budget,
+            seed=seed,
+            proposer=None if own else (name, dict(options or {})),
+            options=options if own else None,
+        )
+    else:
+        cfg = _default_config(space, name, options, budget, seed)
+    gates = pipeline(builtin=True, replace={"perf": objective_gate(space)})  # the judge's, the perf gate swapped
+
+    goal = space.goal(tol)  # (a property over the whole space: read once)
+
+    def target(attempts: list[Attempt]) -> str | None:
+        last = attempts[-1] if attempts else None
+        return "target reached" if last is not None and (last.score or 0.0) >= goal else None
+
+    return BenchCampaign(
+        cfg,
+        lag=lag,
+        static_key=static_key,
+        out=lambda _: None,
+        command="tools/search_bench.py",
+        backend=space.recorded_backend(),
+        builder=SweepBuilder(space),
+        gates=gates,
+        stop_when=target if until_target else None,
+        tabu=tabu,
+        proposer=given,
+    )
+
+
+def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, budget: Any, seed: int) -> Any:
+    """The campaign config of a space with no config file: the defaults, the space's correctness settings."""
+    from evo.config import CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
     from evo.config import WorkerConfig as WorkerCfg
-    from evo.ledger.memory_ledger import MemoryLedger
-    from evo.loop.campaign import Campaign
-    from gates.registry import builtin_gates
+    from evo.ledger.storage_url import MEMORY
 
     perf = dataclasses.replace(space.perf, ceiling_check=0)  # (no end-of-run ceiling check: nothing to quote)
-    cfg = CampaignConfig(
-        path=None,  # type: ignore[arg-type]  # (no config file: no compile-ahead processes)
+    return CampaignConfig(
+        path=None,  # type: ignore[arg-type]  # (no config file)
         campaign="bench",
         family=space.family,
         geometries=space.geometries,
-        budget=Budget(attempts=cap),
-        proposer=ProposerConfig(name or type(proposer).__name__, dict(options or {})),
+        budget=budget,
+        proposer=ProposerConfig("surrogate" if name == "config" else name, dict(options or {})),
         gates=GateConfig(
             correctness=CorrectnessGateConfig(
                 mode=space.mode,
@@ -537,37 +607,17 @@ def bench_campaign(
             ),
             perf=perf,
         ),
-        storage="memory:",
+        storage=MEMORY,  # a MemoryLedger (evo/ledger/storage.py): nothing kept
         seed=seed,
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),
         worker=WorkerCfg(isolation="none", prefetch=0),
     )
-    gates = [objective_gate(space) if g.name == "perf" else g for g in builtin_gates()]
-
-    goal = space.goal(tol)  # (a property over the whole space: read once)
-
-    def target(attempts: list[Attempt]) -> str | None:
-        last = attempts[-1] if attempts else None
-        return "target reached" if last is not None and (last.score or 0.0) >= goal else None
-
-    return Campaign(
-        cfg,
-        out=lambda _: None,
-        command="tools/search_bench.py",
-        backend=space.recorded_backend(),
-        builder=SweepBuilder(space),
-        storage=MemoryLedger(),
-        gates=gates,
-        proposer=proposer,
-        stop_when=target if until_target else None,
-        tabu=tabu,
-    )
 
 
 def run_proposer(
     space: Space,
-    name: str,
+    name: str | Any,
     seed: int,
     options: Mapping[str, Any] | None = None,
     cap: int | None = None,
@@ -575,22 +625,26 @@ def run_proposer(
     until_target: bool = True,
     static_key: bool = False,
     tol: float = TOLERANCE,
+    lag: int = 0,
 ) -> Run:
-    """Drive one of evo's proposers through the campaign loop (:func:`bench_campaign`) on the recorded sweep.
+    """Drive one proposer through the campaign loop as deployed (:func:`bench_campaign`) on the recorded sweep.
 
+    ``name`` ``"config"``: the campaign config's own proposer (evo's row: what ``evo run`` runs), ``options``
+    replacing the config's when given; any other name: that proposer (an evo one or a bench peer) with ``options``.
+    Either way the campaign's factory makes it (the correctness mode, the idea layer, the per-session seed); a
+    proposer object instead of a name is driven as it is (a test of one proposer's option on one seed).
     A proposal whose recorded SASS equals that of a genome measured earlier in the run is rejected as the campaign
     rejects it (identical SASS: same machine code, not measured again; no score): an attempt, not an evaluation
     (:func:`before_gpu`). ``static_key``: a proposer with that attribute gets the sweep's SASS digests (what a CPU
-    compile tells); off by default, because ``evo run`` does not give it (what the surrogate knows in the bench it
-    knows in a campaign). ``cap``: attempts, the baseline and pre-GPU rejections included.
+    compile tells); off by default, because ``evo run`` does not give it. ``cap``: attempts, the baseline and
+    pre-GPU rejections included. ``lag``: the compile-ahead lag (1: as ``evo run`` on a GPU).
     """
     cap = cap or space.size
-    prop = proposer_class(name)(space.family, space.geometries, dict(options or {}), seed)
-    if static_key and space.sass and hasattr(prop, "static_key"):
-        prop.static_key = lambda g: space.variant(Genome(g).key)  # machine code and launch: the variant
-    camp = bench_campaign(space, prop, cap, seed, tabu, until_target, name, options, tol)
+    key = (lambda g: space.variant(Genome(g).key)) if static_key and space.sass else None
+    camp = bench_campaign(space, name, cap, seed, tabu, until_target, options, tol, lag, key)
     camp.run()
     attempts = camp.ledger.attempts()
+    name = name if isinstance(name, str) else type(name).__name__
     run = finish(space, Run(name, seed, None, [a.genome_key for a in attempts]))
     if cap < space.size:  # stopped by the cap: a target not reached needs more than the evaluations made
         run.notes["censored"] = len(run.keys) - run.pre_gpu + 1
@@ -598,8 +652,10 @@ def run_proposer(
     same = sum(a.verdict.code is Code.STATIC_IDENTICAL_SASS for a in attempts)
     if same:
         run.notes["identical_sass"] = same
-    run.notes["fallbacks"] = getattr(prop, "fallbacks", 0)
+    inner = getattr(camp.made, "inner", camp.made) if camp.made is not None else camp.proposer
+    run.notes["fallbacks"] = getattr(inner, "fallbacks", 0)
     run.notes["random_origin"] = sum(1 for a in attempts[1:] if a.origin.startswith("random"))
+    run.notes["proposer"] = f"{type(inner).__name__} {dict(getattr(inner, 'options', {}))}"
     return run
 
 
@@ -637,12 +693,28 @@ def kernel_tuner_missing() -> str | None:
     return None
 
 
-def kt_tune_params(space: Space) -> dict[str, list[Any]]:
-    """The knobs as Kernel Tuner's tune_params: numeric knobs' values sorted ascending (its strategies move along
-    the value index: neighbours should be neighbouring values); other knobs in the family's order."""
+def kt_tune_params(space: Space, seed: int | None = None) -> dict[str, list[Any]]:
+    """The knobs as Kernel Tuner's tune_params: numeric knobs' values sorted (its strategies move along the value
+    index: neighbours should be neighbouring values); other knobs in the family's order.
+
+    ``seed``: the order a user might have written is drawn per seed (issue 42: Kernel Tuner's results depend on
+    it), so no one order's luck is the peer's: each numeric knob ascending or descending, each other knob's values
+    shuffled; the knob order (the cache's key) stays. None: every numeric knob ascending (the order of the cache
+    file, written once)."""
     from tools.bench_peers import ordered_values
 
-    return {k.name: ordered_values(k.values) or list(k.values) for k in space.family.knobs}
+    rng = random.Random(None if seed is None else 0x4B54 + seed)
+    out: dict[str, list[Any]] = {}
+    for k in space.family.knobs:
+        vals = ordered_values(k.values)
+        if vals is None:
+            vals = list(k.values)
+            if seed is not None:
+                rng.shuffle(vals)
+        elif seed is not None and rng.random() < 0.5:
+            vals.reverse()
+        out[k.name] = vals
+    return out
 
 
 def kt_key(space: Space, genome: Mapping[str, Any]) -> str:
@@ -679,8 +751,8 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int], penalt
         if score is None and penalty is not None:
             e["time"] = penalty
             e["times"] = [penalty]
-        elif score is None:
-            e["__error__"] = "RuntimeFailedConfig"
+        elif score is None:  # the error's name in time too: KTdashboard reads time on every entry
+            e["time"] = e["__error__"] = "RuntimeFailedConfig"
         else:
             e["time"] = 1.0 / score
             e["times"] = [1.0 / score]
@@ -702,7 +774,9 @@ def write_kt_cache(space: Space, path: Path, problem_size: Sequence[int], penalt
         "objective": "time",
         "cache": cache,
     }
-    path.write_text(json.dumps(doc))
+    from harness.ktcache_write import kt_cache_text
+
+    path.write_text(kt_cache_text(doc))  # laid out as Kernel Tuner writes one (closed by "}\n}")
     return path
 
 
@@ -760,20 +834,28 @@ def _simulation_hooks(space: Space, served: list[str]):
 
 
 @contextlib.contextmanager
-def _seeded_lhs(seed: int):
-    """bayes_opt draws its initial Latin-hypercube sample with scipy's LatinHypercube and no seed, i.e. from
-    fresh OS entropy, so its runs cannot be repeated; give that one generator the run's seed."""
+def _seeded_lhs(seed: int, np: Any):
+    """Kernel Tuner draws Latin-hypercube samples with scipy's LatinHypercube and no seed, i.e. from fresh OS
+    entropy, so its runs cannot be repeated: bayes_opt's initial sample, and ``Searchspace.get_LHS_sample`` (the
+    start population of diff_evo and the other constraint-aware strategies, which imports the class at each call).
+    Both are given one generator seeded with the run's seed."""
+    import scipy.stats.qmc as qmc
+
     try:
         from kernel_tuner.strategies import bayes_opt
     except Exception:
-        yield
-        return
-    orig = bayes_opt.LatinHypercube
-    bayes_opt.LatinHypercube = functools.partial(orig, rng=seed)
+        bayes_opt = None
+    orig = qmc.LatinHypercube
+    seeded = functools.partial(orig, rng=np.random.default_rng(seed))
+    qmc.LatinHypercube = seeded
+    if bayes_opt is not None:
+        bayes_opt.LatinHypercube = seeded
     try:
         yield
     finally:
-        bayes_opt.LatinHypercube = orig
+        qmc.LatinHypercube = orig
+        if bayes_opt is not None:
+            bayes_opt.LatinHypercube = orig
 
 
 def run_kernel_tuner(
@@ -789,7 +871,7 @@ def run_kernel_tuner(
     from kernel_tuner.util import StopCriterionReached
 
     fam, geos = space.family, space.geometries
-    tp = kt_tune_params(space)
+    tp = kt_tune_params(space, seed)  # the value order of this seed (the cache file's keys do not depend on it)
 
     opts = {"max_fevals": space.size, **dict(options or {})}
     exact_rule = bool(opts.pop("exact_rule", False))
@@ -807,7 +889,7 @@ def run_kernel_tuner(
     served: list[str] = []
     with (
         _simulation_hooks(space, served),
-        _seeded_lhs(seed),
+        _seeded_lhs(seed, np),
         warnings.catch_warnings(),
         contextlib.redirect_stdout(io.StringIO()),
     ):
@@ -837,7 +919,11 @@ def run_kernel_tuner(
             # that start already reached the target, the spent budget (above) surfaces here. The run is complete.
             pass
     run = Run(f"kt {strategy}", seed, None)
-    uniq: set[str] = set()
+    # The baseline is charged to every strategy (issue 42): evo's and Optuna's runs measure it first, as evo run
+    # does (the reference of every gate), so a Kernel Tuner run's evaluation 1 is the baseline too; serving it
+    # later (genetic_algorithm starts from it) is no new evaluation.
+    run.keys.append(space.baseline_key)
+    uniq: set[str] = {space.baseline_key}
     for key in served:
         if key in uniq:
             continue
@@ -863,7 +949,13 @@ class Strategy:
 
 _TPE_MV = {"multivariate": True, "group": True}
 STRATEGIES = [
-    Strategy(EVO, "evo", "surrogate", peer=False, told="knob values (numeric ones ordered), family.check, tabu"),
+    Strategy(
+        EVO,
+        "evo",
+        "config",  # the campaign config's proposer, made by evo run's factory (tools/bench_loop.py)
+        peer=False,
+        told="knob values (numeric ones ordered), family.check, tabu, the correctness mode",
+    ),
     Strategy("evo evolutionary", "evo", "evolutionary", peer=False, told="knob values, family.check, tabu"),
     Strategy("evo random", "evo", "random", told="family.check, tabu"),
     Strategy("optuna TPE", "evo", "tpe", told="every knob categorical; family.check, tabu (as FAIL asks)"),
@@ -921,7 +1013,9 @@ def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
     """The strategy's proposer options, with ``retries`` set when it is given and the proposer is an Optuna one."""
     from evo.search import OptunaSampler
 
-    if retries is None or s.kind != "evo" or not issubclass(proposer_class(s.name), OptunaSampler):
+    if retries is None or s.kind != "evo" or s.name == "config":
+        return dict(s.options)
+    if not issubclass(proposer_class(s.name), OptunaSampler):
         return dict(s.options)
     return {**s.options, "retries": retries}
 
@@ -929,25 +1023,29 @@ def optuna_options(s: Strategy, retries: int | None) -> dict[str, Any]:
 _POOL_SPACE: Space | None = None  # the space of a --jobs pool's workers (inherited through fork)
 
 
-def _pool_run(args: tuple[str, int, dict[str, Any], bool, bool, int | None]) -> Run:
-    name, seed, options, tabu, static_key, cap = args
+def _pool_run(args: tuple[str, int, dict[str, Any] | None, bool, bool, int | None, int]) -> Run:
+    name, seed, options, tabu, static_key, cap, lag = args
     assert _POOL_SPACE is not None
-    return run_proposer(_POOL_SPACE, name, seed, options, cap=cap, tabu=tabu, static_key=static_key)
+    return run_proposer(_POOL_SPACE, name, seed, options, cap=cap, tabu=tabu, static_key=static_key, lag=lag)
 
 
 def _evo_runs(
     space: Space,
     name: str,
-    seeds: range,
-    options: dict[str, Any],
+    seeds: Sequence[int],
+    options: dict[str, Any] | None,
     tabu: bool,
     static_key: bool,
     jobs: int,
     cap: int | None = None,
+    lag: int = 0,
 ) -> list[Run]:
     """One evo strategy over the seeds, in ``jobs`` forked processes (every run is seeded: the same runs)."""
     if jobs <= 1 or len(seeds) <= 1:
-        return [run_proposer(space, name, seed, options, cap=cap, tabu=tabu, static_key=static_key) for seed in seeds]
+        return [
+            run_proposer(space, name, seed, options, cap=cap, tabu=tabu, static_key=static_key, lag=lag)
+            for seed in seeds
+        ]
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -955,7 +1053,7 @@ def _evo_runs(
     _POOL_SPACE = space
     try:
         with cf.ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=mp.get_context("fork")) as ex:
-            return list(ex.map(_pool_run, [(name, seed, options, tabu, static_key, cap) for seed in seeds]))
+            return list(ex.map(_pool_run, [(name, seed, options, tabu, static_key, cap, lag) for seed in seeds]))
     finally:
         _POOL_SPACE = None
 
@@ -972,13 +1070,15 @@ def bench(
     jobs: int = 1,
     evo_options: Mapping[str, Any] | None = None,
     cap: int | None = None,
+    lag: int = 0,
 ) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Every strategy x seed (first_seed, first_seed + 1, ...); returns the runs per strategy label and the skip
     reasons. ``retries``: the Optuna proposers' retries option (None: their default). ``jobs``: processes for the
     seeds of evo's proposers (Optuna's included); Kernel Tuner's runs stay in this one. ``evo_options``: options
     for the surrogate row (None: its defaults, as a config with ``options: {}`` runs it). ``cap``: attempts per
     run of evo's and Optuna's strategies (None: the space size); a run stopped there before the target counts as
-    one evaluation more than it made (a lower bound, marked in the tables)."""
+    one evaluation more than it made (a lower bound, marked in the tables). ``lag``: the compile-ahead lag of evo's
+    and Optuna's runs (0: none; 1: as evo run on a GPU, tools/bench_loop.py)."""
     runs: dict[str, list[Run]] = {}
     skipped: dict[str, str] = {}
     missing = kernel_tuner_missing()
@@ -1005,11 +1105,13 @@ def bench(
                 )
             t0 = time.perf_counter()
             if s.kind == "evo":
-                options = optuna_options(s, retries)
-                if s.label == EVO and evo_options is not None:
-                    options = {**options, **evo_options}
+                options: dict[str, Any] | None = optuna_options(s, retries)
+                if s.name == "config":  # the config's own options, evo_options over them where given
+                    options = None if evo_options is None else {**(options or {}), **evo_options}
+                elif s.label == EVO and evo_options is not None:
+                    options = {**(options or {}), **evo_options}
                 seeds_ = range(first_seed, first_seed + seeds)
-                rs = _evo_runs(space, s.name, seeds_, options, tabu, static_key, jobs, cap)
+                rs = _evo_runs(space, s.name, seeds_, options, tabu, static_key, jobs, cap, lag)
             else:
                 rs = [
                     run_kernel_tuner(space, s.name, seed, caches[penalty], problem_size, s.options)

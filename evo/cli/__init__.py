@@ -6,7 +6,8 @@ campaign is touched by a failing command.
 The commands live by group, each module declaring its subcommands' parsers and the functions that run them
 (``Command`` entries, evo/cli/common.py): campaign.py (run, worker, replay, sanitize, ablate, selfcheck: the ones
 that drive the loop), report.py (status, log, table, export: read a ledger), families.py (families, config, check,
-new, idea, ideas). Here: ``COMMANDS``, the dispatch table (its order is `evo --help`'s), the parser assembled from
+new, idea, ideas), ktcache.py (kt-cache: a sweep as a Kernel Tuner cache).
+Here: ``COMMANDS``, the dispatch table (its order is `evo --help`'s), the parser assembled from
 it, and ``main``. A new command is a ``Command`` in its group's module and one line in ``COMMANDS``.
 """
 
@@ -19,7 +20,7 @@ import os
 import signal
 import sys
 
-from evo.cli import campaign, families, report
+from evo.cli import campaign, families, ktcache, report
 from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable, storage_file_problem
 from evo.cli.completion import COMPLETION
 
@@ -42,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "new": families.NEW,
     "idea": families.IDEA,
     "ideas": families.IDEAS,
+    "kt-cache": ktcache.KT_CACHE,
     "completion": COMPLETION,
 }
 
@@ -185,7 +187,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     except LedgerError as e:
         return _fail(str(e))
     except (SQLAlchemyError, StorageInternalError) as e:  # the storage failed under a command (disk full, gone)
-        from evo.ledger.ledger import _first_line, safe_url
+        from evo.ledger.rdb import first_line as _first_line
+        from evo.ledger.storage_url import safe_url
 
         where = safe_url(cfg.storage) if cfg is not None else "the storage"
         return _fail(f"{where}: {_first_line(e)}; what was committed before is kept")

@@ -89,7 +89,7 @@ def _run(cfg, args) -> int:
     except CampaignError as e:
         return _fail(str(e))
     _damaged(camp.ledger)
-    sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
+    sim = f" — {camp.label}" if camp.simulated else ""
     print(f"evo: campaign {cfg.campaign} ({cfg.family.name}) on the {camp.backend.name} backend{sim}")
     try:
         summary = run_with_progress(camp, live=not (args.plain or getattr(args, "json", False)))
@@ -136,9 +136,9 @@ def _sanitize_after_run(camp, summary) -> None:
 def _sanitize(cfg, attempt_id: int | None) -> int:
     """`evo sanitize`: the pass on demand; exit 1 when a tool reports errors, times out or fails, 3 when it could not
     run here (a backend that runs no kernel, compute-sanitizer not installed): never "clean" unchecked."""
+    from evo.backends import resolve
     from evo.measure.sanitize import UNAVAILABLE, failed_tools, sanitize_attempt, skip_reason
     from evo.report.logmd import write_log
-    from harness.gpu import gpu_available
 
     if not _existing(cfg):
         return _fail(f"campaign {cfg.campaign} has no ledger yet at {cfg.storage} (start it with evo run)")
@@ -152,7 +152,7 @@ def _sanitize(cfg, attempt_id: int | None) -> int:
         target = next((a for a in led.attempts() if a.id == attempt_id), None)
         if target is None:
             return _fail(f"--id {attempt_id}: no such attempt in campaign {cfg.campaign}")
-    kind = cfg.backend if cfg.backend != "auto" else ("gpu" if gpu_available() else "recorded")
+    kind = resolve(cfg.backend, cfg.family)
     if kind != "gpu":  # on demand, enabled: off does not stop it; only a backend that runs no kernel does
         why = skip_reason(cfg, kind, True)
         sys.stderr.write(f"evo: sanitizer not run (exit {EXIT_UNCHECKED}): {why}\n")
@@ -200,7 +200,7 @@ def _selfcheck(cfg, aa: int) -> int:
             camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     a = out["aa"]
     print(
         f"evo: A/A check{sim}: {a['accepted']} of {a['evaluations']} evaluations accepted; highest lower bound "
@@ -245,7 +245,7 @@ def _ablate(cfg, rounds: int | None) -> int:
             camp.ledger.release()
     except (CampaignError, AblateError) as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     print(
         f"evo: ablation of champion #{record['champion']} on the {record['backend']} backend{sim}: {record['method']}"
     )
@@ -258,11 +258,11 @@ def _ablate(cfg, rounds: int | None) -> int:
 def replay_gates() -> list[str]:
     """What `evo replay --gate` takes: a gate of a verdict code (static, correctness, perf, ...) or an error kind."""
     from evo.core.records import ERROR_KINDS, Code
-    from gates.registry import gate_order
+    from gates.judge import gate_names
 
     gates = {c.gate for c in Code if c.gate and c.gate != "error"}
     # a gate registered from outside evo (entry point evo.gates) is a gate too: its rejections carry its name
-    gates |= {g.name for g in gate_order()}
+    gates |= set(gate_names())
     return sorted(gates | set(ERROR_KINDS) | {"error"})
 
 
@@ -289,7 +289,7 @@ def _replay(cfg, gate: str | None, ids: list[int] | None) -> int:
             camp.ledger.release()
     except CampaignError as e:
         return _fail(str(e))
-    sim = " (simulated from recorded H200 measurements)" if camp.simulated else ""
+    sim = f" ({camp.label})" if camp.simulated else ""
     changed = [(o, n) for o, n in pairs if o.verdict.label() != n.verdict.label()]
     print(
         f"evo: replayed {len(pairs)} attempt(s) on the {camp.backend.name} backend{sim}; "

@@ -114,9 +114,11 @@ def _fail(msg: str, code: int = EXIT_USAGE) -> int:
 
 def _open_ledger(cfg, readonly: bool = False):
     """The campaign's ledger; ``readonly`` (status, log, export): opened so that nothing can be written to it."""
-    from evo.ledger.ledger import Ledger
+    from evo.ledger.storage import open_ledger
 
-    return Ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=readonly)
+    if readonly:
+        return open_ledger(cfg.storage, cfg.campaign, cfg.family.knobs, readonly=True)
+    return open_ledger(cfg.storage, cfg.campaign, cfg.family.knobs)
 
 
 def _damaged(led) -> None:
@@ -131,27 +133,25 @@ def storage_file_problem(storage: str) -> str | None:
     is the ledger's own check to name."""
     import os
     import stat
-    from urllib.parse import unquote
 
-    if not storage.startswith("sqlite:///"):
+    from evo.ledger.storage_url import StorageURLError, sqlite_path
+
+    try:
+        path = sqlite_path(storage)
+    except StorageURLError:  # the config refused it already; opening it says so
         return None
-    raw = storage[len("sqlite:///") :].split("?", 1)[0]
-    for path in (raw, unquote(raw)):
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                st = os.stat(path + suffix)
-            except (OSError, ValueError):
-                continue
-            if (
-                stat.S_ISFIFO(st.st_mode)
-                or stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode)
-                or (stat.S_ISSOCK(st.st_mode))
-            ):
-                kind = (
-                    "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
-                )
-                return f"{path + suffix} is {kind}, not a ledger file; give the storage a path to a file (or a new one)"
+    if path is None:
+        return None
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        where = f"{path}{suffix}"
+        try:
+            st = os.stat(where)
+        except (OSError, ValueError):
+            continue
+        mode = st.st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            return f"{where} is {kind}, not a ledger file; give the storage a path to a file (or a new one)"
     return None
 
 

@@ -346,8 +346,9 @@ def _idea_add(args) -> int:
 
 def _ideas(args) -> int:
     """`evo ideas <family>`: every idea (folder and campaigns) with its verdicts across campaigns."""
-    from evo.ledger.ledger import Ledger
-    from evo.ledger.storage_url import StorageURLError, engine_url, sqlite_path, sqlite_url
+    from evo.ledger.rdb import campaign_names
+    from evo.ledger.storage import open_ledger
+    from evo.ledger.storage_url import StorageURLError, sqlite_path, sqlite_url
     from evo.search.ideas import ideas_folder, load_folder_ideas, render_ideas
 
     try:
@@ -356,8 +357,6 @@ def _ideas(args) -> int:
         return _fail(str(e))
     urls = list(args.storage) or [sqlite_url(p.resolve()) for p in sorted(Path.cwd().glob("logs/*/ledger.db"))]
     campaigns = []
-    import optuna
-
     for url in urls:
         try:
             path = sqlite_path(url)
@@ -366,12 +365,12 @@ def _ideas(args) -> int:
         if path is not None and not path.is_file():
             return _fail(f"{url}: no such ledger")
         try:
-            names = optuna.get_all_study_names(storage=url if path is None else engine_url(path, readonly=True))
+            names = campaign_names(url)
         except Exception as e:
             print(f"evo: skipped {url}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue
         for name in names:
-            led = Ledger(url, name, fam.knobs, readonly=True)
+            led = open_ledger(url, name, fam.knobs, readonly=True)
             meta = led.all_meta()
             if (meta.get("config") or {}).get("family") == fam.name:
                 campaigns.append((name, led.attempts(), meta))

@@ -23,7 +23,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evo.core.errors import FamilyError  # its home was here: importers keep this path
+from evo.core.errors import FamilyError as FamilyError  # its home was here: importers keep this path
 from evo.core.genome import Genome
 
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")  # {knob} in a template entry
@@ -43,6 +43,9 @@ class Knob:
     default: Any
     exact: bool = True
     doc: str = ""
+    # Read by launch() only (a block size the engine picks at launch): no EVO_<KNOB> macro, so every value shares
+    # one build; evo measures each value all the same (a variant is its code and its launch, evo/core/variant.py).
+    launch_only: bool = False
 
     def __post_init__(self) -> None:
         if self.default not in self.values:
@@ -311,9 +314,12 @@ class Family(abc.ABC):
         return f[2] if len(f) > 2 else "rejected: correctness"
 
     def defines(self, genome: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default."""
+        """Macros that select the genome's code paths: ``EVO_<KNOB>`` by default, for every knob that is not
+        ``launch_only`` (one of those changes the launch, never the source: all its values share one compile)."""
         out: dict[str, Any] = {}
         for k in self.knobs:
+            if k.launch_only:
+                continue
             v = genome[k.name]
             if isinstance(v, bool):
                 v = int(v)
@@ -350,7 +356,7 @@ class Family(abc.ABC):
         """:attr:`entry` with its placeholders filled from the genome (else ``spec``): bools as true/false,
         strings verbatim (a type name or an enum constant). Called by the builder for every module."""
 
-        def value(m: re.Match) -> str:
+        def value(m: re.Match[str]) -> str:
             n = m.group(1)
             v = genome[n] if n in genome else spec[n]
             return ("true" if v else "false") if isinstance(v, bool) else str(v)
@@ -361,7 +367,7 @@ class Family(abc.ABC):
         """Numeric values for string-valued knobs, so ``#if EVO_META == EVO_META_SLICE`` works."""
         out: dict[str, int] = {}
         for k in self.knobs:
-            if any(isinstance(v, str) for v in k.values):
+            if not k.launch_only and any(isinstance(v, str) for v in k.values):
                 for i, v in enumerate(k.values):
                     out[f"EVO_{k.name.upper()}_{_ident(str(v))}"] = i
         return out
@@ -539,7 +545,7 @@ def _ident(value: str) -> str:
     return re.sub(r"\W", "_", value).upper()
 
 
-def _load_module(path: Path, modname: str):
+def _load_module(path: Path, modname: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise FamilyError(f"cannot import {path}")
@@ -599,6 +605,18 @@ def load_source(src: FamilySource) -> Family:
     return fam
 
 
+def _launch_only_problem(fam: Family) -> str | None:
+    """A knob marked launch_only that the kernel's text reads after all (its macro would be undefined: the build
+    fails, or an #ifdef quietly takes one path for every value), or that names a template argument."""
+    text = fam.kernel_path.read_text()
+    for k in fam.knobs:
+        if k.launch_only and f"EVO_{k.name.upper()}" in text:
+            return f"knob {k.name} is launch_only but {fam.kernel_path.name} reads EVO_{k.name.upper()}"
+        if k.launch_only and k.name in _PLACEHOLDER_RE.findall(fam.entry):
+            return f"knob {k.name} is launch_only but names a template argument of entry {fam.entry!r}"
+    return None
+
+
 def family_problem(fam: Family) -> str | None:
     """What is wrong with a loaded family that would fail later, or None (checked as it is loaded)."""
     names = [k.name for k in fam.knobs]
@@ -612,6 +630,9 @@ def family_problem(fam: Family) -> str | None:
         return "entry (the kernel's name) is empty"
     if not fam.kernel_path.is_file():
         return f"no kernel source at {fam.kernel_path}"
+    launch_only = _launch_only_problem(fam)
+    if launch_only:
+        return launch_only
     if fam.compiler not in ("auto", "nvrtc", "nvcc"):
         return f"compiler is {fam.compiler!r}: one of auto, nvrtc, nvcc"
     if not isinstance(fam.torch_headers, bool):

@@ -102,7 +102,7 @@ class Gate(Protocol):
 class Storage(Protocol):
     """Where a campaign's attempts and meta live: ``evo.ledger.ledger.Ledger`` (an Optuna study; SQLite or
     PostgreSQL, shared by workers) or ``evo.ledger.memory_ledger.MemoryLedger`` (one process, nothing kept: the search
-    benchmark)."""
+    benchmark), chosen by the storage URL in ``evo.ledger.storage.open_ledger``."""
 
     shared: bool  # several processes run this campaign: ask() refuses genomes and budget others hold
     limit: int | None  # shared: the attempt budget ask() enforces
@@ -115,6 +115,12 @@ class Storage(Protocol):
 
     def release(self) -> None:
         """Give the claim back; once, when ``run()`` ends however it ends."""
+        ...
+
+    @property
+    def claimed(self) -> bool:
+        """Whether this process holds the campaign's claim (``claim()`` ran, ``release()`` did not): read before a
+        claim, so that a resume's checks run once."""
         ...
 
     def meta(self, key: str, default: Any = None) -> Any: ...
@@ -131,7 +137,7 @@ class Storage(Protocol):
 
     def ask(self, fixed: Mapping[str, Any] | None = None) -> Any:
         """A new trial (with ``.number``) holding genome ``fixed``: when the loop reserves a proposal (at once on a
-        shared storage, where it may raise ``evo.ledger.ledger.GenomeTaken`` or ``BudgetTaken``)."""
+        shared storage, where it may raise ``evo.ledger.reserve.GenomeTaken`` or ``BudgetTaken``)."""
         ...
 
     def record(
@@ -150,7 +156,7 @@ class Storage(Protocol):
     def running(self) -> list[Any]: ...
 
     def view(self) -> Any:
-        """Attempts, seen genome keys and running trials from one read (``evo.ledger.ledger.View``); once per step."""
+        """Attempts, seen genome keys and running trials from one read (``evo.ledger.view.View``); once per step."""
         ...
 
     def recover(self) -> list[int]:

@@ -24,6 +24,14 @@ BASELINE = "baseline"
 SIMULATED_LABEL = "simulated from recorded H200 measurements"
 
 
+def simulated_label(source: Any = None) -> str:
+    """What a simulated run's lines say of where its numbers come from: the backend's own ``label`` (a Kernel Tuner
+    cache's names the device it was recorded on, harness/ktcache.py), or a ledger's device facts' ``note`` (what
+    the backend's facts said when the campaign ran), else :data:`SIMULATED_LABEL`."""
+    note = source.get("note") if isinstance(source, Mapping) else getattr(source, "label", None)
+    return note if isinstance(note, str) and note else SIMULATED_LABEL
+
+
 class Code(StrEnum):
     """What a verdict decided, as a value to compare: every decision reads this (and ``Verdict.detail``), never
     the reason, which is for people and may be reworded freely.
@@ -51,7 +59,7 @@ class Code(StrEnum):
     CORRECTNESS_HASH = "correctness.hash"  # exact mode: output bits differ from the baseline's
     CORRECTNESS_NO_FLOAT64 = "correctness.no_float64"  # tolerance mode: bits differ, no float64 error known
     CORRECTNESS_TOLERANCE = "correctness.tolerance"  # tolerance mode: error vs float64 over the factor
-    CORRECTNESS_RECHECK = "correctness.recheck"  # the backend's check after timing failed (evo/loop/campaign.py)
+    CORRECTNESS_RECHECK = "correctness.recheck"  # the backend's check after timing failed (gates/pipeline/recheck.py)
     # perf gate (gates/perf.py; the campaign's early stop)
     PERF_NO_SAMPLES = "perf.no_samples"
     PERF_TOO_FEW_PAIRS = "perf.too_few_pairs"  # under 3 unthrottled pairs at a geometry; detail: geometry
@@ -62,7 +70,7 @@ class Code(StrEnum):
     PERF_NOT_FASTER = "perf.not_faster"  # the lower bound misses the threshold; detail: rule (+ geometry for every)
     PERF_EARLY_STOP = "perf.early_stop"  # slower in each of the first pairs; detail: geometry, after
     PERF_ACCEPTED = "perf.accepted"  # a win: the new champion
-    # end-to-end gate (evo/measure/e2e.py through evo/loop/campaign.py)
+    # end-to-end gate (evo/measure/e2e.py through evo/loop/checks.py)
     E2E_TOKENS = "e2e.tokens"  # the decode command's token stream changed
     # sanitizer gate (gates/sanitizer.py; compute-sanitizer run by evo/measure/sanitize.py)
     SANITIZER_FINDING = "sanitizer.finding"  # a finding no family suppression declares known; detail: tool, findings

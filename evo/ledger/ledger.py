@@ -31,57 +31,21 @@ either all of it or none of it (SQLite rolls a killed writer's journal back).
   attempt budget. Only trials whose owner is gone are touched (see below), so
   it is safe while other workers are running.
 
-States and values (:func:`trial_outcome`; ledgers recorded before keep what they were given: COMPLETE with
-the score for every attempt that had one). Optuna's ``best_trial`` is the champion:
-
-=============================================  =========  ====================================================
-attempt                                        state      value
-=============================================  =========  ====================================================
-baseline, accepted step                        COMPLETE   its score (weighted geometric-mean speedup against
-                                                          the baseline), above every earlier champion's
-rejected by perf for speed (not faster,        COMPLETE   its score, or just under the champion's where it
-slower), every geometry measured                          reaches it
-stopped by the early-out                       PRUNED     none
-any other rejection (watched geometry,         FAIL       none
-physics, correctness, static, e2e), any error
-=============================================  =========  ====================================================
-
-Every attempt timed anywhere carries its speedup against the baseline at each geometry it reached as an
-intermediate value; step i is the i-th geometry of the campaign's config (meta ``config.geometries``).
+States and values: each attempt's trial state and value say what it was (evo/ledger/outcome.py), so that Optuna's
+``best_trial`` is the champion.
 
 Side studies (:meth:`Ledger.side`): ``evo replay`` and ``evo selfcheck`` record their attempts into a study of
 their own beside the campaign's (``<campaign>:replay``, ``<campaign>:selfcheck``), reading the campaign's
 attempts and meta through it, so the campaign's attempts, its log and its Optuna views stay as the campaign
 made them. A replayed attempt names its original in ``derived_from`` and its origin ("replay of #N").
 
-Liveness (several processes on one ledger, ``evo worker``): ``ask(fixed)``
-stamps the new trial, in its creating transaction, with the owner's identity
-(system attr ``evo:worker``: host, pid, the process's start time, the kernel's
-boot id and pid namespace, and a per-Ledger token) and with Optuna's first
-heartbeat row; a daemon thread then records Optuna's heartbeat
-(``RDBStorage(heartbeat_interval=..., grace_period=...)``) for every trial the
-Ledger holds until ``record()`` lets go of it. A RUNNING trial is dead when
+Liveness (several processes on one ledger, ``evo worker``): each trial asked with ``fixed`` carries its owner
+and Optuna's heartbeat until recorded, and ``recover()`` touches only those whose owner is dead
+(evo/ledger/sessions.py, which also holds ``claim()``: one live ``evo run`` per campaign).
 
-* its Ledger lives in this process but no longer holds it (``record()``
-  failed) or is gone, or
-* its owner ran on this kernel and pid namespace and that process has exited
-  (a SIGKILLed ``evo run`` is recovered at once by the next one), or
-* otherwise (another host): it had no heartbeat for ``grace_period`` seconds.
-
-A trial without the stamp (older versions, ``ask()`` without ``fixed``) has
-no heartbeat and is taken as dead, as before. Intervals: ``EVO_HEARTBEAT_S``
-(default 10) and ``EVO_GRACE_S`` (default 60) or the Ledger's arguments.
-
-Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)``
-first locks the study row (a no-op UPDATE: a row lock on PostgreSQL, the write
-lock on SQLite) and, in that same transaction, refuses with
-:class:`GenomeTaken` when a non-interrupted trial (RUNNING or recorded) already
-holds the genome, and with :class:`BudgetTaken` when RUNNING plus recorded
-non-interrupted trials already fill ``Ledger.limit``. Trial creation is
-serialised by that lock, so two workers can never both hold one genome and
-the budget is never overshot; a refused ask writes nothing (no trial, no
-"withdrawn" marker: numbers stay contiguous). ``record()`` also stamps the
-attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
+Shared mode (``Ledger.shared = True``, what ``evo worker`` sets): ``ask(fixed)`` refuses, having written nothing,
+a genome another trial holds and an ask beyond the attempt budget (evo/ledger/reserve.py); ``record()`` also
+stamps the attempt's ``device["worker"]`` with ``"<host> pid <pid>"``.
 
 So every trial ends up finished with exactly one complete attempt, ids are the
 contiguous trial numbers, and nothing judged is lost or judged twice. A trial
@@ -99,471 +63,50 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import math
-import os
-import random
-import socket
-import threading
-import time
-import uuid
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import optuna
 import sqlalchemy
-import sqlalchemy.exc
-import sqlalchemy.orm
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    check_distribution_compatibility,
-    json_to_distribution,
-)
-from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from evo.core.family import Knob
 from evo.core.genome import Genome
-from evo.core.records import ACCEPTED, BASELINE, Attempt, Code, Verdict
-from evo.ledger import dashboard, sqlite_file
+from evo.core.records import Attempt
+from evo.ledger import dashboard, rows, sessions
 from evo.ledger import optuna_private as op
 from evo.ledger.audit import Audit, audit
 from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
-from evo.ledger.sqlite_file import check_sqlite_ledger, create_sqlite
-from evo.ledger.storage_url import StorageURLError, engine_url, sqlite_path
+from evo.ledger.outcome import TRIAL_STATES, intermediate_values, trial_outcome, trial_value
+from evo.ledger.rdb import ROW_DAMAGE, heartbeat_settings, open_study
+from evo.ledger.reserve import BudgetTaken, GenomeTaken, reserve
+from evo.ledger.rows import ATTEMPT_ATTR, GENOME_KEY_ATTR, INTERRUPTED, interrupted_attempt
+from evo.ledger.sessions import SESSION_ATTR, WORKER_ATTR, BudgetDiffers, Presence, SessionTaken, worker_name
+from evo.ledger.storage_url import where
+from evo.ledger.view import View, champion_of, seen_of
+
+# Importers of the ledger's names from this module (the loop, the CLI, the tests) keep them.
+__all__ = [
+    "ATTEMPT_ATTR",
+    "GENOME_KEY_ATTR",
+    "INTERRUPTED",
+    "SESSION_ATTR",
+    "WORKER_ATTR",
+    "BudgetDiffers",
+    "BudgetTaken",
+    "GenomeTaken",
+    "Ledger",
+    "LedgerError",
+    "SessionTaken",
+    "SideLedger",
+    "View",
+]
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-ATTEMPT_ATTR = "attempt"
-GENOME_KEY_ATTR = "evo:genome_key"  # system attr: the genome a RUNNING trial holds (written at ask)
-WORKER_ATTR = "evo:worker"  # system attr: who asked it (see "Liveness" above)
-INTERRUPTED = "error: interrupted"
-INTERRUPTED_REASON = "the campaign process stopped while this attempt was running; it will be proposed again"
-HEARTBEAT_S = 10
-GRACE_S = 60
-SESSION_ATTR = "evo:session:"  # study system attr prefix: one per live evo run / evo worker (Ledger.claim)
-
-
-class GenomeTaken(Exception):
-    """Shared mode: another trial (``holder``, RUNNING or recorded) already holds this genome."""
-
-    def __init__(self, holder: int, genome_key: str):
-        super().__init__(f"genome already held by attempt #{holder}")
-        self.holder = holder
-        self.genome_key = genome_key
-
-
-class SessionTaken(Exception):
-    """Another live process runs this campaign (``holder``: its session record, see :meth:`Ledger.claim`)."""
-
-    def __init__(self, holder: Mapping[str, Any]):
-        self.holder = dict(holder)
-        super().__init__(describe_session(holder))
-
-
-class BudgetDiffers(Exception):
-    """Shared mode: a live worker (``holder``) runs the campaign with another attempt budget than this one's."""
-
-    def __init__(self, holder: Mapping[str, Any], limit: int | None):
-        self.holder = dict(holder)
-        self.limit = limit
-        theirs = holder.get("attempts")
-        super().__init__(
-            f"{describe_session(holder)} runs it with "
-            + (f"--attempts {theirs}" if theirs is not None else "no attempt budget")
-            + (f", this worker with --attempts {limit}" if limit is not None else ", this worker with none")
-        )
-
-
-def describe_session(h: Mapping[str, Any]) -> str:
-    kind = "evo worker" if h.get("mode") == "worker" else "evo run"
-    return f"{kind} on {h.get('host', '?')} pid {h.get('pid', '?')} (since {h.get('since', '?')})"
-
-
-class BudgetTaken(Exception):
-    """Shared mode: running plus recorded attempts already fill ``Ledger.limit``."""
-
-    def __init__(self, taken: int, limit: int):
-        super().__init__(f"{taken} attempt(s) recorded or running fill the budget of {limit}")
-        self.taken = taken
-        self.limit = limit
-
-
-def heartbeat_settings() -> tuple[int, int]:
-    """(heartbeat interval, grace period) in seconds: EVO_HEARTBEAT_S / EVO_GRACE_S, else 10 / 60."""
-
-    def seconds(name: str, default: int) -> int:
-        raw = os.environ.get(name)
-        if not raw:
-            return default
-        try:
-            v = int(raw)
-        except ValueError:
-            v = 0
-        if not 1 <= v <= 86400:
-            raise LedgerError(f"{name}={raw[:40]!r}: expected whole seconds from 1 to 86400")
-        return v
-
-    hb = seconds("EVO_HEARTBEAT_S", HEARTBEAT_S)
-    grace = seconds("EVO_GRACE_S", max(GRACE_S, 3 * hb))
-    return hb, grace
-
-
-def safe_url(url: str) -> str:
-    """The storage URL without its password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1]
-
-
-def with_installed_driver(url: str) -> str:
-    """A plain ``postgresql://`` URL with the PostgreSQL driver that is installed.
-
-    SQLAlchemy 2.1 reads the plain form as psycopg (3), while evo's ``pg`` extra installs psycopg2: the form users
-    type first would fail with everything installed. An explicit ``+driver`` is always kept as written."""
-    if not url.startswith("postgresql://"):
-        return url
-    import importlib.util
-
-    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
-        if importlib.util.find_spec(module) is not None:
-            return f"postgresql+{driver}://" + url[len("postgresql://") :]
-    return url  # no driver at all: opening it says so, with the hint
-
-
-def _storage(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -> optuna.storages.RDBStorage:
-    """RDB storage with Optuna's heartbeat; for SQLite, checked to be a whole ledger first (or made whole).
-
-    ``readonly``: the SQLite file is opened read-only and no table is created anywhere. Several workers may open
-    a fresh database at once (table creation races): retried a few times.
-    """
-    kw: dict[str, Any] = {"heartbeat_interval": heartbeat_s, "grace_period": grace_s}
-    try:
-        path = sqlite_path(url)
-    except StorageURLError as e:
-        raise LedgerError(str(e)) from None
-    if path is not None:
-        if path.exists() or readonly:
-            if not path.exists():
-                raise LedgerError(f"no ledger at {path} (start the campaign with evo run)")
-            path = check_sqlite_ledger(path, readonly)
-        else:
-            create_sqlite(path)
-        # Connected through a SQLite URI built from the file (evo/ledger/storage_url.py): a name with ``?``, ``#``,
-        # ``%`` or braces opens that file. The rollback journal, not write-ahead logging (check_sqlite_ledger sets it
-        # back): with WAL a copy of ledger.db alone (what users copy and commit) can miss the newest attempts.
-        url = engine_url(path, readonly)
-        if readonly:
-            kw = {}
-        kw["engine_kwargs"] = {"connect_args": {"timeout": sqlite_file.LOCK_WAIT_S}}
-        kw["skip_table_creation"] = True
-    elif readonly:
-        kw = {"skip_table_creation": True}
-    url = with_installed_driver(url)
-    for n in range(5):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, **kw)
-        # a lock, a busy server, or another worker creating the schema at the same moment (PostgreSQL: a
-        # UniqueViolation on Optuna's enum types): the next try finds what the other made
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError, optuna.exceptions.StorageInternalError):
-            if n == 4:
-                raise
-            time.sleep(0.2 + random.random())
-    raise AssertionError("unreachable")
-
-
-# --- who owns a RUNNING trial, and is it alive? ---------------------------------
-_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()  # every Ledger of this process
-_PROCESS: dict[str, Any] = {}
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) from /proc/<pid>/stat, or None."""
-    text = _read(f"/proc/{pid}/stat")
-    if not text or ")" not in text:
-        return None
-    rest = text[text.rindex(")") + 1 :].split()
-    return (rest[0], rest[19]) if len(rest) > 19 else None
-
-
-def _process() -> dict[str, Any]:
-    """This process's identity (recomputed after a fork)."""
-    pid = os.getpid()
-    if _PROCESS.get("pid") != pid:
-        try:
-            ns = os.readlink("/proc/self/ns/pid")
-        except OSError:
-            ns = None
-        st = _stat(pid)
-        _PROCESS.clear()
-        _PROCESS.update(
-            host=socket.gethostname(),
-            pid=pid,
-            start=st[1] if st else None,
-            boot=_read("/proc/sys/kernel/random/boot_id"),
-            pidns=ns,
-        )
-    return dict(_PROCESS)
-
-
-def worker_name() -> str:
-    p = _process()
-    return f"{p['host']} pid {p['pid']}"
-
-
-def _certainly_dead(owner: Mapping[str, Any]) -> bool:
-    """True only when the owner surely exited: same kernel and pid namespace, and its pid is gone or reused.
-
-    Whatever cannot be told from here (another host or container, no /proc) is False: the heartbeat decides.
-    """
-    me = _process()
-    pid = owner.get("pid")
-    if not me["boot"] or not me["pidns"] or owner.get("boot") != me["boot"] or owner.get("pidns") != me["pidns"]:
-        return False
-    if not isinstance(pid, int) or pid <= 0 or not owner.get("start"):
-        return False
-    if pid == me["pid"]:
-        # This very process, and none of its Ledgers holds the trial (checked by the caller): abandoned.
-        return owner.get("start") == me["start"]
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # exists, another user's
-    st = _stat(pid)
-    if st is None:
-        return False
-    state, start = st
-    return start != owner.get("start") or state in ("Z", "X")
-
-
-def _beat(ref: weakref.ref[Ledger], rdb: optuna.storages.RDBStorage, interval: float, stop: threading.Event) -> None:
-    """Optuna's heartbeat for every trial the Ledger holds, until the Ledger is gone."""
-    while not stop.wait(interval):
-        led = ref()
-        if led is None:
-            return
-        with led._lock:
-            held = list(led._held)
-        del led
-        for trial_id in held:
-            try:
-                rdb.record_heartbeat(trial_id)
-            except Exception:  # a lost connection: the next beat tries again (the grace period covers it)
-                pass
-
-
-def _session_beat(
-    ref: weakref.ref[Ledger], key: str, mine: dict[str, Any], interval: float, stop: threading.Event
-) -> None:
-    """Renew a session's heartbeat until it is released or its Ledger is gone (re-added if taken for dead)."""
-    sa = models.StudySystemAttributeModel
-    while not stop.wait(interval):
-        led = ref()
-        if led is None or led._session_key != key:
-            return
-        try:
-            with led._session() as session:
-                value = json.dumps({**mine, "beat": time.time()})
-                n = (
-                    session.query(sa)
-                    .filter(sa.study_id == op.study_id(led.study), sa.key == key)
-                    .update({sa.value_json: value}, synchronize_session=False)
-                )
-                if n == 0:
-                    session.add(sa(study_id=op.study_id(led.study), key=key, value_json=value))
-                elapsed = led.elapsed_fn
-                if elapsed is not None:
-                    led._raise_meta_in(session, {"elapsed_s": float(elapsed())})
-        except Exception:  # a lost connection: the next beat tries again
-            pass
-        del led
-
-
-# --- what Optuna's state and value say about an attempt ----------------------------
-CHAMPION = "champion"  # the baseline or an accepted step: COMPLETE, valued by its score
-MEASURED = "measured"  # turned down for speed after every geometry was measured: COMPLETE, below the champion
-STOPPED = "stopped"  # the early-out stopped it: PRUNED, no value
-FAILED = "failed"  # every other verdict (a gate failed for another reason, or it could not be judged): FAIL
-_SPEED = frozenset({Code.PERF_NOT_FASTER, Code.PERF_SLOWER})
-
-
-def trial_outcome(attempt: Attempt) -> str:
-    """How an attempt is stored as an Optuna trial: CHAMPION, MEASURED, STOPPED or FAILED (see ``TRIAL_STATES``).
-
-    Optuna's ``best_trial`` (and optuna-dashboard's) must be the campaign's champion, so a value is given only for
-    what was fully measured and compared as a win is: a step the perf gate turned down for speed alone (not faster,
-    slower). Its score may still read above the champion's (a 1.005x step that misses a 1% bar) and is then stored
-    just under the champion's value. Every other rejection carries no value, even when it was timed in full: a
-    watched geometry's regression, a correctness recheck after timing, a changed token stream or a physics
-    violation leave a weighted score that may beat the champion's, so it cannot be COMPLETE.
-    """
-    v = attempt.verdict
-    finite = attempt.score is not None and math.isfinite(attempt.score)
-    if v.status in (ACCEPTED, BASELINE) and finite:
-        return CHAMPION
-    if v.code in _SPEED and finite:
-        return MEASURED
-    if v.code is Code.PERF_EARLY_STOP:
-        return STOPPED
-    return FAILED
-
-
-TRIAL_STATES = {
-    CHAMPION: TrialState.COMPLETE,
-    MEASURED: TrialState.COMPLETE,
-    STOPPED: TrialState.PRUNED,
-    FAILED: TrialState.FAIL,
-}
-
-
-def trial_value(outcome: str, score: float | None, best: float | None) -> float | None:
-    """The Optuna value of an attempt of this outcome, given ``best``: the highest value of a champion so far.
-
-    A champion's is its score, above every earlier champion's: a step is accepted only where it beat the champion in
-    the same rounds, so its score is higher, save where drift between sessions made the baseline read differently;
-    then it is stored just above ``best`` (its true score stays in its attempt record). A measured attempt's is its
-    score, or just under ``best`` where its score reaches it. Ties are never stored: Optuna's best_trial is an
-    ORDER BY on the value, and the order of equal values is the database's to pick.
-    """
-    if outcome not in (CHAMPION, MEASURED) or score is None:
-        return None
-    if best is None:
-        return float(score)
-    if outcome == CHAMPION:
-        return float(score) if score > best else math.nextafter(best, math.inf)
-    return float(score) if score < best else math.nextafter(best, -math.inf)
-
-
-def intermediate_values(attempt: Attempt, geometries: Sequence[str]) -> dict[int, float]:
-    """Step -> the attempt's speedup against the baseline at the campaign's ``geometries[step]``, where measured
-    (the baseline: 1.0 where it was timed). What an early-stopped attempt reached, the others' per-geometry results."""
-    out = {}
-    for i, g in enumerate(geometries):
-        iv = attempt.speedup_vs_baseline.get(g)
-        if iv is not None and math.isfinite(iv.value):
-            out[i] = float(iv.value)
-        elif attempt.verdict.status == BASELINE and g in attempt.timings:
-            out[i] = 1.0
-    return out
-
-
-@dataclass
-class View:
-    """What one step of a campaign loop looks at, from one read of the trials (:meth:`Ledger.view`).
-
-    ``attempts``: every recorded attempt by id (as ``Ledger.attempts()``); ``seen``: genomes judged or being
-    judged (as ``seen_keys()``); ``running``: trials asked and not yet recorded (as ``running()``).
-    """
-
-    attempts: list[Attempt]
-    seen: set[str]
-    running: list[FrozenTrial]
-
-    def champion(self) -> Attempt | None:
-        """As ``Ledger.champion()``, from these attempts."""
-        return _champion(self.attempts)
-
-
-def _champion(atts: Sequence[Attempt]) -> Attempt | None:
-    for a in reversed(atts):
-        if a.verdict.status == ACCEPTED:
-            return a
-    return next((a for a in atts if a.verdict.status == BASELINE), None)
-
-
-def _seen(trials: Sequence[FrozenTrial]) -> set[str]:
-    out = set()
-    for t in trials:
-        ua = t.user_attrs
-        if t.state == TrialState.RUNNING:
-            key = t.system_attrs.get(GENOME_KEY_ATTR) or ua.get("genome_key")
-            if key:
-                out.add(key)
-        elif ATTEMPT_ATTR in ua and "genome_key" in ua and ua.get("verdict") != INTERRUPTED:
-            out.add(ua["genome_key"])
-    return out
-
-
-def _open_study(url: str, campaign: str, sampler: Any, heartbeat_s: int, grace_s: int, readonly: bool) -> optuna.Study:
-    """The campaign's study; every way the storage can fail to open is a LedgerError (one line). ``readonly``:
-    loaded, never created (a mistyped campaign name must not add an empty study)."""
-    try:
-        storage = _storage(url, heartbeat_s, grace_s, readonly)
-        if not readonly:
-            study = optuna.create_study(
-                storage=storage, study_name=campaign, direction="maximize", sampler=sampler, load_if_exists=True
-            )
-            dashboard.name_metric(study)
-            return study
-        try:
-            return optuna.load_study(study_name=campaign, storage=storage, sampler=sampler)
-        except KeyError:
-            names = optuna.get_all_study_names(storage)
-            raise LedgerError(
-                f"storage {safe_url(url)} holds no campaign {campaign!r} (it holds: "
-                f"{', '.join(names[:5]) or 'none'}); check the config's campaign: name"
-            ) from None
-    except LedgerError:
-        raise
-    except ImportError as e:  # no driver for this URL
-        raise LedgerError(
-            f"cannot open the storage {safe_url(url)}: no database driver for it "
-            f"({_first_line(e.__cause__ or e)}); for PostgreSQL: pip install psycopg2-binary"
-        ) from None
-    except (
-        sqlalchemy.exc.SQLAlchemyError,
-        optuna.exceptions.StorageInternalError,
-        RuntimeError,
-        OSError,
-        ValueError,
-    ) as e:
-        if sqlite_file.is_locked(_root_cause(e)):
-            raise LedgerError(sqlite_file.locked_message(str(sqlite_path(url) or safe_url(url)))) from None
-        raise LedgerError(f"cannot open the storage {safe_url(url)}: {_first_line(e)}") from None
-
-
-# What Optuna raises reading a damaged row: JSON that does not parse (ValueError), a param index out of its choices
-# (IndexError) or a state outside its enum (LookupError, from SQLAlchemy), a distribution of the wrong shape.
-_ROW_DAMAGE = (ValueError, LookupError, TypeError, AttributeError)
-
-
-def _root_cause(e: BaseException) -> BaseException:
-    """The driver's own error under the wrappers: SQLAlchemy's ``orig``, Optuna's StorageInternalError (raised
-    from the SQLAlchemy error), so a full disk reads "database or disk is full", not Optuna's guess at the cause."""
-    seen = {id(e)}
-    while True:
-        nxt = getattr(e, "orig", None) or e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-        if not isinstance(nxt, BaseException) or id(nxt) in seen:
-            return e
-        seen.add(id(nxt))
-        e = nxt
-
-
-def _first_line(e: BaseException) -> str:
-    cause = _root_cause(e)
-    text = " ".join(str(cause).split())
-    if sqlite_file.is_locked(cause):  # never read as damage: another process holds the lock
-        text += f" by another process (it held the lock for over {sqlite_file.LOCK_WAIT_S:g} s; wait for it or stop it)"
-    return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
 
 
 class Ledger:
@@ -592,17 +135,14 @@ class Ledger:
                 f"{self.heartbeat_s}s (EVO_HEARTBEAT_S)"
             )
         self.readonly = readonly
-        self.study: optuna.Study = _open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
+        self.study: optuna.Study = open_study(storage_url, campaign, sampler, self.heartbeat_s, self.grace_s, readonly)
         self.found: Audit = self._audit()  # the key records verified (else LedgerError); what readers skip
         self.distributions: dict[str, BaseDistribution] = {
             k.name: CategoricalDistribution(list(k.values)) for k in knobs
         }
         self.shared = shared  # several workers on this campaign: see "Shared mode" above
         self.limit: int | None = None  # shared mode: the attempt budget ask() enforces
-        self._token = uuid.uuid4().hex
-        self._held: set[int] = set()  # trial ids this Ledger asked and has not recorded (heartbeat on)
-        self._lock = threading.Lock()
-        self._beat_thread: threading.Thread | None = None
+        self.presence = Presence()  # its trials held and its session (evo/ledger/sessions.py)
         # trial id -> its parsed Attempt, for finished trials (never rewritten): the loop reads every attempt
         # several times per step, and parsing each one's JSON every time made a step O(attempts)
         self._parsed: dict[int, Attempt] = {}
@@ -611,21 +151,15 @@ class Ledger:
         self._damaged_keys: set[str] = set()  # the genomes of trials Optuna cannot read (skipped, still taken)
         self.knobs = list(knobs)
         self._geometries: list[str] | None = None  # _geometry_order(), read once from the config meta
-        self._session_key: str | None = None  # claim(): this process's session row
         # The campaign's elapsed seconds now, while its loop runs: each session heartbeat raises elapsed_s to it, so a
         # killed run's time since its last attempt (or in its set-up) still counts against budget.minutes.
         self.elapsed_fn: Callable[[], float] | None = None
-        self._session_stop: threading.Event | None = None
-        _LIVE.add(self)
 
     def _audit(self) -> Audit:
         """Verify the campaign's key records before anything reads or writes it (evo/ledger/audit.py)."""
-        try:
-            where = str(sqlite_path(self.storage_url) or safe_url(self.storage_url))
-        except StorageURLError:
-            where = safe_url(self.storage_url)
         with self._session() as session:
-            return audit(session, op.study_id(self.study), where, self.readonly, self._rdb().get_trial)
+            sid = op.study_id(self.study)
+            return audit(session, sid, where(self.storage_url), self.readonly, self._rdb().get_trial)
 
     def side(self, kind: str) -> SideLedger:
         """The side study ``<campaign>:<kind>`` of this campaign (made on first use), for replay and selfcheck."""
@@ -651,9 +185,9 @@ class Ledger:
                 pass
         a = models.StudyUserAttributeModel
         with self._session() as session:
-            rows = session.query(a.key, a.value_json).filter(a.study_id == op.study_id(self.study)).all()
+            records = session.query(a.key, a.value_json).filter(a.study_id == op.study_id(self.study)).all()
         out = {}
-        for key, text in rows:
+        for key, text in records:
             try:
                 out[key] = json.loads(text)
             except ValueError as e:
@@ -710,7 +244,7 @@ class Ledger:
             params=params,
             distributions={k: self.distributions[k] for k in params},
             user_attrs={},
-            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: {**_process(), "ledger": self._token}},
+            system_attrs={GENOME_KEY_ATTR: key, WORKER_ATTR: sessions.owner_stamp(self.presence)},
             intermediate_values={},
             trial_id=-1,
         )
@@ -718,58 +252,15 @@ class Ledger:
         with self._session() as session:
             self._lock_study(session)  # serialises trial creation with every other worker's
             if self.shared:
-                holder = self._holder(session, key)
-                if holder is not None:
-                    raise GenomeTaken(holder, key)
-                if self.limit is not None:
-                    taken = self._taken(session)
-                    if taken >= self.limit:
-                        raise BudgetTaken(taken, self.limit)
-            trial_id = self._new_trial(session, rdb, template)
+                reserve(session, op.study_id(self.study), key, self.limit)
+            trial_id = rows.new_trial(session, rdb, op.study_id(self.study), template, self._checked)
             session.add(models.TrialHeartbeatModel(trial_id=trial_id))
-        self._hold(trial_id)
+        self.presence.hold(trial_id, rdb, self.heartbeat_s)
         trial = optuna.trial.Trial(self.study, trial_id)
         for name, dist in self.distributions.items():  # knobs ``fixed`` left out: the sampler's
             if name not in params:
                 op.suggest(trial, name, dist)
         return trial
-
-    def _new_trial(self, session: Any, rdb: optuna.storages.RDBStorage, template: FrozenTrial) -> int:
-        """What Optuna's ``_get_prepared_new_trial`` writes for a RUNNING template, in ``session``; the trial id.
-
-        Cheaper, as ask() runs it under the study lock: each param's distribution is held against the study's
-        stored one once per Ledger, not at every ask (Optuna's check reads the params table per param), and
-        the rows are flushed together rather than one INSERT before each param's read of the trial.
-        """
-        row = models.TrialModel(
-            study_id=op.study_id(self.study),
-            number=None,
-            state=TrialState.RUNNING,
-            datetime_start=template.datetime_start,
-        )
-        session.add(row)
-        session.flush()
-        p = models.TrialParamModel
-        with session.no_autoflush:
-            for name, value in template.params.items():
-                dist = template.distributions[name]
-                prev = dist if name in self._checked else None
-                if prev is None:
-                    old = (
-                        session.query(p.distribution_json)
-                        .join(models.TrialModel)
-                        .filter(models.TrialModel.study_id == op.study_id(self.study), p.param_name == name)
-                        .first()
-                    )
-                    if old is not None:
-                        prev = json_to_distribution(old[0])
-                        check_distribution_compatibility(prev, dist)
-                op.set_trial_param(rdb, session, row.trial_id, name, dist.to_internal_repr(value), dist, prev)
-        for key, value in template.system_attrs.items():  # a new trial has none: no upsert needed
-            session.add(models.TrialSystemAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value)))
-        row.number = row.count_past_trials(session)
-        self._checked.update(template.params)  # a stored distribution never changes: once per knob is enough
-        return row.trial_id
 
     def record(
         self,
@@ -799,153 +290,33 @@ class Ledger:
             finally:
                 self._commit(op.trial_id(trial), attempt, True, meta, meta_max)
         finally:  # recorded, or failed to be: either way no longer ours (left RUNNING, recover() closes it)
-            self._release(op.trial_id(trial))
+            self.presence.let_go(op.trial_id(trial))
 
-    # --- one live evo run per campaign ----------------------------------------
+    # --- one live evo run per campaign (evo/ledger/sessions.py) ---------------
     def claim(self, mode: str = "run") -> None:
-        """Register this process as running the campaign, or raise :class:`SessionTaken`.
-
-        ``mode`` "run" (``evo run``, replay, selfcheck) excludes every other live session; "worker" shares with
-        other workers only (their asks are serialised by the study lock; an ``evo run`` does not take part in
-        that). A session is live while its process is (same host and pid namespace), else while its heartbeat,
-        renewed every ``heartbeat_s``, is younger than ``grace_s``: a killed run never blocks the next one for
-        long. Idempotent; :meth:`release` ends it.
-        """
-        if self._session_key is not None:
-            return
-        key = SESSION_ATTR + self._token
-        mine = {
-            **_process(),
-            "ledger": self._token,
-            "mode": mode,
-            "attempts": self.limit,  # workers share one budget: a worker with another one is refused
-            "beat": time.time(),
-            "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        }
-        sa = models.StudySystemAttributeModel
-        with self._session() as session:
-            self._lock_study(session)  # of two runs starting at once, the second sees the first's row
-            rows = session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key.like(SESSION_ATTR + "%"))
-            for row in rows.all():
-                try:
-                    other = json.loads(row.value_json)
-                    assert isinstance(other, dict)
-                except (ValueError, AssertionError):
-                    session.delete(row)
-                    continue
-                if not self._session_alive(other):
-                    session.delete(row)
-                elif mode != "worker" or other.get("mode") != "worker":
-                    raise SessionTaken(other)
-                elif other.get("attempts", self.limit) != self.limit:  # (older sessions do not say: not held)
-                    raise BudgetDiffers(other, self.limit)
-            session.add(sa(study_id=op.study_id(self.study), key=key, value_json=json.dumps(mine)))
-        self._session_key = key
-        stop = threading.Event()
-        self._session_stop = stop
-        threading.Thread(
-            target=_session_beat,
-            args=(weakref.ref(self), key, mine, self.heartbeat_s, stop),
-            name="evo-session",
-            daemon=True,
-        ).start()
-        weakref.finalize(self, stop.set)
+        """Register this process as running the campaign (``mode`` "run" or "worker"), or raise
+        :class:`SessionTaken` / :class:`BudgetDiffers`; idempotent, :meth:`release` ends it."""
+        sessions.claim(self, mode)
 
     def release(self) -> None:
         """End this process's session (see :meth:`claim`); a no-op without one."""
-        key, self._session_key = self._session_key, None
-        if key is None:
-            return
-        if self._session_stop is not None:
-            self._session_stop.set()
-        sa = models.StudySystemAttributeModel
-        with contextlib.suppress(Exception):  # a lost storage: the session goes stale by itself
-            with self._session() as session:
-                session.query(sa).filter(sa.study_id == op.study_id(self.study), sa.key == key).delete(
-                    synchronize_session=False
-                )
+        sessions.release(self)
 
-    def _session_alive(self, other: Mapping[str, Any]) -> bool:
-        for led in list(_LIVE):
-            if led._token == other.get("ledger"):
-                return led._session_key is not None
-        if _certainly_dead(other):
-            return False
-        beat = other.get("beat")
-        return isinstance(beat, (int, float)) and time.time() - beat <= self.grace_s
+    @property
+    def claimed(self) -> bool:
+        """Whether this Ledger holds the campaign's session (:meth:`claim` ran, :meth:`release` did not)."""
+        return self.presence.session_key is not None
 
-    # --- holding trials (heartbeat) ------------------------------------------
-    def _hold(self, trial_id: int) -> None:
-        with self._lock:
-            self._held.add(trial_id)
-            if self._beat_thread is None or not self._beat_thread.is_alive():
-                stop = threading.Event()
-                self._beat_thread = threading.Thread(
-                    target=_beat,
-                    args=(weakref.ref(self), self._rdb(), self.heartbeat_s, stop),
-                    name="evo-heartbeat",
-                    daemon=True,
-                )
-                weakref.finalize(self, stop.set)
-                self._beat_thread.start()
+    @property
+    def _token(self) -> str:
+        return self.presence.token
 
     def _release(self, trial_id: int) -> None:
-        with self._lock:
-            self._held.discard(trial_id)
+        """Let go of a trial asked here: its heartbeat stops, and recover() may take it as dead."""
+        self.presence.let_go(trial_id)
 
     def _lock_study(self, session: Any) -> None:
-        """A no-op UPDATE of the study row: a row lock on PostgreSQL, the database write lock on SQLite."""
-        s = models.StudyModel
-        session.query(s).filter(s.study_id == op.study_id(self.study)).update(
-            {s.study_name: s.study_name}, synchronize_session=False
-        )
-
-    def _holder(self, session: Any, key: str) -> int | None:
-        """The lowest-numbered trial holding genome ``key``: RUNNING, or recorded and not interrupted."""
-        t, u, sa = models.TrialModel, models.TrialUserAttributeModel, models.TrialSystemAttributeModel
-        v = sqlalchemy.orm.aliased(u)
-        sid, kj = op.study_id(self.study), json.dumps(key)
-        running = (
-            session.query(t.number)
-            .join(sa, sa.trial_id == t.trial_id)
-            .filter(t.study_id == sid, t.state == TrialState.RUNNING, sa.key == GENOME_KEY_ATTR, sa.value_json == kj)
-        )
-        recorded = (
-            session.query(t.number)
-            .join(u, u.trial_id == t.trial_id)
-            .join(v, v.trial_id == t.trial_id)
-            .filter(
-                t.study_id == sid,
-                u.key == "genome_key",
-                u.value_json == kj,
-                v.key == "verdict",
-                v.value_json != json.dumps(INTERRUPTED),
-            )
-        )
-        numbers = [n for (n,) in running.all()] + [n for (n,) in recorded.all()]
-        return min(numbers) if numbers else None
-
-    def _taken(self, session: Any) -> int:
-        """RUNNING trials plus finished trials with a non-interrupted attempt."""
-        t, u = models.TrialModel, models.TrialUserAttributeModel
-        sid = op.study_id(self.study)
-        running = (
-            session.query(sqlalchemy.func.count(t.trial_id))
-            .filter(t.study_id == sid, t.state == TrialState.RUNNING)
-            .scalar()
-        )
-        recorded = (
-            session.query(sqlalchemy.func.count(t.trial_id))
-            .join(u, u.trial_id == t.trial_id)
-            .filter(
-                t.study_id == sid,
-                t.state != TrialState.RUNNING,
-                u.key == "verdict",
-                u.value_json != json.dumps(INTERRUPTED),
-            )
-            .scalar()
-        )
-        return int(running or 0) + int(recorded or 0)
+        rows.lock_study(session, op.study_id(self.study))
 
     def _rdb(self) -> optuna.storages.RDBStorage:
         return op.rdb_storage(self.study)
@@ -958,35 +329,10 @@ class Ledger:
         op.forget_cached_trials(self.study)
 
     def _set_meta_in(self, session: Any, items: Mapping[str, Any]) -> None:
-        self._write_meta_in(session, items, lambda old, new: True)
-
-    def _raise_meta_in(self, session: Any, items: Mapping[str, float]) -> None:
-        """Numeric meta to at least ``items``' values; a stored larger value stays."""
-        self._write_meta_in(session, items, lambda old, new: not isinstance(old, (int, float)) or old < new)
-
-    def _write_meta_in(self, session: Any, items: Mapping[str, Any], replace: Callable[[Any, Any], bool]) -> None:
-        """Each meta item inserted, or written over the stored value where ``replace(stored, new)``."""
-        study = models.StudyModel.find_or_raise_by_id(op.study_id(self.study), session)
-        for key, value in items.items():
-            attr = models.StudyUserAttributeModel.find_by_study_and_key(study, key, session)
-            if attr is None:
-                session.add(
-                    models.StudyUserAttributeModel(study_id=study.study_id, key=key, value_json=json.dumps(value))
-                )
-            elif replace(json.loads(attr.value_json), value):
-                attr.value_json = json.dumps(value)
+        rows.write_meta(session, op.study_id(self.study), items, lambda old, new: True)
 
     def _put_attrs(self, session: Any, trial_id: int, items: Sequence[tuple[str, Any]]) -> None:
-        """User attrs of one trial, inserted or updated, with one read of those it has (not one per attr)."""
-        u = models.TrialUserAttributeModel
-        have = {
-            row.key: row for row in session.query(u).filter(u.trial_id == trial_id, u.key.in_([k for k, _ in items]))
-        }
-        for key, value in items:
-            if key in have:
-                have[key].value_json = json.dumps(value)
-            else:
-                session.add(u(trial_id=trial_id, key=key, value_json=json.dumps(value)))
+        rows.put_attrs(session, trial_id, items)
 
     def _attr_items(self, attempt: Attempt) -> list[tuple[str, Any]]:
         return [
@@ -1011,7 +357,7 @@ class Ledger:
         written first, so the transaction holds it, or on SQLite the database, from its start), else nothing is
         written and ``UpdateFinishedTrialError`` is raised: of two workers finishing one trial, one wins.
         """
-        rdb = self._rdb()
+        rdb, sid = self._rdb(), op.study_id(self.study)
         t = models.TrialModel
         outcome = trial_outcome(attempt) if finish else None
         state = TRIAL_STATES[outcome] if outcome is not None else None
@@ -1033,8 +379,8 @@ class Ledger:
             self._put_attrs(session, trial_id, self._attr_items(attempt))
             if outcome is not None and state is not None:
                 for step, v in steps.items():
-                    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, v)
-                best = self._best_champion_value(session) if state == TrialState.COMPLETE else None
+                    op.set_trial_intermediate_value(rdb, session, trial_id, step, v)
+                best = rows.best_champion_value(session, sid) if state == TrialState.COMPLETE else None
                 value = trial_value(outcome, attempt.score, best)
                 if value is not None:
                     op.set_trial_value(rdb, session, row, 0, value)
@@ -1054,30 +400,11 @@ class Ledger:
             if meta:
                 self._set_meta_in(session, meta)
             if meta_max:
-                self._raise_meta_in(session, meta_max)
+                rows.raise_meta(session, sid, meta_max)
 
     def _write_attrs(self, trial_id: int, attempt: Attempt) -> None:
         """The attempt attrs alone, in one transaction, leaving the trial's state as it is."""
         self._commit(trial_id, attempt, False)
-
-    def _best_champion_value(self, session: Any) -> float | None:
-        """The highest stored value of a COMPLETE baseline or accepted trial (None before the baseline)."""
-        t, v, u = models.TrialModel, models.TrialValueModel, models.TrialUserAttributeModel
-        best = (
-            session.query(sqlalchemy.func.max(v.value))
-            .join(t, t.trial_id == v.trial_id)
-            .join(u, u.trial_id == t.trial_id)
-            .filter(
-                t.study_id == op.study_id(self.study),
-                t.state == TrialState.COMPLETE,
-                v.objective == 0,
-                v.value_type == models.TrialValueModel.TrialValueType.FINITE,
-                u.key == "verdict",
-                u.value_json.in_([json.dumps(ACCEPTED), json.dumps(BASELINE)]),
-            )
-            .scalar()
-        )
-        return None if best is None else float(best)
 
     def _geometry_order(self, attempt: Attempt) -> list[str]:
         """The campaign's geometries in its config's order (an intermediate value's step indexes them); without a
@@ -1095,7 +422,7 @@ class Ledger:
             return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
         # a row Optuna cannot parse (not JSON, a param index out of range, a state outside the enum): read trial by
         # trial, skipping the damaged ones
-        except _ROW_DAMAGE:
+        except ROW_DAMAGE:
             return self._trials_one_by_one(states)
 
     def _trials_one_by_one(self, states: Sequence[TrialState] | None) -> list[FrozenTrial]:
@@ -1104,15 +431,15 @@ class Ledger:
         with self._session() as session:
             # the raw state: a value outside Optuna's enum cannot be read through the model
             q = "SELECT trial_id, number, state FROM trials WHERE study_id = :s ORDER BY number, trial_id"
-            rows = session.execute(sqlalchemy.text(q), {"s": sid}).all()
+            listing = session.execute(sqlalchemy.text(q), {"s": sid}).all()
         wanted = {s.name for s in states} if states else None
         out = []
-        for trial_id, number, state in rows:
+        for trial_id, number, state in listing:
             if wanted is not None and str(state) not in wanted:
                 continue
             try:
                 out.append(self._rdb().get_trial(trial_id))
-            except _ROW_DAMAGE as e:
+            except ROW_DAMAGE as e:
                 self.damaged[number] = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
                 with self._session() as session:  # its genome stays taken: a damaged row is not measured again
                     key = session.query(u.value_json).filter(u.trial_id == trial_id, u.key == "genome_key").scalar()
@@ -1163,7 +490,7 @@ class Ledger:
 
     def seen_keys(self) -> set[str]:
         """Genomes judged or being judged (any worker's RUNNING trials); interrupted ones may be proposed again."""
-        return _seen(self._trials()) | self._damaged_keys
+        return seen_of(self._trials()) | self._damaged_keys
 
     def running(self) -> list[FrozenTrial]:
         """Trials asked and not yet recorded (this worker's, other workers', or a dead one's not yet recovered)."""
@@ -1171,7 +498,7 @@ class Ledger:
 
     def champion(self) -> Attempt | None:
         """The newest accepted attempt, else the baseline, else None."""
-        return _champion(self.attempts())
+        return champion_of(self.attempts())
 
     def view(self) -> View:
         """Attempts, seen genomes and running trials from one read (each is one read of its own otherwise).
@@ -1180,7 +507,7 @@ class Ledger:
         a chance to wait on another's write.
         """
         trials = self._trials()
-        seen = _seen(trials) | self._damaged_keys
+        seen = seen_of(trials) | self._damaged_keys
         return View(self._attempts(trials), seen, [t for t in trials if t.state == TrialState.RUNNING])
 
     # --- crash recovery ----------------------------------------------------
@@ -1202,7 +529,7 @@ class Ledger:
         running = self._trials([TrialState.RUNNING])
         stale = set(op.stale_trial_ids(self._rdb(), op.study_id(self.study))) if running else set()
         for t in running:
-            if self._alive(t, stale):
+            if sessions.trial_alive(t.system_attrs.get(WORKER_ATTR), op.trial_id(t), stale):
                 continue
             if ATTEMPT_ATTR in t.user_attrs:
                 attempt = Attempt.from_json(t.user_attrs[ATTEMPT_ATTR])
@@ -1219,33 +546,10 @@ class Ledger:
                 self._commit(op.trial_id(t), attempt, True)
         return handled
 
-    def _alive(self, t: FrozenTrial, stale: set[int]) -> bool:
-        """Whether the owner of RUNNING trial ``t`` may still record it (see "Liveness" above)."""
-        owner = t.system_attrs.get(WORKER_ATTR)
-        if not isinstance(owner, dict):
-            return False  # no owner stamp, no heartbeat: an older version's or an unfixed ask's
-        for led in list(_LIVE):
-            if led._token == owner.get("ledger"):
-                with led._lock:
-                    return op.trial_id(t) in led._held
-        if _certainly_dead(owner):
-            return False
-        return op.trial_id(t) not in stale
-
     def _interrupted(self, t: FrozenTrial) -> Attempt:
         config = self.meta("config") or {}
-        # An enqueued trial holds its genome as fixed_params until asked; an older ask may have set only some params.
-        genome = Genome({**(t.system_attrs.get("fixed_params") or {}), **t.params})
-        return Attempt(
-            id=t.number,
-            campaign=config.get("campaign", self.campaign),
-            family=config.get("family", ""),
-            genome=dict(genome),
-            genome_key=genome.key,
-            backend=self.meta("backend") or config.get("backend") or "gpu",
-            verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
-            started_at=t.datetime_start.isoformat() if t.datetime_start else "",
-        )
+        backend = self.meta("backend") or config.get("backend") or "gpu"
+        return interrupted_attempt(t, config.get("campaign", self.campaign), config.get("family", ""), backend)
 
 
 class SideLedger(Ledger):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.core.records import Attempt
-from evo.ledger.ledger import View
+from evo.ledger.view import View
 
 
 @dataclass
@@ -26,6 +26,7 @@ class MemoryLedger:
     """One process's campaign: ``ask`` / ``record`` / ``view`` as evo.ledger.ledger.Ledger has them, in a list."""
 
     shared = False
+    claimed = False  # claim() holds nothing: no other process can see this campaign
     limit: int | None = None
     heartbeat_s = 10**9  # no other process: nothing to recover
     grace_s = 2 * 10**9

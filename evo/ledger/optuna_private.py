@@ -39,6 +39,7 @@ __all__ = [
     "models",
     "rdb_storage",
     "scoped_session",
+    "set_trial_intermediate_value",
     "set_trial_param",
     "set_trial_value",
     "stale_trial_ids",
@@ -54,6 +55,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("optuna.storages._rdb.storage", "_create_scoped_session"),
     ("optuna.storages.RDBStorage", "_set_trial_param_without_commit"),
     ("optuna.storages.RDBStorage", "_set_trial_value_without_commit"),
+    ("optuna.storages.RDBStorage", "_set_trial_intermediate_value_without_commit"),
     ("optuna.storages.RDBStorage", "_get_stale_trial_ids"),
     ("optuna.storages._rdb.models.TrialModel", "_datetime_complete_utc"),
     ("optuna.storages._CachedStorage instance", "_backend"),
@@ -128,6 +130,13 @@ def set_trial_param(
 def set_trial_value(rdb: optuna.storages.RDBStorage, session: Any, row: Any, objective: int, value: float) -> None:
     """One objective value of trial row ``row``, in ``session`` (not committed)."""
     rdb._set_trial_value_without_commit(session, row, objective, value)
+
+
+def set_trial_intermediate_value(
+    rdb: optuna.storages.RDBStorage, session: Any, trial_id: int, step: int, value: float
+) -> None:
+    """One intermediate value (``step``) of a trial, in ``session`` (not committed)."""
+    rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
 
 
 def stale_trial_ids(rdb: optuna.storages.RDBStorage, sid: int) -> list[int]:

@@ -39,6 +39,7 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 
 from evo import stop
+from evo.core.liveness import exited
 from evo.ledger.errors import LedgerError
 from evo.ledger.optuna_private import models
 from evo.ledger.storage_url import engine_url, sqlite_url
@@ -407,7 +408,7 @@ def _remove_dead_creations(path: Path) -> None:
     made = re.compile(rf"\.{re.escape(path.name)}\.new-(\d+)-[0-9a-f]{{8}}(-journal)?")
     for old in path.parent.glob(f".{path.name}.new-*"):
         m = made.fullmatch(old.name)
-        if m and not Path(f"/proc/{m.group(1)}").exists():
+        if m and exited(int(m.group(1)), None):
             old.unlink(missing_ok=True)
 
 

@@ -5,16 +5,23 @@ percent-decoded, and a ``?`` starts its options. A file name is put into a URL q
 ``a?b``, ``c#d``, ``e%f``, ``g h``, ``i%20j`` or ``ü€`` is that folder, and read back as SQLAlchemy reads it.
 What is handed to SQLAlchemy to connect is a SQLite URI (``file:...?mode=...``) quoted once more, so that neither
 SQLAlchemy's decoding nor SQLite's own (``?``, ``#``, ``%``) nor Optuna's ``str.format`` of the URL
-(``{SCHEMA_VERSION}``) can change the path. Called by the config (its default storage, its log folder), the ledger
-(every open) and the commands that list ledgers; nothing here touches a file.
+(``{SCHEMA_VERSION}``) can change the path. Called by the config (its default storage, its log folder, which URLs
+it takes), the ledger (every open: :func:`evo.ledger.open_ledger` picks the storage by the URL's scheme), the
+commands that list ledgers or check the ledger's file, and every message that names a storage (:func:`safe_url`:
+never its password); nothing here touches a file.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 PREFIX = "sqlite:///"
+MEMORY = "memory:"  # evo.ledger.memory_ledger.MemoryLedger: one process, nothing kept (the search benchmark)
+# What a config's ``storage:`` may be: a SQLite file, a PostgreSQL or MySQL database (Optuna's RDB storage).
+_RDB = re.compile(r"^(sqlite:///.+|postgresql(\+\w+)?://.+|mysql(\+\w+)?://.+)$")
 
 
 class StorageURLError(ValueError):
@@ -56,3 +63,45 @@ def engine_url(path: Path, readonly: bool = False, create: bool = False) -> str:
     mode = "ro" if readonly else "rwc" if create else "rw"
     uri = "file:" + quote(str(Path(path).absolute()), safe="/")
     return f"{PREFIX}{quote(uri, safe='/:')}?mode={mode}&uri=true"
+
+
+def is_memory_url(url: str) -> bool:
+    """Whether ``url`` names a ledger held in memory (``memory:``): nothing is kept after the process."""
+    return url.partition(":")[0] == "memory"
+
+
+def is_rdb_url(url: str) -> bool:
+    """Whether ``url`` names a database Optuna's RDB storage opens (what a config's ``storage:`` may be)."""
+    return _RDB.fullmatch(url) is not None
+
+
+def safe_url(url: str) -> str:
+    """The storage URL without its password: what every message names."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
+def where(url: str) -> str:
+    """The ledger's file for a ``sqlite:///`` URL, else the URL without its password: where a message says it is."""
+    try:
+        path = sqlite_path(url)
+    except StorageURLError:
+        path = None
+    return str(path) if path is not None else safe_url(url)
+
+
+def with_installed_driver(url: str) -> str:
+    """A plain ``postgresql://`` URL with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.1 reads the plain form as psycopg (3), while evo's ``pg`` extra installs psycopg2: the form users
+    type first would fail with everything installed. An explicit ``+driver`` is always kept as written."""
+    if not url.startswith("postgresql://"):
+        return url
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://" + url[len("postgresql://") :]
+    return url  # no driver at all: opening it says so, with the hint

@@ -22,7 +22,8 @@ from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import BASELINE, Attempt
 from evo.report.ablation import META_KEY, changes, describe_change, share, without
-from gates import correctness_gate
+from evo.search import Proposal
+from gates.judge import OUTPUTS, judge
 from gates.stats import median, median_interval
 from harness.errors import HarnessError
 
@@ -69,20 +70,15 @@ def ablate(camp: Any, rounds: int | None = None, out: Callable[[str], None] = pr
         "geometries": {},
     }
 
-    c = camp.cfg.gates.correctness
-
     def load(genome: Genome) -> Any:
         built = None if camp.simulated else camp.builder.build(genome)
         return camp._load(built, genome)
 
     def wrong(genome: Genome, loaded: Any) -> str | None:
-        """An ablation is timed only if its outputs pass the campaign's correctness gate: the speed of a wrong
-        kernel says nothing of what a change carries."""
-        inexact = {g.name: camp.family.inexact_knobs(genome, g) for g in camp.cfg.geometries}
-        ev = camp.backend.correctness(loaded)
-        v = correctness_gate(
-            ev, camp.backend.baseline_hashes, c.mode, inexact, camp.backend.baseline_errors, c.tolerance_factor
-        )
+        """An ablation is timed only if its outputs pass the campaign's correctness gates (the judge's, as `evo run`
+        holds them: the exact-mode rule and the correctness gate): the speed of a wrong kernel says nothing of what
+        a change carries."""
+        v, _ = judge(Proposal(genome, "ablation"), camp.judge_context(), only=OUTPUTS, loaded=loaded)
         return None if v.ok else f"incorrect without it: {' '.join((v.reason or '').split())[:240]}"
 
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing as mp
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _builder: Any = None
@@ -78,3 +78,31 @@ class Prefetcher:
         for job in self._jobs.values():
             job.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def prefetcher_for(cfg: Any, simulated: bool, arch: str) -> Prefetcher | None:
+    """The campaign's compile processes ahead of the GPU, or None (worker.prefetch 0 / auto off-GPU, or a config
+    with no file the processes could load). Made as the loop starts."""
+    n = cfg.worker.prefetch
+    if n < 0:
+        n = 0 if simulated else 1
+    if n == 0 or cfg.path is None:
+        return None
+    return Prefetcher(str(cfg.path), arch, n)
+
+
+def compile_ahead(
+    prefetch: Any,
+    prop: Any,
+    propose_next: Callable[[], Any],
+    genome_of: Callable[[Any], Any] = lambda p: p.genome,
+) -> Any:
+    """Compile ``prop`` and the proposal after it (``propose_next()``, None for none) in the prefetch processes;
+    return that next one once ``prop``'s build is in the cache. Like a second worker, the next proposal lags
+    one result. ``genome_of``: the genome of what ``propose_next`` returns (evo worker: a reserved trial's)."""
+    prefetch.submit(prop.genome)
+    pending = propose_next()
+    if pending is not None:
+        prefetch.submit(genome_of(pending))
+    prefetch.wait(prop.genome)
+    return pending

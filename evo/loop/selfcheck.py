@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from evo.core.records import ACCEPTED
 from evo.loop.campaign import Campaign, now
 from evo.loop.replay import recording_aside
 from evo.search import Proposal
-from gates import PairSamples, perf_gate, threshold
+from gates import threshold
+from gates.judge import judge
 
 
 def selfcheck(camp: Campaign, aa_evaluations: int = 50, faults: bool = True) -> dict[str, Any]:
     """The harness checking itself: an A/A acceptance check, then the family's deliberate faults.
 
-    A/A: ``aa_evaluations`` full perf-gate decisions of the baseline against a
-    second copy of itself; none may be accepted. Faults: each named source
+    A/A: ``aa_evaluations`` full perf-gate decisions (the judge's perf gate, as
+    `evo run` makes them) of a second copy of the baseline against the baseline;
+    none may be accepted. Faults: each named source
     edit of the family is evaluated like any attempt (recorded in the side
     study ``<campaign>:selfcheck``, never among the campaign's attempts) and
     must be rejected by the correctness gate. The summary goes into the
@@ -33,29 +36,16 @@ def _selfcheck(camp: Campaign, aa_evaluations: int, faults: bool) -> dict[str, A
     champion = camp.champion
     p = camp.cfg.gates.perf
     base = camp.family.baseline()
-    a = camp._load(None if camp.simulated else camp.builder.build(base), base)
+    camp._load(None if camp.simulated else camp.builder.build(base), base)  # cached: the perf gate's baseline
     b = camp.backend.load(None if camp.simulated else camp.builder.build(base), base)
+    # The perf gate as `evo run` judges a step (the judge's, with the config's every argument), the baseline's copy
+    # against the baseline: the context has no champion, so the baseline's cached module is what it must beat.
+    ctx = dataclasses.replace(camp.judge_context(), champion=None)
     accepted, lows = 0, []
     for _ in range(aa_evaluations):
-        samples = []
-        for g in camp.cfg.geometries:
-            s = camp.backend.measure([("cand", b), ("champ", a)], g, p.rounds, camp.launches[g.name])
-            samples.append(
-                PairSamples(
-                    g.name,
-                    g.weight,
-                    s.times_us["cand"],
-                    s.times_us["champ"],
-                    None,
-                    s.discarded,
-                    camp.family.bytes_moved(g),
-                )
-            )
-        res = perf_gate(
-            samples, camp.floor, p.min_gain, p.confidence, p.rule, camp.ceiling.get("ceiling_tbps"), p.watched_slack
-        )
-        accepted += res.verdict.status == ACCEPTED
-        lows.append(min(iv.lo for iv in res.vs_parent.values()))
+        verdict, ev = judge(Proposal(base, "A/A"), ctx, only=("perf",), loaded=b)
+        accepted += verdict.status == ACCEPTED
+        lows.append(min(iv.lo for iv in ev.attempt.speedup_vs_parent.values()))
     out: dict[str, Any] = {
         "at": now(),
         "backend": camp.backend.name,

@@ -6,7 +6,7 @@ config through its storage URL, typically PostgreSQL
 (``postgresql+psycopg2://user:pw@host/db``; ``pip install -e '.[pg]'``), and
 runs the campaign loop (``Campaign.run`` in evo/loop/campaign.py, the loop of ``evo run``) against the
 shared ledger. The ledger does the
-coordination (evo/ledger/ledger.py, "Shared mode" and "Liveness"):
+coordination (evo/ledger/reserve.py, "Shared mode", and evo/ledger/sessions.py, "Liveness"):
 
 * no attempt measured twice: ``ask`` refuses, in the transaction that would
   create the trial and under the study lock, a genome that a RUNNING or
@@ -62,7 +62,10 @@ from typing import Any
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from evo.loop.campaign import POLL_S, RESERVE_TRIES, Campaign, CampaignError
+from evo.ledger.storage_url import safe_url
+from evo.loop.campaign import Campaign
+from evo.loop.errors import CampaignError
+from evo.loop.shared import POLL_S, RESERVE_TRIES
 
 __all__ = ["POLL_S", "RESERVE_TRIES", "WorkerCampaign", "cli_worker"]
 
@@ -97,10 +100,10 @@ def cli_worker(cfg: Any, args: Any) -> int:
         return fail(str(e))
     except (ImportError, SQLAlchemyError, StorageInternalError) as e:  # no driver, no server, bad credentials
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return fail(f"cannot open the storage {_safe_url(cfg.storage)}: {type(e).__name__}: {first}")
-    sim = " — simulated from recorded H200 measurements" if camp.simulated else ""
+        return fail(f"cannot open the storage {safe_url(cfg.storage)}: {type(e).__name__}: {first}")
+    sim = f" — {camp.label}" if camp.simulated else ""
     print(
-        f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {_safe_url(cfg.storage)} "
+        f"evo: worker {camp.name} joins campaign {cfg.campaign} ({cfg.family.name}) at {safe_url(cfg.storage)} "
         f"on the {camp.backend.name} backend{sim}",
         flush=True,
     )
@@ -120,13 +123,3 @@ def cli_worker(cfg: Any, args: Any) -> int:
     )
     print_champion(summary, sim)
     return 0
-
-
-def _safe_url(url: str) -> str:
-    """The storage URL without its password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1]

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evo.core.records import SIMULATED_LABEL, simulated_label
+
 CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED = "clean", "errors", "unavailable", "timeout", "failed"
 STATUSES = (CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED)
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
@@ -453,13 +455,11 @@ def failed_tools(record: Mapping[str, Any] | None) -> list[str]:
     return [t for t, r in tools.items() if (r or {}).get("status") in (ERRORS, TIMEOUT, FAILED)]
 
 
-def skip_reason(cfg: Any, backend_name: str, simulated: bool) -> str | None:
-    """Why the after-run pass does not run on this machine (None: it runs)."""
+def skip_reason(cfg: Any, backend_name: str, simulated: bool, label: str = SIMULATED_LABEL) -> str | None:
+    """Why the after-run pass does not run on this machine (None: it runs); ``label``: where a simulated run's
+    numbers come from (evo.core.records.simulated_label)."""
     if simulated or backend_name != "gpu":
-        return (
-            f"the {backend_name} backend runs no kernel (simulated from recorded H200 measurements); "
-            "compute-sanitizer needs the GPU backend"
-        )
+        return f"the {backend_name} backend runs no kernel ({label}); compute-sanitizer needs the GPU backend"
     mode = cfg.sanitizer.enabled
     if mode == "off":
         return "sanitizer.enabled is off in the config"
@@ -470,7 +470,7 @@ def skip_reason(cfg: Any, backend_name: str, simulated: bool) -> str | None:
     return None
 
 
-def gate_step(
+def run_step(
     cfg: Any,
     attempt: Any,
     ideas: Mapping[str, Any],
@@ -478,20 +478,21 @@ def gate_step(
     simulated: bool,
     source_variant: bool = False,
     out: Callable[[str], None] = print,
+    label: str = SIMULATED_LABEL,
 ) -> Any:
-    """The sanitizer gate on a step about to become the champion: the configured tools over its genome (as
-    built, with its ideas), judged by gates.sanitizer against the family's suppressions. Where no tool can run
-    (recorded backend, no binary under enabled: auto, enabled: off) the step passes, "not sanitizer-checked"."""
-    from evo.core.records import PASS
-    from gates.sanitizer import SanitizerResult, ToolReport, sanitizer_gate, unchecked
+    """The configured tools over a step about to become the champion (its genome as built, with its ideas), for the
+    sanitizer gate (gates/pipeline/sanitizer.py) to judge against the family's suppressions. Where no tool can run
+    (recorded backend, no binary under enabled: auto, enabled: off) the run says why (the step passes, "not
+    sanitizer-checked")."""
+    from gates.sanitizer import SanitizerRun, ToolReport
 
-    why = skip_reason(cfg, backend_name, simulated)
+    why = skip_reason(cfg, backend_name, simulated, label)
     if why is None and source_variant:
         why = "a source variant (a fault or a replayed patch): the sanitizer target builds genomes and ideas only"
     if why is None and getattr(cfg, "path", None) is None:
         why = "the config has no file the sanitizer target could load"
     if why is not None:
-        return SanitizerResult(PASS, unchecked(why))
+        return SanitizerRun(skipped=why)
     fam = cfg.family
     genome = dict(attempt.genome)
     from evo.search.ideas import idea_slugs
@@ -513,13 +514,14 @@ def gate_step(
         options=kernel_options(fam, sc.all_kernels),
         parallel=sc.parallel,
     )
-    res = sanitizer_gate(
-        [ToolReport.from_mapping(r.to_dict()) for r in results.values()], fam.sanitizer_suppressions, genome
-    )
-    res.record["version"] = next((r.version for r in results.values() if r.version), None)
-    res.record["durations_s"] = {t: r.duration_s for t, r in results.items()}
     out(f"sanitizer on #{attempt.id}: " + "; ".join(_one_line(r) for r in results.values()))
-    return res
+    return SanitizerRun(
+        [ToolReport.from_mapping(r.to_dict()) for r in results.values()],
+        extra={
+            "version": next((r.version for r in results.values() if r.version), None),
+            "durations_s": {t: r.duration_s for t, r in results.items()},
+        },
+    )
 
 
 def _already_checked(record: Mapping[str, Any] | None, attempt: Any, tools: Sequence[str]) -> bool:
@@ -544,7 +546,9 @@ def after_run(
 
     champ = ledger.champion()
     if simulated or backend_name != "gpu":  # nothing of a simulated campaign is written for the sanitizer
-        _skip(ledger, skip_reason(cfg, backend_name, simulated) or "", champ.id if champ else None, out, write=False)
+        label = simulated_label(ledger.meta("device") or {})  # (the backend's facts say whose measurements)
+        said = skip_reason(cfg, backend_name, simulated, label) or ""
+        _skip(ledger, said, champ.id if champ else None, out, write=False)
         return None
     if champ is None or champ.id == ledger.meta("baseline_id") or champ.verdict.status == BASELINE:
         _skip(ledger, "the champion is the baseline (no accepted step to check)", champ.id if champ else None, out)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.core.family import Family
-from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.core.records import ACCEPTED, BASELINE, Attempt, simulated_label
 from evo.report.export_files import MANIFEST as MANIFEST  # the export folder's files (the names kept for callers)
 from evo.report.export_files import ExportError as ExportError
 from evo.report.export_files import check_target as check_target
@@ -262,7 +262,7 @@ def commit_message(
     lines += [f"Verdict of #{x.id}: {x.verdict.reason}" for x in group] if group else [f"Verdict: {a.verdict.reason}"]
     lines.append(
         f"Device: {dev.get('name', '?')} (driver {dev.get('driver', '?')}), backend {a.backend}"
-        + (" — simulated from recorded H200 measurements" if meta.get("simulated") else "")
+        + (f" — {simulated_label(dev)}" if meta.get("simulated") else "")
         + f"; measured {a.finished_at or a.started_at}."
     )
     lines += [""] + _wrap("Caveats: " + "; ".join(_caveats(a, meta)) + ".", 72)
@@ -283,7 +283,7 @@ def _carried(a: Attempt, prev: Attempt, meta: Mapping[str, Any], champion_id: in
     said = carried(rec, changes(prev.genome, a.genome))
     if not said:
         return []
-    sim = "; simulated from recorded H200 measurements" if rec.get("simulated") else ""
+    sim = f"; {simulated_label(meta.get('device') or {})}" if rec.get("simulated") else ""
     head = (
         f"Which changes carry the gain (evo ablate of champion #{champion_id} on the {rec.get('backend', '?')} "
         f"backend{sim}, {rec.get('at', '?')}):"
@@ -302,7 +302,7 @@ def _caveats(a: Attempt, meta: Mapping[str, Any]) -> list[str]:
     if watched:
         out.append(f"{', '.join(str(g) for g in watched)} watched (guarded against regression, not optimized)")
     if meta.get("simulated"):
-        out.append("every time is simulated from recorded H200 measurements")
+        out.append(f"every time is {simulated_label(meta.get('device') or {})}")
     if ((cfg.get("gates") or {}).get("perf") or {}).get("launch") == "pdl":
         out.append(
             "timed with PDL launches (gates.perf.launch: pdl; every module built with EVO_PDL=1, which the "
@@ -425,8 +425,9 @@ def check_final(
     (its SASS digest). On a GPU (``backend`` gpu, or auto with one present) the file also goes through the
     correctness gate against baseline hashes frozen in this process. Returns (passed, report lines).
     """
+    from evo.search import Proposal
     from evo.search.ideas import inexact_ideas
-    from gates import correctness_gate
+    from gates.judge import OUTPUTS, JudgeContext, judge
     from harness.build import Builder, BuildError
 
     fam = cfg.family
@@ -450,10 +451,9 @@ def check_final(
         + f" attempt #{champ.id}'s {champ.sass_sha256[:16] or '(not recorded)'}"
     )
     ok = same
-    if backend == "auto":
-        from harness.gpu import gpu_available
+    from evo.backends import resolve
 
-        backend = "gpu" if gpu_available() else "recorded"
+    backend = resolve(backend, cfg.family)
     if backend != "gpu":
         lines.append(
             f"correctness: not run (no GPU); attempt #{champ.id} passed the correctness gate "
@@ -466,10 +466,13 @@ def check_final(
     be = GpuBackend.for_config(cfg, builder)
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
-    ev = be.correctness(be.load(built, knobs))
     book = idea_book(fam, meta)
-    inexact = {g.name: fam.inexact_knobs(knobs, g) + inexact_ideas(champ.genome, book) for g in cfg.geometries}
-    v = correctness_gate(ev, be.baseline_hashes, c.mode, inexact, be.baseline_errors, c.tolerance_factor)
+    # The campaign's correctness gates (the judge's), over the file as built: the champion's ideas are in the file,
+    # so its summation order is theirs too (the exact-mode rule reads them off the champion's genome).
+    ctx = JudgeContext.standalone(
+        cfg, be, builder, ideas=book, inexact_ideas=lambda _: inexact_ideas(champ.genome, book)
+    )
+    v, _ = judge(Proposal(fam.genome(knobs), f"export --check of {Path(final).name}"), ctx, only=OUTPUTS, built=built)
     lines.append(
         f"correctness gate on the GPU ({c.mode} mode, {c.seeds} seeds x {c.runs} runs, "
         f"{len(cfg.geometries)} geometries): {'passed' if v.ok else 'FAILED: ' + (v.reason or '')}"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, Attempt
+from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, SIMULATED_LABEL, Attempt, simulated_label
 from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.measure.ceiling import describe as ceiling_describe
 from evo.report.converged import convergence
@@ -28,6 +28,11 @@ SIMULATED_BANNER = (
 
 
 # --- small formatting helpers -------------------------------------------------
+def _label(meta: Mapping[str, Any]) -> str:
+    """Where a simulated campaign's numbers come from, as its backend said (a Kernel Tuner cache names its device)."""
+    return simulated_label((meta or {}).get("device") or {})
+
+
 def _cell(x: Any) -> str:
     """A table cell: no pipes or newlines may break the row."""
     s = "" if x is None else str(x)
@@ -386,7 +391,7 @@ def _ceiling_checks(meta: Mapping[str, Any]) -> list[str]:
         "",
     ]
     for c in checks:
-        sim = " (simulated from recorded H200 measurements)" if c.get("simulated") else ""
+        sim = f" ({_label(meta)})" if c.get("simulated") else ""
         L.append(
             f"- {c.get('at', DASH)}, champion #{c.get('champion', DASH)} on the {c.get('backend', DASH)} backend"
             f"{sim}: {c.get('method', DASH)}"
@@ -627,8 +632,7 @@ def _sanitizer(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
     L = ["## Sanitizer", ""]
     if not isinstance(rec, Mapping) or not rec:
         why = (
-            "the campaign ran on the recorded backend (simulated from recorded H200 measurements); "
-            "compute-sanitizer needs a GPU"
+            f"the campaign ran on the recorded backend ({_label(meta)}); compute-sanitizer needs a GPU"
             if meta.get("simulated")
             else "no pass recorded (`evo run` makes one on the GPU backend where compute-sanitizer is installed; "
             "`evo sanitize <config>` runs one on demand)"
@@ -681,7 +685,7 @@ def _ablation(meta: Mapping[str, Any], chain: Sequence[Attempt]) -> list[str]:
             f"Champion #{champ.id} not ablated{said}: `evo ablate <config>` measures which changes carry it.",
             "",
         ]
-    sim = " (simulated from recorded H200 measurements)" if rec.get("simulated") else ""
+    sim = f" ({_label(meta)})" if rec.get("simulated") else ""
     L += [
         f"Champion #{champ.id} with each of its changes against baseline #{rec.get('baseline')} set back alone, "
         f"{rec.get('at', DASH)}, {rec.get('backend', DASH)} backend{sim}. Method: {rec.get('method', DASH)}.",
@@ -704,7 +708,9 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
 
     L = [f"# Attempt log: {campaign} ({family})", ""]
     if meta.get("simulated"):
-        L += [SIMULATED_BANNER, ""]
+        label = _label(meta)
+        # (a replay of another tool's recorded measurements says whose: harness/ktcache.py's label)
+        L += [SIMULATED_BANNER if label == SIMULATED_LABEL else f"**{label[0].upper()}{label[1:]}** (replayed)", ""]
     L += _setup(attempts, meta, geoms, base)
     L += _peer(attempts, meta, geoms, chain, base)
     conv = convergence(attempts)
@@ -775,7 +781,7 @@ def convergence_plot(attempts: Sequence[Attempt], meta: Mapping[str, Any], path:
     ax.set_ylabel("speedup vs baseline (weighted geomean)")
     title = f"{(meta.get('config') or {}).get('campaign', '')}"
     if meta.get("simulated"):
-        title += " — simulated from recorded H200 measurements"
+        title += f" — {_label(meta)}"
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     # under the axes, not over the points: with every class and its reason it is several lines long
@@ -809,7 +815,7 @@ def render_status(attempts: list[Attempt], meta: dict) -> str:
     cfg = meta.get("config") or {}
     backend = meta.get("backend") or cfg.get("backend") or DASH
     if meta.get("simulated"):
-        backend += " (simulated from recorded H200 measurements)"
+        backend += f" ({_label(meta)})"
     counts = _verdict_counts(attempts)
     chain = champion_chain(attempts, meta)
     base = _baseline(attempts, meta)

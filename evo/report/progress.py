@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from evo.core.records import ACCEPTED, BASELINE, Attempt
+from evo.core.records import ACCEPTED, BASELINE, SIMULATED_LABEL, Attempt
 from evo.search.ideas import describe_change
 
 NARROW = 116  # columns inside the panel (a 120-column console) below which a reason gets a line of its own
@@ -47,12 +47,14 @@ class Progress:
         elapsed_before: float = 0.0,
         counted_before: Iterable[int] = (),
         clock: Callable[[], float] = time.monotonic,
+        label: str = SIMULATED_LABEL,
     ):
         self.console = console or Console()
         self.live_mode = self.console.is_terminal
         self.campaign = campaign
         self.budget = budget
         self.simulated = simulated
+        self.label = label  # where a simulated run's numbers come from (evo.core.records.simulated_label)
         self.counts: Counter[str] = Counter()
         self.recent: deque[tuple[Attempt, str]] = deque(maxlen=last)  # (attempt, its change vs its champion)
         self.best: dict[str, Any] = {}
@@ -106,7 +108,7 @@ class Progress:
             self._live.update(self.render())
         else:  # the same change as the live view and the log show (it read against the baseline here before)
             # markup=False: rich took "[simulated]" (and any [..] in a reason) for a style tag and dropped it.
-            sim = " [simulated from recorded H200 measurements]" if self.simulated else ""
+            sim = f" [{self.label}]" if self.simulated else ""
             self.console.print(
                 f"#{a.id:<4} {a.verdict.label():<22} {_short(change, 60):<60} {_short(a.verdict.reason, 110)}{sim}",
                 highlight=False,
@@ -153,7 +155,7 @@ class Progress:
         head.add_row("budget", self._budget())
         head.add_row("champion", self._champion())
         head.add_row("verdicts", ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items())) or "–")
-        title = "evo" + (" — simulated from recorded H200 measurements" if self.simulated else "")
+        title = "evo" + (f" — {self.label}" if self.simulated else "")
         return Panel(Group(head, _Recent(self)), title=title)
 
     def recent_rows(self, width: int) -> list[RenderableType]:
@@ -220,6 +222,7 @@ def run_with_progress(camp, live: bool = True):
         geometries=camp.cfg.geometries,
         elapsed_before=float(led.meta("elapsed_s") or 0.0),
         counted_before=[a.id for a in led.attempts() if a.verdict.kind != "interrupted"],
+        label=getattr(camp, "label", SIMULATED_LABEL),
     )
     progress.live_mode = progress.live_mode and live
     camp.on_attempt = progress

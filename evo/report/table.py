@@ -2,7 +2,7 @@
 
 One row per attempt and geometry of the campaign's config, whether or not the attempt was timed there (an
 early-stopped or rejected one has empty time columns where it was not): the genome one column per knob, the
-verdict (label, code, reason) and the Optuna state it is stored with (evo/ledger/ledger.py ``trial_outcome``), the time
+verdict (label, code, reason) and the Optuna state it is stored with (evo/ledger/outcome.py ``trial_outcome``), the time
 and its spread, the speedups against the champion then and the baseline with their 95% intervals (the baseline's
 own: 1.0), % of the copy ceiling, the resources of the module that geometry runs, the worker, device and backend;
 ``is_champion`` marks the campaign's champion now, the geometry's parameters are columns of their own, and the
@@ -20,7 +20,7 @@ from typing import Any
 
 from evo.core.family import Family, Geometry
 from evo.core.records import Attempt, Interval, Resources
-from evo.ledger.ledger import TRIAL_STATES, trial_outcome
+from evo.ledger.outcome import TRIAL_STATES, trial_outcome
 from evo.search.ideas import idea_slugs, is_gene
 from harness.build import spec_key
 

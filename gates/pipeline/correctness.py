@@ -14,18 +14,19 @@ from gates.registry import register_gate
 @register_gate("correctness", order=60)
 def correctness(s: Evidence) -> Verdict | None:
     """The outputs against the baseline's hashes (exact mode) or float64 errors (tolerance mode). Loads the build (the
-    module it leaves in ``s.loaded`` is the one perf times) and starts the attempt's measure_s clock."""
+    module it leaves in ``s.loaded`` is the one perf times) and starts the attempt's measure_s clock. A caller that
+    loaded the module (``judge(loaded=)``) or holds the outputs already (``judge(outputs=)``) hands them in."""
     ctx, a, genome = s.context, s.attempt, s.proposal.genome
     c = ctx.config.gates.correctness
     s.t0 = time.perf_counter()
-    # A source-level variant shares its genome with a plain one: never reuse a loaded module for it.
-    s.loaded = ctx.load(s.built, genome) if s.source is None else ctx.backend.load(s.built, genome)
-    ev = ctx.backend.correctness(s.loaded)
+    if s.outputs is None:
+        if s.loaded is None:  # a source-level variant shares its genome with a plain one: never a cached module
+            s.loaded = ctx.load(s.built, genome) if s.source is None else ctx.backend.load(s.built, genome)
+        s.outputs = ctx.backend.correctness(s.loaded)
+    ev, ref = s.outputs, ctx.reference
     a.output_hashes = hashes_by_geometry(ev)
     a.error_vs_ref = errors_by_geometry(ev)
-    v = correctness_gate(
-        ev, ctx.backend.baseline_hashes, c.mode, s.inexact, ctx.backend.baseline_errors, c.tolerance_factor
-    )
+    v = correctness_gate(ev, ref.baseline_hashes, c.mode, s.inexact, ref.baseline_errors, c.tolerance_factor)
     if v.ok:
         return None
     a.measure_s = round(time.perf_counter() - s.t0, 3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from evo.core.records import SIMULATED_LABEL, Attempt, Code, Verdict
+from evo.core.records import Attempt, Code, Verdict, simulated_label
 from gates.judge import Evidence, JudgeContext
 from gates.perf import EarlyStop, PairSamples, perf_gate
 from gates.registry import register_gate
@@ -101,7 +101,7 @@ def measure_and_judge(ctx: JudgeContext, a: Attempt, loaded: Any) -> Verdict:
             + ctx.launches_note(parts, g)
         )
         if ctx.simulated:
-            method += f"; {SIMULATED_LABEL}"
+            method += f"; {simulated_label(ctx.backend)}"
         samples.append(
             PairSamples(
                 g.name,

@@ -10,5 +10,14 @@ from gates.registry import register_gate
 @register_gate("sanitizer", order=90)
 def sanitizer(s: Evidence) -> Verdict | None:
     """compute-sanitizer over an accepted step, judged against the family's suppressions, before it becomes the
-    champion. The run itself is the campaign's (``JudgeContext.sanitize``: the config's tools and the log folder)."""
-    return s.context.sanitize(s.attempt, s.source is not None) if s.accepted else None
+    champion. Running the tools is the campaign's (``JudgeContext.sanitize``: the config's tools and the log
+    folder); the judging is here (``SanitizerRun.judged``). The accepted verdict carries the record in
+    ``detail["sanitizer"]``."""
+    if not s.accepted:
+        return None
+    a = s.attempt
+    res = s.context.sanitize(a, s.source is not None).judged(s.context.family.sanitizer_suppressions, dict(a.genome))
+    if not res.verdict.ok:
+        verdict: Verdict = res.verdict
+        return verdict
+    return Verdict.accepted(a.verdict.reason, {**a.verdict.detail, "sanitizer": res.record})

@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from evo.config import load_config
-    from gates.correctness import correctness_gate
+    from evo.search import Proposal
+    from gates.judge import OUTPUTS, JudgeContext, judge
     from harness.build import Builder
     from harness.gpu import GpuBackend
 
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     base = fam.baseline()
     base_loaded = be.load(builder.build(base), base)
     be.correctness(base_loaded, freeze=True)
+    ctx = JudgeContext.standalone(cfg, be, builder)
     result: dict[str, Any] = {"config": str(args.config), "facts": be.facts(), "genomes": {}, "timings": {}}
     empty = builder.build(base, base_source=EMPTY_SOURCE)
     parts = [
@@ -154,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         built = builder.build(g)
         rec["resources"] = {k: [m.resources.registers, m.resources.spills] for k, m in built.modules.items()}
         loaded = be.load(built, g)
+        # the outputs checked here, then judged by the campaign's correctness gates (the judge's)
         ev = be.correctness(loaded)
-        inexact = {geo.name: fam.inexact_knobs(g, geo) for geo in geos}
-        v = correctness_gate(ev, be.baseline_hashes, cg.mode, inexact, be.baseline_errors, cg.tolerance_factor)
+        v, _ = judge(Proposal(g, "decode probe"), ctx, only=OUTPUTS, built=built, loaded=loaded, outputs=ev)
         rec.update(
             ok=v.ok,
             reason=v.reason,

@@ -6,7 +6,8 @@ GENOMES.json: {"ref": {knob changes against the baseline}, "genomes": [{...}, ..
 kernel.cu to build the reference from (e.g. `git show HEAD:candidates/<family>/kernel.cu`), to time a genome
 before and after a source change side by side; a genome's own "source" key builds it from another kernel.cu (a
 timing variant). For each genome: build (ptxas registers / spills), the correctness checks of the campaign's
-backend (seeds x runs, poisoned outputs) judged by the config's correctness gate (mode and tolerance factor),
+backend (seeds x runs, poisoned outputs) judged by the campaign's correctness gates (gates.judge, the config's
+mode and tolerance factor),
 then interleaved timing against the reference (the harness's CUDA-graph batches, `rounds` pairs) at every
 geometry of the config. One line per (genome, geometry): medians, the ratio with its quartiles, % of the measured
 copy ceiling. A genome with "timing_only": true is timed even where the gate rejects it (a variant that drops work
@@ -26,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
 
 from evo.config import load_config  # noqa: E402
-from gates.correctness import correctness_gate  # noqa: E402
+from evo.search import Proposal  # noqa: E402
+from gates.judge import OUTPUTS, JudgeContext, judge  # noqa: E402
 from harness.build import Builder  # noqa: E402
 
 
@@ -53,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path(args.genomes).read_text())
     rounds = args.rounds
     fam, geos = cfg.family, cfg.geometries
-    cg = cfg.gates.correctness
     builder = Builder.for_config(cfg)
     be = backend_for(cfg, builder, args.backend, float(spec.get("batch_ms", 10.0)))
     base = fam.baseline()
     be.correctness(be.load(builder.build(base), base), freeze=True)
+    ctx = JudgeContext.standalone(cfg, be, builder)
     ceiling = be.copy_ceiling()
     print(f"copy ceiling {ceiling}", flush=True)
     ref_g = base.replace(**spec["ref"])
@@ -85,15 +87,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tag}: build failed: {str(e).splitlines()[0][:200]}", flush=True)
             continue
         res = {k.split(",")[0]: (m.resources.registers, m.resources.spills) for k, m in built.modules.items()}
-        try:
-            ev = be.correctness(v, freeze=False)
+        try:  # the campaign's correctness gates (the judge's: the exact-mode rule and the correctness gate)
+            verdict, judged = judge(Proposal(g, "probe"), ctx, only=OUTPUTS, built=built, loaded=v)
         except Exception as e:  # noqa: BLE001
             print(f"{tag}: crashed: {str(e).splitlines()[0][:200]}", flush=True)
             return 1  # the context is gone
-        verdict = correctness_gate(ev, be.baseline_hashes, cg.mode, None, be.baseline_errors, cg.tolerance_factor)
+        checks = judged.outputs.checks if judged.outputs is not None else []  # (none: rejected by the exact rule)
         ratio = {
             c.geometry: round(c.rel_err / be.baseline_errors[f"{c.geometry}/{c.seed}/{c.output}"], 2)
-            for c in ev.checks
+            for c in checks
             if c.rel_err is not None
         }
         print(

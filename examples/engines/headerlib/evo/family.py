@@ -140,6 +140,7 @@ FAMILY = MinilibFusedAddRmsnorm(
             ("engine", 1, 2, 4, 8, 16, 32),
             "engine",
             exact=False,
+            launch_only=True,
             doc="blockDim.y, read by the kernel at run time (launch only); engine: NormNumWarps(d, vec), the "
             "library's own launcher",
         ),

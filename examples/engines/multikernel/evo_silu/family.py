@@ -76,7 +76,7 @@ FAMILY = MkSiluAndMul(
     entry="silu_and_mul_kernel<{vec}>",
     knobs=(
         Knob("vec", (1, 2, 4, 8), 8, doc="elements a thread handles per step (a template parameter)"),
-        Knob("block", ("engine", 64, 128, 256, 512, 1024), "engine", doc="threads a row (launch only)"),
+        Knob("block", ("engine", 64, 128, 256, 512, 1024), "engine", launch_only=True, doc="threads a row"),
     ),
     faults={
         "half the rows: the second half never written": (

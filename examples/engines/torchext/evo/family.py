@@ -133,6 +133,7 @@ FAMILY = VllmLikeFusedAddRmsNorm(
             ("engine", 128, 256, 512, 1024),
             "engine",
             exact=False,
+            launch_only=True,
             doc="blockDim.x (launch only); engine: fused_add_rms_norm_block_size, the wrapper's own choice",
         ),
     ),
