@@ -309,7 +309,8 @@ def test_a_cuda_12_driver_is_told_apart_from_no_gpu(tmp_path, monkeypatch, capsy
     import types
 
     from evo.config import load_config
-    from evo.loop.campaign import CampaignError, make_backend
+    from evo.loop.errors import CampaignError
+    from evo.loop.seams import make_backend
     from harness.build import Builder
     from harness.gpu import gpu_problem
 
