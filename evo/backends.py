@@ -71,14 +71,12 @@ def resolve(name: str, family: Any = None) -> str:
         return name
     from harness.gpu import gpu_available, gpu_problem
 
-    if getattr(family, "recorded_only", False):
-        return "recorded"
-    if gpu_available():
-        return "gpu"
-    problem = gpu_problem()
+    cache = getattr(family, "recorded_only", False)
+    kind = "gpu" if gpu_available() and not cache else "recorded"
+    problem = None if kind == "gpu" or cache else gpu_problem()
     if problem is not None and problem != "no CUDA GPU is visible":  # a GPU evo cannot use: said, never hidden
         sys.stderr.write(f"evo: warning: backend auto took the recorded measurements: {problem}\n")
-    return "recorded"
+    return kind
 
 
 BACKENDS = ("auto", *REGISTRY)  # what configs and the CLI's --backend accept
