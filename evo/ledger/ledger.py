@@ -339,7 +339,6 @@ class Ledger:
             ("verdict", attempt.verdict.label()),
             ("genome_key", attempt.genome_key),
             (ATTEMPT_ATTR, attempt.to_json()),
-            *dashboard.attrs(attempt),  # short columns for optuna-dashboard and trials_dataframe()
         ]
 
     def _commit(
@@ -376,7 +375,7 @@ class Ledger:
             session.query(t).filter(t.trial_id == trial_id).update({t.state: t.state}, synchronize_session=False)
             row = t.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, row.state)
-            self._put_attrs(session, trial_id, self._attr_items(attempt))
+            self._put_attrs(session, trial_id, self._attr_items(attempt) + dashboard.attrs(attempt))
             if outcome is not None and state is not None:
                 for step, v in steps.items():
                     op.set_trial_intermediate_value(rdb, session, trial_id, step, v)
