@@ -42,6 +42,7 @@ from evo.ledger.ledger import (
     safe_url,
     worker_name,
 )
+from evo.loop.finish import run_finish_if_due
 from evo.measure import ceiling as ceiling_mod
 from evo.search import PROPOSERS, Proposal
 from evo.search.ideas import campaign_book, idea_hook, idea_slugs, inexact_ideas
@@ -572,6 +573,7 @@ class Campaign:
             genome_key=prop.genome.key,
             origin=prop.origin,
             derived_from=list(prop.derived_from),
+            finish=getattr(prop, "finish", None),  # the finish's tag (evo/loop/finish.py)
             parent_id=self.champion.id if self.champion else None,
             backend=self.backend.name,
             started_at=now(),
@@ -993,6 +995,10 @@ class Campaign:
                             prefetch.wait(prop.genome)
                         measure(prop, trial)
                     break
+                ran = run_finish_if_due(self, view)  # near-champions head to head when due (evo/loop/finish.py)
+                if ran is not None:
+                    new += ran
+                    continue
                 full = budget.attempts is not None and len(counted) + len(view.running) >= budget.attempts
                 if full and pending is None and led.shared:  # (a pending trial of ours is within the budget)
                     wait()  # the rest of the budget is being measured by others; one may still be interrupted
@@ -1015,6 +1021,10 @@ class Campaign:
                             wait()
                             continue
                         stopped = "search space exhausted (every valid genome was tried)"
+                        ran = run_finish_if_due(self, view, ending=stopped)
+                        if ran is not None:
+                            new += ran
+                            continue
                         break
                 prop, trial = got
                 if prefetch is not None:
