@@ -323,8 +323,8 @@ class FinishConfig:
     stall: int = key(30, "attempts since the champion was accepted that make a stall", lo=1, hi=MAX_ATTEMPTS)
     budget_share: float = key(
         0.15,
-        "the finish runs once the budget left (attempts or minutes) falls under this share, or under top_k + pairs "
-        "attempts",
+        "the finish runs once the budget left (attempts or minutes) falls under this share, or under the attempts "
+        "the finish would measure",
         lo=0.0,
         hi=1.0,
     )

@@ -175,13 +175,16 @@ def _atts(n: int):
         ({"stall": 5}, 10, 0.0, STALL),  # 9 attempts after champion #0
         ({}, 92, 0.0, END),  # 8 left <= max(15% of 100, top_k + pairs)
         ({}, 84, 0.0, None),  # 16 left
+        ({"attempts": 20}, 14, 0.0, None),  # 6 left > 15% of 20, and the finish has nothing to measure
+        ({"attempts": 20, "plan": 6}, 14, 0.0, END),  # ... or 6 to measure: it starts, to fit in the budget
         ({"attempts": None, "minutes": 10.0}, 10, 520.0, END),  # 1.3 of 10 min left
         ({"attempts": None, "minutes": 10.0}, 10, 500.0, None),
     ],
 )
 def test_when_the_finish_is_due(kw, n, elapsed, want):
     atts = _atts(n)
-    got = due(_fake(**kw), atts, atts[0], elapsed, None)
+    plan = kw.pop("plan", 0)
+    got = due(_fake(**kw), atts, atts[0], elapsed, None, lambda: plan)
     assert (got[0] if got else None) == want
 
 

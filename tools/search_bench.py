@@ -514,7 +514,16 @@ def bench_campaign(
     backend, the campaign's gates with the perf gate replaced by :func:`objective_gate`, a ledger in memory, a
     budget of ``cap`` attempts (the baseline included) and, ``until_target``, a stop at the first attempt within
     1% of the best. Returned unrun (``.run()``)."""
-    from evo.config import Budget, CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
+    from evo.config import (
+        Budget,
+        CampaignConfig,
+        CorrectnessGateConfig,
+        FinishConfig,
+        GateConfig,
+        PeerConfig,
+        ProposerConfig,
+        SearchConfig,
+    )
     from evo.config import WorkerConfig as WorkerCfg
     from evo.ledger.memory_ledger import MemoryLedger
     from evo.loop.campaign import Campaign
@@ -542,6 +551,9 @@ def bench_campaign(
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),
         worker=WorkerCfg(isolation="none", prefetch=0),
+        # no finish (evo/loop/finish.py): it re-judges near misses with the perf gate's statistics, which the
+        # noiseless objective gate below stands in for; the benchmark counts the proposer's evaluations
+        search=SearchConfig(finish=FinishConfig(enabled=False)),
     )
     gates = [objective_gate(space) if g.name == "perf" else g for g in builtin_gates()]
 

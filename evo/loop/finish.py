@@ -13,8 +13,9 @@ check and before it proposes, and once more as it is about to end for an exhaust
 finish runs for the champion of the moment when
 
 * the search stalls (trigger ``stall``): ``search.finish.stall`` attempts since the champion was accepted, or
-* the budget nears its end (trigger ``end``): fewer attempts left than ``budget_share`` of the budget or than
-  ``top_k + pairs``, or less than ``budget_share`` of the minutes; or the search space is exhausted.
+* the budget nears its end (trigger ``end``): no more attempts left than ``budget_share`` of the budget or than the
+  finish would measure now (so that it fits in the budget), or less than ``budget_share`` of the minutes; or the
+  search space is exhausted.
 
 Each trigger runs at most once per champion: a finish that ended is in the ledger's meta (evo/core/finish_record.py)
 and is not run again, by this run or a resumed one; one a stop cut short is continued on resume, without what it
@@ -41,7 +42,7 @@ import dataclasses
 import datetime as dt
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,7 +203,12 @@ def plan(campaign: Any, attempts: Sequence[Attempt], seen: set[str], champion: A
 
 # --- when -----------------------------------------------------------------------------------------------------
 def due(
-    campaign: Any, attempts: Sequence[Attempt], champion: Attempt, elapsed: float, ending: str | None
+    campaign: Any,
+    attempts: Sequence[Attempt],
+    champion: Attempt,
+    elapsed: float,
+    ending: str | None,
+    plan_size: Callable[[], int] = lambda: 0,
 ) -> tuple[str, str] | None:
     """(trigger, reason) of the finish due now for ``champion``, or None. The ledger's meta is read only where a
     trigger holds: an ``end`` finish that ended for this champion leaves nothing due for it, a ``stall`` one leaves
@@ -211,7 +217,7 @@ def due(
     counted = [a for a in attempts if a.verdict.kind != "interrupted"]
     since = sum(1 for a in counted if a.id > champion.id)
     stall = f"stall: {since} attempts since champion #{champion.id}" if since >= f.stall else None
-    end = ending or _budget_nearly_spent(campaign.cfg, len(counted), elapsed)
+    end = ending or _budget_nearly_spent(campaign.cfg, len(counted), elapsed, plan_size)
     if stall is None and end is None:
         return None
     runs = [r for r in finish_runs({FINISH_META: campaign.ledger.meta(FINISH_META)}) if r.champion == champion.id]
@@ -226,13 +232,15 @@ def due(
     return (STALL, stall) if stall is not None and STALL not in done else None
 
 
-def _budget_nearly_spent(cfg: Any, counted: int, elapsed: float) -> str | None:
-    """Why the budget nears its end (the ``end`` trigger), or None: fewer attempts left than budget_share of the
-    budget or than top_k + pairs (so the finish fits in it), or less than budget_share of the minutes."""
+def _budget_nearly_spent(cfg: Any, counted: int, elapsed: float, plan_size: Callable[[], int]) -> str | None:
+    """Why the budget nears its end (the ``end`` trigger), or None: no more attempts left than budget_share of the
+    budget or than the finish would measure now (``plan_size()``, asked only where it could matter: so the finish
+    fits in the budget), or less than budget_share of the minutes."""
     f, b = cfg.search.finish, cfg.budget
     if b.attempts is not None:
         left = b.attempts - counted
-        if left <= max(math.ceil(f.budget_share * b.attempts), f.top_k + f.pairs):
+        share = math.ceil(f.budget_share * b.attempts)
+        if left <= share or (left <= f.top_k + f.pairs and left <= plan_size()):
             return f"the budget nears its end: {left} of {b.attempts} attempts left"
     if b.minutes is not None:
         left_s = b.minutes * 60.0 - elapsed
@@ -275,7 +283,10 @@ def run_finish_if_due(campaign: Any, view: Any, ending: str | None = None) -> in
     if champion is None:
         return None
     elapsed = campaign._elapsed() if campaign._elapsed is not None else 0.0
-    when = due(campaign, view.attempts, champion, elapsed, ending)
+    seen = set(view.seen)
+    when = due(
+        campaign, view.attempts, champion, elapsed, ending, lambda: len(plan(campaign, view.attempts, seen, champion))
+    )
     if when is None:
         return None
     return _Finish(campaign, champion, *when).run(view)
