@@ -16,10 +16,11 @@ from evo.config import ConfigError, load_config
 from evo.core.finish_record import END, FINISH_META, NEAR, PAIR, STALL, finish_runs
 from evo.core.records import ACCEPTED, Code
 from evo.ledger.memory_ledger import MemoryLedger
-from evo.loop.campaign import Campaign
+from evo.loop.campaign import Campaign, make_backend
 from evo.loop.finish import due
 from evo.report.logmd import render_log
 from evo.search.base import Proposal, Proposer
+from harness.build import Builder
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAMP = {"block": 1024, "cache": 4, "reduce": "all_warps", "vec": 2}
@@ -39,6 +40,20 @@ class Scripted(Proposer):
 
     def propose(self, attempts, seen):
         return next((Proposal(g, "scripted") for g in self.todo if g.key not in seen), None)
+
+
+class Spy:
+    """The recorded backend, remembering the rounds each measurement asked for."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.simulated, self.rounds = inner, inner.name, True, []
+
+    def __getattr__(self, k):
+        return getattr(self.inner, k)
+
+    def measure(self, parts, g, rounds, *args, **kw):
+        self.rounds.append((tuple(label for label, _ in parts), rounds))
+        return self.inner.measure(parts, g, rounds, *args, **kw)
 
 
 def _config(tmp_path: Path, finish: str = "") -> Path:
@@ -70,8 +85,14 @@ def _campaign(path: Path, genomes, lines: list[str] | None = None, **kw) -> Camp
 
 def test_a_near_champion_under_the_1pct_step_is_accepted_by_the_finish_logged_and_not_run_again(tmp_path):
     lines: list[str] = []
-    camp = _campaign(_config(tmp_path), [CHAMP, NEAR_MISS], lines)
+    cfg = load_config(_config(tmp_path))
+    spy = Spy(make_backend(cfg, Builder.for_config(cfg)))
+    camp = Campaign(
+        cfg, out=lines.append, command="pytest", proposer=Scripted(cfg.family, [CHAMP, NEAR_MISS]), backend=spy
+    )
     summary = camp.run()
+    # head to head with more rounds: 3 x gates.perf.rounds at each geometry (the sweep holds 10 of them)
+    assert [r for parts, r in spy.rounds if parts[0] == "cand"] == [12] * 6 + [36] * 3
     atts = camp.ledger.attempts()
     by_genome = {a.genome_key: a for a in atts if a.finish is None}
     champ, miss = by_genome[camp.family.genome(CHAMP).key], by_genome[camp.family.genome(NEAR_MISS).key]
@@ -208,3 +229,22 @@ def test_finish_options_are_checked(tmp_path):
         load_config(_config(tmp_path, "search: {finish: {topk: 3}}"))
     cfg = load_config(_config(tmp_path, "search: {finish: {rounds: 48, min_gain: 0.002}}"))
     assert cfg.search.finish.rounds == 48 and cfg.search.finish.min_gain == 0.002 and cfg.search.finish.enabled
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_finish_runs_at_a_stall_with_more_rounds(tmp_path):
+    """The deployed proposer on the GPU: a stall of 6 attempts starts the finish; whatever it measured in full was
+    timed with 3 x 12 rounds (throttled ones dropped), and the log says what it tried."""
+    extra = 'search: {finish: {stall: 6, top_k: 3, pairs: 1}}\nsanitizer: {enabled: "off"}'
+    text = _config(tmp_path, extra).read_text()
+    p = tmp_path / "gpu.yaml"
+    p.write_text(text.replace("backend: recorded", "backend: gpu").replace("{attempts: 20}", "{attempts: 24}"))
+    camp = Campaign(load_config(p), out=lambda s: None, command="pytest")
+    camp.run()
+    atts = camp.ledger.attempts()
+    runs = finish_runs(camp.ledger.all_meta())
+    assert runs and all(r.rounds == 36 for r in runs)
+    for a in atts:
+        if a.finish is not None and a.verdict.code is not Code.PERF_EARLY_STOP and a.timings:
+            assert all(t.samples + t.discarded > 12 for t in a.timings.values())
+    assert "## Finish" in render_log(atts, camp.ledger.all_meta())

@@ -94,7 +94,9 @@ def estimate(a: Attempt, champion: Attempt, weights: Mapping[str, float]) -> flo
     return None
 
 
-def _near_misses(attempts: Sequence[Attempt], champion: Attempt, weights: Mapping[str, float]) -> dict[str, tuple]:
+def _near_misses(
+    attempts: Sequence[Attempt], champion: Attempt, weights: Mapping[str, float]
+) -> dict[str, tuple[float, Attempt]]:
     """Genome key -> (estimate, its latest attempt) of every attempt turned down for too small a gain, timed in
     full (``perf.not_faster``): the only rejections a smaller bar could turn into steps."""
     out: dict[str, tuple[float, Attempt]] = {}
@@ -153,7 +155,7 @@ def json_key(v: Any) -> Any:
 def pair_candidates(
     gains: Mapping[tuple[str, Any], tuple[float, Attempt]],
     champion: Attempt,
-    valid: Any,
+    valid: Callable[[Genome], str | None],
     skip: set[str],
     n: int,
 ) -> list[Candidate]:
@@ -276,8 +278,7 @@ def run_finish_if_due(campaign: Any, view: Any, ending: str | None = None) -> in
     ``view`` of the ledger; ``ending``: the loop is about to end for that reason (the search space exhausted).
     Runs the finish where it is due and returns how many attempts it measured (0: it ran with nothing to try,
     or with no budget left); None where no finish is due (the loop goes on as before)."""
-    campaign_cfg = campaign.cfg
-    if not campaign_cfg.search.finish.enabled or campaign.ledger.shared or campaign.replaying:
+    if not campaign.cfg.search.finish.enabled or campaign.ledger.shared or campaign.replaying:
         return None
     champion = view.champion() or campaign.baseline
     if champion is None:
@@ -311,7 +312,7 @@ class _Finish:
             records.append(run.to_record())
         led.set_meta(FINISH_META, records)
 
-    def _start(self, view: Any, todo: list[Candidate]) -> FinishRun:
+    def _start(self, todo: list[Candidate]) -> FinishRun:
         """The run's record: the one a stop cut short (continued), else a new one."""
         cfg = self.c.cfg
         for r in finish_runs({FINISH_META: self.c.ledger.meta(FINISH_META)}):
@@ -333,22 +334,26 @@ class _Finish:
         self._record(run)
         return run
 
-    def _room(self) -> int | None:
-        """Attempts the budget still has room for (None: no attempt budget); 0 also once the time is spent."""
+    def _room(self) -> tuple[int | None, str]:
+        """(attempts the budget still has room for, None: no attempt budget; why there is none: the budget spent, or
+        the caller's ``stop_when``), asked before each candidate as the loop asks before each proposal."""
         c = self.c
         elapsed = c._elapsed() if c._elapsed is not None else 0.0
         atts = c.ledger.attempts()
         _, spent = c.budget_spent(atts, elapsed)
-        if spent or (c.stop_when is not None and c.stop_when(atts)):
-            return 0
+        spent = spent or (c.stop_when(atts) if c.stop_when is not None else None)
+        if spent:
+            return 0, spent
         b = c.cfg.budget
-        return None if b.attempts is None else b.attempts - sum(1 for a in atts if a.verdict.kind != "interrupted")
+        return (
+            None if b.attempts is None else b.attempts - sum(1 for a in atts if a.verdict.kind != "interrupted")
+        ), ""
 
     def run(self, view: Any) -> int:
         c = self.c
         todo = plan(c, view.attempts, set(view.seen), self.champion)
-        run = self._start(view, todo)
-        room = self._room()
+        run = self._start(todo)
+        room, why = self._room()
         if room is not None:
             todo = todo[: max(room, 0)]
         p = c.cfg.gates.perf
@@ -360,7 +365,7 @@ class _Finish:
         )
         if not todo:
             c.out(f"finish ({run.reason}) from champion #{run.champion}: nothing to try")
-            self._end(run, "nothing to try" if room != 0 else "cut short: no budget left")
+            self._end(run, "nothing to try" if room != 0 else f"cut short: {why}")
             return 0
         n_near = sum(1 for x in todo if x.kind == NEAR)
         c.out(
@@ -372,8 +377,9 @@ class _Finish:
         with finish_settings(c):
             for cand in todo:
                 stop.check()  # a stop between candidates leaves the run open: a resumed run continues it
-                if self._room() == 0:
-                    ended = "cut short: budget spent"
+                room, why = self._room()
+                if room == 0:
+                    ended = f"cut short: {why}"
                     break
                 a = self._measure(run, cand, rule)
                 made += 1
