@@ -26,8 +26,7 @@ def _weighted(a: Attempt, weights: Mapping[str, float]) -> str:
     if not gs:
         return DASH
     v = geomean([a.speedup_vs_parent[g].value for g in gs], [weights[g] for g in gs])
-    lo = geomean([a.speedup_vs_parent[g].lo for g in gs], [weights[g] for g in gs])
-    return f"{v:.4f}x (lower bounds' mean {lo:.4f})" if len(gs) > 1 else a.speedup_vs_parent[gs[0]].fmt()
+    return f"{v:.4f}x" if len(gs) > 1 else a.speedup_vs_parent[gs[0]].fmt()
 
 
 def _run_lines(
@@ -37,6 +36,14 @@ def _run_lines(
     champ = by_id.get(run.champion)
     state = run.ended or "stopped before it ended (a resumed run continues it)"
     accepted = f"; accepted {', '.join(f'#{i}' for i in run.accepted)}" if run.accepted else "; no step accepted"
+    if not run.planned and run.ended == "nothing to try":
+        return [
+            f"### Finish {run.index + 1}: {run.reason}",
+            "",
+            f"From champion #{run.champion}, {run.started_at or DASH}: nothing to try (no near miss it had not "
+            "measured, no untried pair of single-knob gains).",
+            "",
+        ]
     L = [
         f"### Finish {run.index + 1}: {run.reason}",
         "",
@@ -60,10 +67,10 @@ def _run_lines(
                 f"{tag['estimate']:.4f}x" if isinstance(tag.get("estimate"), (int, float)) else DASH,
                 f"#{a.parent_id}" if a.parent_id is not None else DASH,
                 _weighted(a, weights),
-                "accepted" if a.verdict.status == ACCEPTED else f"{a.verdict.label()}: {a.verdict.reason}",
+                f"{'accepted' if a.verdict.status == ACCEPTED else a.verdict.label()}: {a.verdict.reason}",
             ]
         )
-    head = ["Attempt", "Kind", f"Change vs #{run.champion}", "From", "Before", "Against", "Measured", "Verdict"]
+    head = ["Attempt", "Kind", f"Change vs #{run.champion}", "From", "Before", "Against", "Weighted", "Verdict"]
     L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     L += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return L + [""]
@@ -83,7 +90,8 @@ def finish_section(attempts: Sequence[Attempt], meta: Mapping[str, Any], weights
         "(evo/loop/finish.py, search.finish). A finish step needs the lower bound of its speedup to clear "
         "1 + max(search.finish.min_gain, 3 x the A/A floor); a search step needs 1 + max(gates.perf.min_gain, "
         '3 x floor) (docs/measurement.md). "Before": the candidate\'s weighted-mean speed against the champion as '
-        "measured before the finish.",
+        'measured before the finish; "Weighted": its weighted-mean speed as the finish measured it, against the '
+        'champion of the moment ("Against").',
         "",
     ]
     for run in runs:
