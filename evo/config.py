@@ -298,6 +298,44 @@ class BuildConfig:
 
 
 @dataclass(frozen=True)
+class FinishConfig:
+    """The finish (evo/loop/finish.py): when the search stalls or its budget nears its end, the champion's near misses
+    are measured head to head with more rounds, and a step needs the lower bound of its speedup to clear
+    `1 + max(min_gain, 3 x the A/A floor)` with this section's min_gain (docs/measurement.md, "The finish")."""
+
+    enabled: bool = key(True, "run the finish (false: the campaign ends where the search leaves it, as before)")
+    top_k: int = key(
+        5, "near-champions measured again: the best attempts turned down for too small a gain", lo=0, hi=100
+    )
+    within_pct: float = key(
+        2.0, "how far below the champion (percent, weighted mean) a near-champion may have measured", lo=0.0, hi=50.0
+    )
+    pairs: int = key(3, "pairwise combinations of the champion's unmerged single-knob gains measured", lo=0, hi=100)
+    rounds: int | None = key(
+        None, "interleaved rounds of each finish measurement", lo=6, hi=1000, shown="3 x gates.perf.rounds"
+    )
+    min_gain: float = key(
+        0.0,
+        "smallest speedup a finish step needs beside 3 x the A/A floor (gates.perf.min_gain is the search's)",
+        lo=0.0,
+        hi=1.0,
+    )
+    stall: int = key(30, "attempts since the champion was accepted that make a stall", lo=1, hi=MAX_ATTEMPTS)
+    budget_share: float = key(
+        0.15,
+        "the finish runs once the budget left (attempts or minutes) falls under this share, or under the attempts "
+        "the finish would measure",
+        lo=0.0,
+        hi=1.0,
+    )
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    finish: FinishConfig = key(factory=FinishConfig, doc="near-champions head to head as the search ends")
+
+
+@dataclass(frozen=True)
 class GeometryEntry:
     """The keys of a geometries[] entry beside the family's geometry parameters (`evo families` lists those)."""
 
@@ -370,6 +408,7 @@ class CampaignConfig:
         shown="none: no idea genes are proposed (ideas in the ledger still build)",
     )
     sanitizer: SanitizerConfig = key(factory=SanitizerConfig, doc="compute-sanitizer on the champion after a GPU run")
+    search: SearchConfig = key(factory=SearchConfig, doc="search settings beside the proposer: the finish")
     build: BuildConfig = key(
         factory=BuildConfig, doc="include folders, options and the compiler (NVRTC or nvcc)", custom=True
     )
@@ -772,6 +811,7 @@ def load_config(
         e2e=_e2e(raw.get("e2e"), bound),
         ideas=_ideas(raw["ideas"]) if "ideas" in raw else None,
         sanitizer=_sanitizer(raw.get("sanitizer")),
+        search=_search(raw.get("search")),
         path=p,
         campaign=name,
         family=family,
@@ -1068,6 +1108,12 @@ def narrow_family(family: Family, space: Mapping[str, Any] | None) -> tuple[Fami
     if not wanted:
         return family, []
     return restrict_knobs(family, wanted, "recorded space"), lines
+
+
+def _search(raw: Any) -> SearchConfig:
+    se = _section(raw, "search", _keys(SearchConfig))
+    fin = _section(se.get("finish"), "search.finish", _keys(FinishConfig))
+    return SearchConfig(finish=FinishConfig(**_fill(FinishConfig, fin, "search.finish")))
 
 
 def _sanitizer(raw: Any) -> SanitizerConfig:

@@ -261,11 +261,9 @@ def recorded_outputs_pass(
     the Kernel Tuner cache writer) that have no config."""
     from types import SimpleNamespace
 
-    from evo.core.genome import Genome
-
     correctness = SimpleNamespace(mode=mode, tolerance_factor=tolerance_factor)
     config = SimpleNamespace(family=None, gates=SimpleNamespace(correctness=correctness))
     refs = References(dict(baseline_hashes), dict(baseline_errors))
     ctx = JudgeContext.standalone(config, references=refs, simulated=True)
-    proposal = SimpleNamespace(genome=Genome(genome or {}), note="recorded sweep entry", ideas=())
+    proposal = SimpleNamespace(genome=dict(genome or {}), note="recorded sweep entry", ideas=())
     return judge(proposal, ctx, only=("correctness",), outputs=evidence)[0].ok

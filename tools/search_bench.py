@@ -586,7 +586,15 @@ def bench_campaign(
 
 def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, budget: Any, seed: int) -> Any:
     """The campaign config of a space with no config file: the defaults, the space's correctness settings."""
-    from evo.config import CampaignConfig, CorrectnessGateConfig, GateConfig, PeerConfig, ProposerConfig
+    from evo.config import (
+        CampaignConfig,
+        CorrectnessGateConfig,
+        FinishConfig,
+        GateConfig,
+        PeerConfig,
+        ProposerConfig,
+        SearchConfig,
+    )
     from evo.config import WorkerConfig as WorkerCfg
     from evo.ledger.storage_url import MEMORY
 
@@ -612,6 +620,9 @@ def _default_config(space: Space, name: str, options: Mapping[str, Any] | None, 
         backend="recorded",
         peer=PeerConfig(torch_compile="off"),
         worker=WorkerCfg(isolation="none", prefetch=0),
+        # no finish (evo/loop/finish.py): it re-judges near misses with the perf gate's statistics, which the
+        # noiseless objective gate below stands in for; the benchmark counts the proposer's evaluations
+        search=SearchConfig(finish=FinishConfig(enabled=False)),
     )
 
 

@@ -317,6 +317,9 @@ class Attempt:
     bound: dict[str, Any] | None = None  # slot for the share-derived decode-bound verdict
     device: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # set where the finish measured it (evo/loop/finish.py, FinishTag's fields): which finish, why it ran, what the
+    # attempt is (a near-champion measured again, or a pair of single-knob gains) and the attempts it comes from
+    finish: dict[str, Any] | None = None
     started_at: str = ""
     finished_at: str = ""
     compile_s: float = 0.0

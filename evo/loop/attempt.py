@@ -36,6 +36,7 @@ def new_attempt(
         genome_key=prop.genome.key,
         origin=prop.origin,
         derived_from=list(prop.derived_from),
+        finish=getattr(prop, "finish", None),  # the finish's tag (evo/loop/finish.py)
         parent_id=parent.id if parent else None,
         backend=backend_name,
         started_at=now(),

@@ -40,6 +40,7 @@ from evo.loop.attempt import new_attempt, now
 from evo.loop.baseline import BaselineSetup
 from evo.loop.budget import budget_spent, exact_mode_tabu, spent_at_resume
 from evo.loop.errors import CampaignError
+from evo.loop.finish import run_finish_if_due
 from evo.loop.modules import LoadedModules
 from evo.loop.prefetch import compile_ahead, prefetcher_for
 from evo.loop.shared import others_hold_the_rest, recover_dead, reserve, wait
@@ -139,9 +140,7 @@ class Campaign:
         self.ideas, self._ideas_changed = campaign_ideas.read_ideas(self.cfg, self.ledger)
         self.builder.source_hook = idea_hook(self.ideas)
         self.modules = LoadedModules(self.backend, self.builder, self.simulated)
-        self.floor = 0.0
-        self.floors: dict[str, float] = {}
-        self.ceiling: dict[str, float] = {}
+        self.floor, self.floors, self.ceiling = 0.0, dict[str, float](), dict[str, float]()
         self.baseline: Attempt | None = None
         self.champion: Attempt | None = None
         self._base_resources: dict[str, Any] = {}
@@ -403,6 +402,9 @@ class Campaign:
             if spent:
                 self._measure_reserved(st)
                 return spent
+            if (ran := run_finish_if_due(self, view)) is not None:  # near-champions head to head when due
+                st.new += ran
+                continue
             if others_hold_the_rest(led, self.cfg.budget, counted, view, st.pending):
                 wait()
                 continue
@@ -415,7 +417,11 @@ class Campaign:
             if got == AGAIN:
                 continue
             if got is None:
-                return "search space exhausted (every valid genome was tried)"
+                stopped = "search space exhausted (every valid genome was tried)"
+                if (ran := run_finish_if_due(self, view, ending=stopped)) is None:  # (evo/loop/finish.py)
+                    return stopped
+                st.new += ran
+                continue
             assert isinstance(got, tuple)
             prop, trial = got
             if st.prefetch is not None:

@@ -17,6 +17,7 @@ from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, SIMULATED_LABE
 from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.measure.ceiling import describe as ceiling_describe
 from evo.report.converged import convergence
+from evo.report.finish_log import finish_section
 from evo.report.plot_legend import MEASURED_IN_FULL, STOPPED_EARLY, legend, plot_kind, unplotted
 from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
@@ -725,6 +726,7 @@ def render_log(attempts: list[Attempt], meta: dict, plot: str | None = None) -> 
             "",
         ]
     L += _steps(chain, geoms, meta)
+    L += finish_section(attempts, meta, dict(geoms))  # evo/report/finish_log.py
     L += _ceiling_checks(meta)
     L += _decode_steps(chain)
     L += ["## Verdicts", ""]
