@@ -21,6 +21,7 @@ from evo.core.records import (
     Verdict,
     error_code,
     legacy_code,
+    simulated_label,
     verdict_from_dict,
 )
 
@@ -40,5 +41,6 @@ __all__ = [
     "Verdict",
     "error_code",
     "legacy_code",
+    "simulated_label",
     "verdict_from_dict",
 ]

@@ -57,11 +57,15 @@ def test_families_lists_every_knob(tmp_path):
     assert r.stderr == ""
     rows: dict[tuple[str, str], str] = {}  # (family, knob) -> its row: two families may share a knob's name
     family = None
+    last = None
     for ln in r.stdout.splitlines():
-        if ln.startswith("   "):  # a long cell's continuation line, under its column
+        if ln.startswith("   "):  # a long cell's continuation line, under its column: part of the row above
+            if last is not None:
+                rows[last] += " " + ln.strip()
             continue
         if ln.startswith("  "):
-            rows[(family, ln.split()[0])] = ln
+            last = (family, ln.split()[0])
+            rows[last] = ln
         else:
             family = ln.split(":")[0]
     for name in family_names():

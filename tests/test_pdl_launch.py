@@ -110,7 +110,7 @@ def test_a_sweep_timed_with_pdl_serves_pdl_campaigns_and_only_them(tmp_path, mon
     text = re.sub(r"^budget: .*$", "budget: {attempts: 3}", text, flags=re.M)
     for launch in ("pdl", "plain"):
         p = tmp_path / f"{launch}.yaml"
-        body = re.sub(r"(rule: \w+)\}", rf"\1, launch: {launch}}}", text)
+        body = re.sub(r"(rule: \w+)", rf"\1, launch: {launch}", text)  # (inside gates.perf's flow mapping)
         p.write_text(body + f"storage: sqlite:///{tmp_path / launch}.db\n")
         cfg = load_config(p)
         assert cfg.gates.perf.launch == launch

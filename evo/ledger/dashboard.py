@@ -11,6 +11,7 @@ objective is named (:func:`name_metric`), not "Objective 0".
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import Any
 
@@ -21,6 +22,7 @@ from evo.core.records import Attempt
 
 METRIC = "speedup vs baseline (weighted geomean)"
 REASON_CHARS = 200  # a column, not the whole story: the attempt record holds it all
+_WHITESPACE = re.compile(r"\s+")
 GEOMETRY_PREFIX = "speedup."  # user attr speedup.<geometry>
 
 
@@ -29,7 +31,7 @@ def attrs(attempt: Attempt) -> list[tuple[str, Any]]:
     v = attempt.verdict
     out: list[tuple[str, Any]] = [
         ("verdict_code", v.code.value),
-        ("reason", " ".join(v.reason.split())[:REASON_CHARS]),
+        ("reason", _WHITESPACE.sub(" ", v.reason).strip()[:REASON_CHARS]),  # one line, for a table cell
     ]
     if attempt.score is not None and math.isfinite(attempt.score):
         out.append(("score", float(attempt.score)))
