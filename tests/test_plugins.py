@@ -34,7 +34,8 @@ def make(cfg, builder):
     return recorded_for_config(cfg, builder)
 
 
-def worker(config, backend=None, storage=None):
+def worker(config, backend=None, storage=None):  # in a worker process: leaves a mark beside the config
+    open(config + ".served", "w").write(backend)
     return recorded_backend(config, backend, storage)
 
 
@@ -107,11 +108,13 @@ def test_a_backend_installed_outside_evo_runs_a_campaign(tmp_path, monkeypatch, 
     atts = Ledger(cfg.storage, cfg.campaign, cfg.family.knobs).attempts()
     assert len(atts) == 6 and all(a.timings for a in atts if a.verdict.gate != "correctness")  # #0: the baseline
 
-    # --backend takes it too (the shipped config says recorded), and --help lists it
-    other = write_config(tmp_path, 3, name="other")
+    # --backend takes it too (the shipped config says recorded), isolated in a worker process (a fresh interpreter)
+    other = write_config(tmp_path, 3, name="other", extra="worker: {isolation: worker, timeout_s: 60}\n")
     assert main(["run", str(other), "--plain", "--backend", "replayed"]) == 0
-    assert plugin.MADE == [cfg.campaign, load_config(other).campaign]
-    capsys.readouterr()
+    assert Path(f"{other}.served").read_text() == "replayed" and plugin.MADE == [cfg.campaign]
+    ocfg = load_config(other)
+    assert len(Ledger(ocfg.storage, ocfg.campaign, ocfg.family.knobs).attempts()) == 3
+    capsys.readouterr()  # and --help lists it
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     assert "backend: auto, gpu, recorded, replayed" in " ".join(capsys.readouterr().out.split())
