@@ -7,7 +7,7 @@ backend in this process, ``worker(config, backend, storage)`` in an isolated wor
 starts it in a fresh interpreter, so it takes a config path, not objects). A backend implements
 ``evo.core.protocols.Backend``. The built-ins register below (their factories in evo/backend_factories.py); a new
 one is one module of its own, outside evo, that calls ``register(BackendEntry(...))`` when imported, named under the
-``evo.backends`` entry-point group of its package (docs/extending.md, "A backend of your own")::
+``evo.backends`` entry-point group of its package (docs/extending.md §6, tests/test_plugins.py)::
 
     [project.entry-points."evo.backends"]
     mine = "my_site.backend"

@@ -1,5 +1,5 @@
 """Registries by name that installed packages extend: the backends (evo/backends.py, entry-point group
-``evo.backends``) and the proposers (evo/search/registry.py, ``evo.proposers``). The gates' registry
+``evo.backends``) and the proposers (evo/search/__init__.py, ``evo.proposers``). The gates' registry
 (gates/registry.py, ``evo.gates``) works the same way, in its own layer.
 
 A plug-in is one module of an installed package, named under the group in its metadata::
@@ -51,7 +51,7 @@ class PluginGroup:
             raise PluginError(broken[0])
 
     def _import(self, ep: EntryPoint) -> str:
-        """ "" once the entry point's module is imported, else the one line that names it and why."""
+        """The empty string once the entry point's module is imported, else the one line naming it and why."""
         try:
             ep.load()
         except Exception as e:  # a broken plug-in is named, not a traceback from deep inside the loop
