@@ -1,11 +1,19 @@
 """The backends a campaign can measure on, registered by name: the config's ``backend`` and the CLI's ``--backend``
-take these names (``BACKENDS``), and ``evo.loop.seams.make_backend`` makes one from its entry. ``auto`` picks ``gpu``
-where a CUDA GPU is visible, else ``recorded`` (the family's recorded sweep).
+take these names (``BACKENDS``), and ``evo.loop.seams.make_backend`` makes one from its entry (``REGISTRY``).
+``auto`` picks ``gpu`` where a CUDA GPU is visible, else ``recorded`` (the family's recorded sweep).
 
 Each entry names two factories as "module:function" (imported only when used): ``make(cfg, builder)`` builds the
 backend in this process, ``worker(config, backend, storage)`` in an isolated worker process (harness/worker.py
 starts it in a fresh interpreter, so it takes a config path, not objects). A backend implements
-``evo.core.protocols.Backend``. A new one is one ``register`` call here (its factories in evo/backend_factories.py).
+``evo.core.protocols.Backend``. The built-ins register below (their factories in evo/backend_factories.py); a new
+one is one module of its own, outside evo, that calls ``register(BackendEntry(...))`` when imported, named under the
+``evo.backends`` entry-point group of its package (docs/extending.md §6, tests/test_plugins.py)::
+
+    [project.entry-points."evo.backends"]
+    mine = "my_site.backend"
+
+Such modules are imported once, when the registry is first read (evo/core/plugins.py); one that fails to import is
+a one-line ``PluginError`` naming it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from evo.core.plugins import Names, PluginError, Registry
+
+ENTRY_POINT_GROUP = "evo.backends"
 
 
 @dataclass(frozen=True)
@@ -32,14 +44,13 @@ class BackendEntry:
         return getattr(importlib.import_module(mod), fn)
 
 
-REGISTRY: dict[str, BackendEntry] = {}
+REGISTRY: Registry[BackendEntry] = Registry(ENTRY_POINT_GROUP, "backend", reserved=("auto",))
 
 
 def register(entry: BackendEntry) -> BackendEntry:
-    if entry.name == "auto" or entry.name in REGISTRY:
-        raise ValueError(f"backend {entry.name!r} is registered already")
-    REGISTRY[entry.name] = entry
-    return entry
+    """Add a backend by its entry's name; called here for the built-ins and by a plug-in's module when imported.
+    Raises PluginError for a name taken (or ``auto``)."""
+    return REGISTRY.register(entry.name, entry)
 
 
 register(
@@ -79,5 +90,6 @@ def resolve(name: str, family: Any = None) -> str:
     return kind
 
 
-BACKENDS = ("auto", *REGISTRY)  # what configs and the CLI's --backend accept
-WORKER_FACTORIES = {name: e.worker for name, e in REGISTRY.items()}
+BACKENDS = Names(REGISTRY, first=("auto",))  # what configs and the CLI's --backend accept (read when used)
+
+__all__ = ["BACKENDS", "ENTRY_POINT_GROUP", "REGISTRY", "BackendEntry", "PluginError", "register", "resolve"]

@@ -12,7 +12,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ class Key:
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
-    choices: tuple[str, ...] | None = None
+    choices: Sequence[str] | None = None  # (the backends' names: read when used, evo/core/plugins.py)
     kind: str | None = None  # the YAML type as people read it, where the field's type does not say it
     allowed: str | None = None  # what is allowed, in words, where neither range nor choices say it
     shown: str | None = None
@@ -371,7 +371,9 @@ class CampaignConfig:
     )
     seed: int = key(0, "random seed", lo=0, hi=2**31 - 1)
     backend: str = key(
-        "auto", "gpu, recorded (the family's recorded H200 sweep, or its Kernel Tuner cache), or auto", choices=BACKENDS
+        "auto",
+        "gpu, recorded (the family's recorded H200 sweep, or its Kernel Tuner cache), auto, or a plug-in's backend",
+        choices=BACKENDS,
     )
     clocks: str = key(
         "record", "record: read the SM clock; lock: lock it (only on a GPU you own)", choices=("record", "lock")
@@ -627,7 +629,7 @@ def _num(
     return v
 
 
-def _choice(raw: dict, key: str, prefix: str, choices: tuple[str, ...], default: str) -> str:
+def _choice(raw: dict, key: str, prefix: str, choices: Sequence[str], default: str) -> str:
     full = f"{prefix}.{key}" if prefix else key
     if key not in raw or raw[key] is None:
         return default

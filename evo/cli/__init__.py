@@ -23,6 +23,7 @@ import sys
 from evo.cli import campaign, families, ktcache, report
 from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable, storage_file_problem
 from evo.cli.completion import COMPLETION
+from evo.core.plugins import PluginError
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "Command", "main"]
 
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(argv)
         stop.check()  # a request during the command's last steps still says it was stopped
         return code
+    except PluginError as e:  # a backend or proposer plug-in that cannot load, met as --backend was parsed
+        return _fail(str(e))
     except BrokenPipeError:  # `evo status | head`: the reader left; say nothing more
         import os
 
@@ -183,6 +186,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return _fail(f"config error: {e}")
     except FamilyError as e:  # a family's hook raised or returned what it may not (evo/core/hooks.py)
+        return _fail(str(e))
+    except PluginError as e:  # a backend or proposer plug-in that cannot load (evo/core/plugins.py)
         return _fail(str(e))
     except LedgerError as e:
         return _fail(str(e))

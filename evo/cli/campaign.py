@@ -6,6 +6,7 @@ import sys
 
 from evo.backends import BACKENDS
 from evo.cli.common import (
+    BACKEND_HELP,
     EXIT_PROBLEMS,
     EXIT_UNCHECKED,
     EXIT_USAGE,
@@ -25,7 +26,7 @@ def _run_parser(sub) -> None:
         "run", help="start or resume a campaign", epilog="every key of the config, with its default: evo config"
     )
     r.add_argument("config", help="campaign YAML, e.g. configs/mhc_pre_big_fuse.yaml")
-    r.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    r.add_argument("--backend", choices=BACKENDS, metavar="NAME", help=BACKEND_HELP)
     r.add_argument("--storage", help="override the config's storage URL")
     r.add_argument("--attempts", type=int, help="override budget.attempts")
     r.add_argument("--minutes", type=float, help="override budget.minutes")
@@ -38,7 +39,7 @@ def _worker_parser(sub) -> None:
     w = sub.add_parser("worker", help="join a campaign as one of several workers sharing its storage (e.g. PostgreSQL)")
     w.add_argument("config", help="campaign YAML")
     w.add_argument("--storage", help="the shared storage URL, e.g. postgresql+psycopg2://user:pw@host/db")
-    w.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+    w.add_argument("--backend", choices=BACKENDS, metavar="NAME", help=BACKEND_HELP)
     w.add_argument("--attempts", type=int, help="override budget.attempts (the campaign's total, all workers)")
     w.add_argument("--minutes", type=float, help="override budget.minutes")
 

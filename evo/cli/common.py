@@ -58,6 +58,11 @@ class _Parser(argparse.ArgumentParser):
         return ""
 
 
+# --backend's choices are read when used (argparse's metavar keeps building the parser from loading the backends'
+# plug-ins; its %(choices)s, from reading them until --help asks)
+BACKEND_HELP = "override the config's backend: %(choices)s"
+
+
 def campaign_args(p: argparse.ArgumentParser, backend: bool = False) -> None:
     """The arguments every command on one campaign takes: its config, a storage override, and a backend one."""
     p.add_argument("config", help="campaign YAML")
@@ -65,7 +70,7 @@ def campaign_args(p: argparse.ArgumentParser, backend: bool = False) -> None:
     if backend:
         from evo.backends import BACKENDS
 
-        p.add_argument("--backend", choices=BACKENDS, help="override the config's backend")
+        p.add_argument("--backend", choices=BACKENDS, metavar="NAME", help=BACKEND_HELP)
 
 
 @dataclass
