@@ -98,11 +98,11 @@ def registered(name: str, cls: Any) -> Iterator[None]:
     if name in PROPOSERS:
         yield
         return
-    PROPOSERS[name] = cls
+    PROPOSERS.register(name, cls)
     try:
         yield
     finally:
-        del PROPOSERS[name]
+        PROPOSERS.unregister(name)
 
 
 class BenchCampaign(Campaign):
