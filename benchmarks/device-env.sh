@@ -3,7 +3,7 @@
 # environment evo runs in there, and appends the GPU, its driver and clocks and $EVO_COMMIT to $OUT/device.txt.
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $(ls .whl/*.whl | grep -v '/evo-') || exit 1
+        $(ls .whl/*.whl | grep -v -E '/evo(_kernels)?-') || exit 1
 fi
 export PYTHONPATH=$root:/tmp/site EVO_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 {

@@ -268,7 +268,7 @@ def test_headerlib_faults_are_the_header_with_one_edit(tmp_path):
 
 
 def evo(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run(
         [sys.executable, "-m", "evo", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )

@@ -441,7 +441,7 @@ def test_rule_based_proposer_marked_interchange_and_widen():
 
 
 def evo(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run(
         [sys.executable, "-m", "evo", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
