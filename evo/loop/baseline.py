@@ -16,6 +16,7 @@ from typing import Any
 
 from evo import stop
 from evo.core.genome import Genome
+from evo.core.protocols import Storage
 from evo.core.records import BASELINE, Attempt, Code, Timing, Verdict, simulated_label
 from evo.ledger.ledger import GenomeTaken
 from evo.loop.attempt import now
@@ -74,7 +75,7 @@ class BaselineSetup:
     def __init__(
         self,
         cfg: Any,
-        ledger: Any,
+        ledger: Storage,
         modules: LoadedModules,
         out: Callable[[str], None],
         worker: str,
