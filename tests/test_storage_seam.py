@@ -123,3 +123,17 @@ def test_both_storages_give_what_the_protocols_name(tmp_path):
         assert [t.number for t in view.running] == [trial.number] == [t.number for t in led.running()]
         assert view.attempts == [] and view.champion() is None and FAM.baseline().key in view.seen
         assert led.elapsed_fn is None  # the loop sets it while it runs
+
+
+def test_replay_on_a_storage_with_no_side_studies_is_one_line():
+    """evo replay and selfcheck record beside the campaign (a side study of its database): a memory storage has
+    none, and says so (an AttributeError before the loop held its storage as a Storage)."""
+    from types import SimpleNamespace
+
+    from evo.loop.errors import CampaignError
+    from evo.loop.replay import recording_aside
+
+    camp = SimpleNamespace(ledger=MemoryLedger())
+    with pytest.raises(CampaignError, match="needs the campaign in a database"):
+        with recording_aside(camp, "replay"):  # type: ignore[arg-type]
+            pass
