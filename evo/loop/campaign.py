@@ -43,7 +43,7 @@ from evo.loop.errors import CampaignError
 from evo.loop.finish import run_finish_if_due
 from evo.loop.modules import LoadedModules
 from evo.loop.prefetch import compile_ahead, prefetcher_for
-from evo.loop.shared import others_hold_the_rest, recover_dead, reserve, wait
+from evo.loop.shared import Reserved, others_hold_the_rest, recover_dead, reserve, wait
 from evo.search import Proposal
 from evo.search.ideas import idea_hook, idea_slugs, inexact_ideas
 from gates.judge import JudgeContext, judge, pipeline
@@ -76,7 +76,7 @@ class LoopState:
     new: int = 0  # attempts this run recorded
     # (proposal, its trial: None until evaluate asks it, except on a shared storage) proposed one step ahead and
     # compiled while the GPU measured (worker.prefetch)
-    pending: tuple[Proposal, AskedTrial | None] | None = None
+    pending: Reserved | None = None
     last_check: float = field(default_factory=time.monotonic)  # the last look for dead workers
 
 
@@ -429,7 +429,7 @@ class Campaign:
                 st.pending = compile_ahead(st.prefetch, prop, reserve_next, genome_of=lambda p: p[0].genome)
             self._measure(st, prop, trial)
 
-    def _next_proposal(self, st: LoopState, view: StorageView) -> tuple[Proposal, AskedTrial | None] | str | None:
+    def _next_proposal(self, st: LoopState, view: StorageView) -> Reserved | str | None:
         """The step's proposal and its trial: the one proposed ahead, else a new one; WAIT (the others hold the rest
         for now), AGAIN (read the ledger again) or None (the space is exhausted)."""
         got, st.pending = st.pending, None
@@ -447,12 +447,10 @@ class Campaign:
             return WAIT
         return got
 
-    def _reserve_next(
-        self, proposer: Any, prop: Proposal, view: StorageView
-    ) -> Callable[[], tuple[Proposal, AskedTrial | None] | None]:
+    def _reserve_next(self, proposer: Any, prop: Proposal, view: StorageView) -> Callable[[], Reserved | None]:
         """The proposal after ``prop``, to be compiled ahead (None where another worker holds what is proposed)."""
 
-        def reserve_next() -> tuple[Proposal, AskedTrial | None] | None:
+        def reserve_next() -> Reserved | None:
             try:
                 return self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
             except (GenomeTaken, BudgetTaken):  # the next step proposes in-line

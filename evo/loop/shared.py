@@ -22,9 +22,13 @@ POLL_S = 0.2  # how often a worker waiting on others looks at the ledger again
 RESERVE_TRIES = 8
 
 
+# a proposal and its trial: reserved at once on a shared storage, else None until the loop asks it
+Reserved = tuple[Proposal, AskedTrial | None]
+
+
 def reserve(
     ledger: Storage, proposer: Any, attempts: list[Attempt], seen: set[str], taken: Callable[[], None]
-) -> tuple[Proposal, AskedTrial | None] | None:
+) -> Reserved | None:
     """Propose a genome: (proposal, its trial), or None when nothing is left.
 
     On a shared storage the genome is reserved at once (its trial RUNNING, so that other workers propose
