@@ -66,3 +66,19 @@ def test_each_link_is_shown_to_the_callers_check_before_it_is_followed():
     assert seen == [("a", "b"), ("a", "c")]
     assert sweepfile.linked_entry(genomes, "missing") is None
     assert sweepfile.linked_entry({"a": {"same_as": "gone"}}, "a") is None
+
+
+def test_a_synthetic_landscape_takes_its_baseline_by_the_same_rule():
+    """tools/synth_landscape.py followed the template baseline's links without a limit (a cycle never ended)."""
+    from tools import synth_landscape as sl
+
+    d = sweepfile.load(REAL)
+    base = d["baseline_key"]
+    others = [k for k, e in d["genomes"].items() if k != base and "same_as" not in e]
+    d["genomes"][others[0]] = copy.deepcopy(d["genomes"][base])
+    prev = others[0]
+    for k in [*others[1 : sweepfile.SAME_AS_HOPS + 1], base]:  # the baseline SAME_AS_HOPS + 1 links from data
+        d["genomes"][k] = {"same_as": prev, "sass": "linked", "launch": "same"}
+        prev = k
+    with pytest.raises(ValueError, match="has no data within 4 same_as links"):
+        sl.landscape("mhc_pre_big_fuse", sl.KINDS[0], 1, template=d)
