@@ -165,6 +165,20 @@ class PeerConfig:
         "torch.compile of the reference, timed beside the champion",
         choices=("default", "max-autotune", "off"),
     )
+    nvbench: Path | None = key(
+        None,
+        "an nvbench --json result of the baseline kernel (relative to the config): the time of the state matching "
+        "each geometry, shown beside the champion (evo/report/nvbench_peer.py)",
+        custom=True,
+        kind="path",
+        shown="none",
+    )
+    nvbench_benchmark: str | None = key(
+        None,
+        "which benchmark of that file",
+        custom=True,
+        shown="the file's only one, or the one named as the family's entry or name",
+    )
 
 
 @dataclass(frozen=True)
@@ -796,7 +810,8 @@ def load_config(
     pe = _section(raw.get("peer"), "peer", _keys(PeerConfig))
     if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
         pe = {**pe, "torch_compile": "off"}
-    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"))
+    nvbench, nvbench_benchmark = _peer_nvbench(pe, p, family, geometries)
+    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"), nvbench=nvbench, nvbench_benchmark=nvbench_benchmark)
 
     bound = _bound(raw.get("bound"), p, family, geometries)
     w = _section(raw.get("worker"), "worker", _keys(WorkerConfig))
@@ -962,6 +977,17 @@ def _gates(raw: Any) -> GateConfig:
             f"gates.perf.early_rounds: {perf.early_rounds} must be 0 (off) or from 4 to rounds - 1 ({perf.rounds - 1})"
         )
     return GateConfig(**parts)
+
+
+def _peer_nvbench(
+    pe: dict, cfg_path: Path, family: Family, geometries: list[Geometry]
+) -> tuple[Path | None, str | None]:
+    from evo.report.nvbench_peer import NvbenchError, config_keys
+
+    try:
+        return config_keys(pe, cfg_path.parent, geometries, [n for n in (family.entry, family.name) if n])
+    except NvbenchError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> BoundConfig | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evo.core.records import ACCEPTED, PASS, Attempt, Verdict
+from evo.core.sanitizer_record import SanitizerRun
 from gates.correctness import baseline_problem
 from gates.registry import GateError, RegisteredGate, builtin_gates, gate_order
 
@@ -64,9 +65,7 @@ class JudgeContext:
     launches_note: Callable[[Sequence[tuple[str, Any]], Any], str]  # the timing method's words on graph sizes
     inexact_ideas: Callable[[Mapping[str, Any]], list[str]]  # genome -> its ideas that change summation order
     uses_ideas: Callable[[Mapping[str, Any]], bool]  # genome -> whether it applies any source-level idea
-    sanitize: Callable[
-        [Attempt, bool], Any
-    ]  # (attempt, source variant) -> the tools' run (gates/sanitizer.py SanitizerRun)
+    sanitize: Callable[[Attempt, bool], SanitizerRun]  # (attempt, source variant) -> the tools' run over it
     e2e: Callable[[Attempt], None]  # observe an accepted step end to end (fills attempt.bound, may reject)
     load_profile: Callable[[Any], Any]  # path -> the decode profile (evo/measure/profile.py) of the bound gate
     references: References | None = None  # None: the backend's frozen baseline_hashes / baseline_errors

@@ -3,18 +3,35 @@
 A step becomes the champion only if no tool reported a finding the family does not declare known
 (evo.core.family.SanitizerSuppression: tool, kernel, pattern, and the argument a reviewer must read). A tool that could
 not check the step (unavailable, timeout, failed) is no finding: the step stands, and is "not sanitizer-checked"
-by that tool in the log and its commit message. Running the tool is evo/measure/sanitize.py's.
+by that tool in the log and its commit message. Running the tool is evo/measure/sanitize.py's; the records it
+hands over (ToolReport, SanitizerRun) are core types (evo/core/sanitizer_record.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evo.core.records import PASS, Code, Verdict
 
-CLEAN, ERRORS = "clean", "errors"
+# the records the tools' run is handed over in, and their one-line description (core types: the runner in
+# evo/measure builds them without importing the judge); re-exported, as before they moved
+from evo.core.sanitizer_record import CLEAN, ERRORS, SanitizerRun, ToolReport, describe, unchecked
+
+__all__ = [
+    "CLEAN",
+    "ERRORS",
+    "SanitizerResult",
+    "SanitizerRun",
+    "Suppression",
+    "ToolReport",
+    "describe",
+    "judged",
+    "sanitizer_gate",
+    "unchecked",
+]
+
 SHOWN = 3  # finding lines a rejection's reason quotes
 
 
@@ -30,43 +47,14 @@ class Suppression(Protocol):
     def matches(self, tool: str, line: str) -> bool: ...
 
 
-@dataclass
-class ToolReport:
-    """One tool's result as evo/measure/sanitize.py parsed it."""
-
-    tool: str
-    status: str  # clean | errors | unavailable | timeout | failed
-    count: int | None = None  # errors in the summary
-    findings: list[str] = field(default_factory=list)  # every top-level report line
-    reason: str = ""
-
-    @classmethod
-    def from_mapping(cls, d: Mapping[str, Any]) -> ToolReport:
-        return cls(
-            str(d.get("tool", "")),
-            str(d.get("status", "")),
-            d.get("count"),
-            list(d.get("findings") or d.get("errors") or []),
-            str(d.get("reason") or ""),
-        )
-
-
-@dataclass
-class SanitizerRun:
-    """What running the tools over one step gave (evo/measure/sanitize.py ``run_step``), for the sanitizer gate to
-    judge: the tools' reports, or why none could run; ``extra`` rides along in the step's record (version, times)."""
-
-    reports: list[ToolReport] = field(default_factory=list)
-    skipped: str | None = None  # why no tool ran: the step stands, "not sanitizer-checked"
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def judged(self, suppressions: Sequence[Suppression], genome: Mapping[str, Any]) -> SanitizerResult:
-        """The run's verdict and record: ``sanitizer_gate`` over the reports, PASS unchecked when none ran."""
-        if self.skipped is not None:
-            return SanitizerResult(PASS, unchecked(self.skipped))
-        res = sanitizer_gate(self.reports, suppressions, genome)
-        res.record.update(self.extra)
-        return res
+def judged(run: SanitizerRun, suppressions: Sequence[Suppression], genome: Mapping[str, Any]) -> SanitizerResult:
+    """The tools' run over one step judged: ``sanitizer_gate`` over its reports (their ``extra`` added to the
+    record), PASS unchecked when none ran; by the sanitizer gate (gates/pipeline/sanitizer.py)."""
+    if run.skipped is not None:
+        return SanitizerResult(PASS, unchecked(run.skipped))
+    res = sanitizer_gate(run.reports, suppressions, genome)
+    res.record.update(run.extra)
+    return res
 
 
 @dataclass
@@ -126,28 +114,3 @@ def sanitizer_gate(
                 record,
             )
     return SanitizerResult(PASS, record)
-
-
-def unchecked(reason: str) -> dict[str, Any]:
-    """The record of a step no sanitizer checked (no tool, the recorded backend, enabled: off)."""
-    return {"checked": False, "tools": {}, "suppressed": [], "unchecked": {"": reason}}
-
-
-def describe(record: Mapping[str, Any] | None) -> str:
-    """One line for a step's sanitizer result: clean, suppressed findings (named), or not sanitizer-checked."""
-    if not record:
-        return "not sanitizer-checked (no sanitizer result recorded for this step)"
-    tools = record.get("tools") or {}
-    ran = [t for t, st in tools.items() if st in (CLEAN, ERRORS)]
-    not_ = record.get("unchecked") or {}
-    parts = []
-    if ran:
-        sup = record.get("suppressed") or []
-        known = "; ".join(f"{s['name']} ({s['tool']}): {s['finding']}" for s in sup)
-        parts.append(
-            f"{', '.join(ran)} clean" + (f" except findings the family declares known: {known}" if sup else "")
-        )
-    if not_:
-        why = "; ".join(f"{t}: {w}" if t else w for t, w in not_.items())
-        parts.append(f"not sanitizer-checked ({why})")
-    return "; ".join(parts) or "not sanitizer-checked"

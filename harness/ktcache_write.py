@@ -36,6 +36,7 @@ from evo.core.family import Family, Geometry
 from evo.core.genome import Genome
 from gates.judge import recorded_outputs_pass
 from harness.recorded import SAME, recorded_evidence
+from harness.sweepfile import linked_entry
 
 # a sweep entry's status -> Kernel Tuner's error (tools/sweep.py's statuses; a Kernel Tuner cache replayed as a
 # sweep, harness/ktcache.py, keeps Kernel Tuner's own names); any other status: RuntimeFailedConfig
@@ -48,16 +49,6 @@ ERROR_OF_STATUS = {
 
 class KTWriteError(ValueError):
     """The sweep cannot be written as asked (one line)."""
-
-
-def _link(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    """A sweep entry with its ``same_as`` links followed (a link holds one variant's data for another genome)."""
-    e = genomes.get(key)
-    for _ in range(8):
-        if e is None or "same_as" not in e:
-            break
-        e = genomes.get(e["same_as"])
-    return None if e is None or "same_as" in e else e
 
 
 def kt_value(v: Any) -> Any:
@@ -94,7 +85,7 @@ def _error(
         return ERROR_OF_STATUS.get(status, "RuntimeFailedConfig")
     if not e.get("t", {}).get(g) or e.get("recheck"):
         return "RuntimeFailedConfig"
-    base = _link(data["genomes"], data["baseline_key"]) or {}
+    base = linked_entry(data["genomes"], data["baseline_key"]) or {}
     hashes = {f"{cg}/{seed}/{out}": SAME for cg, seed, out, *_ in base.get("checks", [])}
     hashes.update(data.get("baseline_hashes", {}))
     ev = recorded_evidence(e, hashes, 10**9, 10**9)
@@ -143,7 +134,7 @@ def sweep_to_kt_cache(
     gd = pick_geometry(data, geometry)
     g = gd["name"]
     geo = Geometry(g, dict(gd["params"]), float(gd.get("weight", 1)))
-    base = _link(data["genomes"], data["baseline_key"])
+    base = linked_entry(data["genomes"], data["baseline_key"])
     if base is None or not base.get("t", {}).get(g):
         raise KTWriteError(f"the sweep has no baseline times at {g}")
     bmed = statistics.median(base["t"][g])
@@ -152,7 +143,7 @@ def sweep_to_kt_cache(
     cache: dict[str, Any] = {}
     for values in itertools.product(*(k.values for k in fam.knobs)):
         genome = Genome(dict(zip(names, values)))
-        e = _link(data["genomes"], genome.key)
+        e = linked_entry(data["genomes"], genome.key)
         err = "InvalidConfig" if fam.check(genome, [geo]) is not None else _error(e, g, data, mode, tolerance_factor)
         entry: dict[str, Any] = dict(zip(names, values))
         timings = {"compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}

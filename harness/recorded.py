@@ -30,8 +30,8 @@ from harness.build import Built
 from harness.errors import HarnessError
 from harness.gpu import Loaded, Samples
 from harness.inout import InputWrite
+from harness.sweepfile import linked_entry, sweep_files
 from harness.sweepfile import load as load_sweep
-from harness.sweepfile import sweep_files
 
 SAME = "="  # a stored hash equal to the baseline's
 
@@ -174,14 +174,12 @@ class RecordedBackend:
     def _entry(self, key: str) -> dict[str, Any]:
         """The sweep's entry of a genome, its ``same_as`` links followed (a link holds one variant's data for
         another genome of the same machine code and launch)."""
-        e = self.sweep.data["genomes"].get(key)
-        hops = 0
-        while e is not None and "same_as" in e and hops < 4:
-            self._link_holds(key, e)
-            e = self.sweep.data["genomes"].get(e["same_as"])
-            hops += 1
+        e = linked_entry(self.sweep.data["genomes"], key, self._link_holds)
         if e is None:
-            raise NotRecorded(f"genome {key} is not in the recorded sweep {self.sweep.path.name}")
+            raise NotRecorded(
+                f"genome {key} is not in the recorded sweep {self.sweep.path.name}"
+                + (" (its same_as links lead to no data)" if key in self.sweep.data["genomes"] else "")
+            )
         return e
 
     def _link_holds(self, key: str, link: Mapping[str, Any]) -> None:

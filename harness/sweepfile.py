@@ -15,10 +15,14 @@ import gzip
 import json
 import lzma
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 FORMAT = 1
+# ``same_as`` links followed at most (tools/sweep.py links a twin to the first genome of its variant, one hop;
+# tools/merge_sweeps.py may add one across shards): a longer chain is a broken sweep, not data.
+SAME_AS_HOPS = 4
 SUFFIXES = (".json.xz", ".json.gz")  # the first is written; both are read
 # Keys every sweep holds (the recorded backend reads each of them).
 REQUIRED = (
@@ -35,6 +39,24 @@ REQUIRED = (
     "copy_ceiling",
     "genomes",
 )
+
+
+def linked_entry(
+    genomes: Mapping[str, Any], key: str, on_link: Callable[[str, Mapping[str, Any]], None] | None = None
+) -> dict[str, Any] | None:
+    """Genome ``key``'s sweep entry with its ``same_as`` links followed (a link holds one variant's data for another
+    genome of the same machine code and launch), at most :data:`SAME_AS_HOPS` of them; None where the genome, a
+    link's target, or data within that many hops is missing. ``on_link(key, link)`` is called on each link before
+    it is followed (the recorded backend refuses a link whose launches differ there). Every reader of a sweep
+    (harness/recorded.py, harness/ktcache_write.py, tools/search_bench.py) follows links here."""
+    e = genomes.get(key)
+    for _ in range(SAME_AS_HOPS):
+        if e is None or "same_as" not in e:
+            break
+        if on_link is not None:
+            on_link(key, e)
+        e = genomes.get(e["same_as"])
+    return None if e is None or "same_as" in e else e
 
 
 class SweepFileError(ValueError):

@@ -1,6 +1,6 @@
 """The layers hold at run time, not only in the import graph lint-imports reads: importing every module of one
-layer, in a fresh interpreter, loads nothing of a layer above it (issue #41 item 5). lint-imports allows indirect
-imports and skips what a package's __init__ runs; `import gates` used to run evo/__init__.py, which loaded
+layer, in a fresh interpreter, loads nothing of a layer above it (issue #41 item 5). lint-imports skips what a
+package's __init__ runs; `import gates` used to run evo/__init__.py, which loaded
 evo.config, the ledger and the sanitizer."""
 
 from __future__ import annotations

@@ -99,3 +99,41 @@ def test_a_database_url_is_an_optuna_ledger(tmp_path):
 def test_safe_url_hides_the_password():
     assert safe_url("postgresql+psycopg2://evo:secret@db.example/evo") == "postgresql+psycopg2://evo:***@db.example/evo"
     assert "secret" not in where("postgresql://evo:secret@db.example/evo")
+
+
+# --- the values the loop reads of its storage are typed (issue #41 item 4) -------------------------------------------
+def test_what_the_loop_reads_of_a_storage_has_a_type():
+    """The trial ask() gives, the view of one step and the running trials are protocols (evo/core/protocols.py), not
+    Any: mypy checks the loop's use of them (``Campaign.ledger`` is a Storage). The meta values and record()'s
+    trial (each storage takes its own kind) stay Any."""
+    from typing import Any, get_type_hints
+
+    from evo.core.protocols import AskedTrial, StorageView
+
+    returns = {n: get_type_hints(getattr(Storage, n))["return"] for n in ("ask", "view", "running")}
+    assert returns["ask"] is AskedTrial and returns["view"] is StorageView
+    assert Any not in returns.values() and "AskedTrial" in str(returns["running"])
+
+
+def test_both_storages_give_what_the_protocols_name(tmp_path):
+    for led in (open_ledger("memory:", "c", FAM.knobs), open_ledger(sqlite_url(tmp_path / "l.db"), "c", FAM.knobs)):
+        trial = led.ask(fixed=FAM.baseline())
+        assert isinstance(trial.number, int)
+        view = led.view()
+        assert [t.number for t in view.running] == [trial.number] == [t.number for t in led.running()]
+        assert view.attempts == [] and view.champion() is None and FAM.baseline().key in view.seen
+        assert led.elapsed_fn is None  # the loop sets it while it runs
+
+
+def test_replay_on_a_storage_with_no_side_studies_is_one_line():
+    """evo replay and selfcheck record beside the campaign (a side study of its database): a memory storage has
+    none, and says so (an AttributeError before the loop held its storage as a Storage)."""
+    from types import SimpleNamespace
+
+    from evo.loop.errors import CampaignError
+    from evo.loop.replay import recording_aside
+
+    camp = SimpleNamespace(ledger=MemoryLedger())
+    with pytest.raises(CampaignError, match="needs the campaign in a database"):
+        with recording_aside(camp, "replay"):  # type: ignore[arg-type]
+            pass

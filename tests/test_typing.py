@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("evo", "harness", "gates")
-CEILING = 1103  # 2026-12-07 after the session's merges (864 before them); lower it as Any goes
+CEILING = 1087  # 2026-12-07: 1103 after the session 27 merges, less the storage seam and sanitizer records typed
 
 
 def any_count(path: Path) -> int:

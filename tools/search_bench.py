@@ -198,13 +198,9 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def entry(genomes: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    """A sweep entry with ``same_as`` links followed (as harness/recorded.py does)."""
-    e = genomes.get(key)
-    hops = 0
-    while e is not None and "same_as" in e and hops < 8:
-        e = genomes.get(e["same_as"])
-        hops += 1
-    return None if e is None or "same_as" in e else e
+    """A sweep entry with ``same_as`` links followed as the recorded backend follows them (one rule, one limit:
+    harness.sweepfile.linked_entry)."""
+    return sweepfile.linked_entry(genomes, key)
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,9 @@ def landscape(family_name: str, kind: str, seed: int, template: dict[str, Any] |
     out["command"] = f"tools/synth_landscape.py --family {family_name} --kind {kind} --seed {seed}"
     out["synthetic"] = {"family": family_name, "kind": kind, "seed": seed}
     bkey = template["baseline_key"]
-    bentry = template["genomes"][bkey]
-    while "same_as" in bentry:
-        bentry = template["genomes"][bentry["same_as"]]
+    bentry = sweepfile.linked_entry(template["genomes"], bkey)  # (the links followed as every sweep reader does)
+    if bentry is None:
+        raise ValueError(f"the template's baseline {bkey} has no data within {sweepfile.SAME_AS_HOPS} same_as links")
     weighted = [g.name for g in geos if g.weight > 0]
     bt = {n: float(np.median(bentry["t"][n])) for n in weighted}
     genomes: dict[str, Any] = {}

@@ -12,7 +12,7 @@ not a pass; the storage records the attempt (``record``). A worker is the same l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from evo.core.records import Attempt, Verdict
@@ -98,6 +98,38 @@ class Gate(Protocol):
         ...
 
 
+class AskedTrial(Protocol):
+    """A trial a storage gave for one genome (``Storage.ask``): an Optuna trial (``Ledger``) or a
+    ``MemoryTrial``. The loop reads its number, the attempt's id, and hands it back to ``Storage.record``."""
+
+    @property
+    def number(self) -> int: ...
+
+
+class StorageView(Protocol):
+    """What one step of the loop reads of its storage, from one read (``Storage.view``;
+    ``evo.ledger.view.View``)."""
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """Every recorded attempt, by id (as ``Storage.attempts()``)."""
+        ...
+
+    @property
+    def seen(self) -> set[str]:
+        """Genome keys judged or being judged: the proposer proposes none of them again."""
+        ...
+
+    @property
+    def running(self) -> Sequence[AskedTrial]:
+        """Trials asked and not yet recorded (as ``Storage.running()``)."""
+        ...
+
+    def champion(self) -> Attempt | None:
+        """As ``Storage.champion()``, from these attempts."""
+        ...
+
+
 @runtime_checkable
 class Storage(Protocol):
     """Where a campaign's attempts and meta live: ``evo.ledger.ledger.Ledger`` (an Optuna study; SQLite or
@@ -108,6 +140,9 @@ class Storage(Protocol):
     limit: int | None  # shared: the attempt budget ask() enforces
     heartbeat_s: int  # how often the loop checks for dead workers' attempts (recover)
     grace_s: int
+    # set by the loop while it runs: the campaign's elapsed seconds now, which a session heartbeat keeps current in
+    # the meta between attempts (None outside a run; a storage with no heartbeat ignores it)
+    elapsed_fn: Callable[[], float] | None
 
     def claim(self, mode: str = "run") -> None:
         """Register this process as running the campaign; once, before set-up (``run()``)."""
@@ -135,7 +170,7 @@ class Storage(Protocol):
 
     def append_meta(self, key: str, item: Any) -> None: ...
 
-    def ask(self, fixed: Mapping[str, Any] | None = None) -> Any:
+    def ask(self, fixed: Mapping[str, Any] | None = None) -> AskedTrial:
         """A new trial (with ``.number``) holding genome ``fixed``: when the loop reserves a proposal (at once on a
         shared storage, where it may raise ``evo.ledger.reserve.GenomeTaken`` or ``BudgetTaken``)."""
         ...
@@ -144,7 +179,8 @@ class Storage(Protocol):
         self, trial: Any, attempt: Attempt, meta: Mapping[str, Any] | None = None, *, meta_max: Any = None
     ) -> None:
         """Store the judged attempt and finish its trial (with ``meta`` and ``meta_max`` in the same write); once
-        per attempt, whatever its verdict."""
+        per attempt, whatever its verdict. ``trial`` is one this storage's ``ask`` gave (each takes its own kind
+        only, so the parameter names no protocol a storage could not accept)."""
         ...
 
     def attempts(self) -> list[Attempt]: ...
@@ -153,9 +189,9 @@ class Storage(Protocol):
         """The newest accepted attempt, else the baseline."""
         ...
 
-    def running(self) -> list[Any]: ...
+    def running(self) -> Sequence[AskedTrial]: ...
 
-    def view(self) -> Any:
+    def view(self) -> StorageView:
         """Attempts, seen genome keys and running trials from one read (``evo.ledger.view.View``); once per step."""
         ...
 

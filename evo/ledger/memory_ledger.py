@@ -8,7 +8,7 @@ numbers a fresh ledger would give them (0, 1, ...), in the order they are asked 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ class MemoryLedger:
     limit: int | None = None
     heartbeat_s = 10**9  # no other process: nothing to recover
     grace_s = 2 * 10**9
+    elapsed_fn: Callable[[], float] | None = None  # no session heartbeat: set by the loop, read by nothing
 
     def __init__(self) -> None:
         self._meta: dict[str, Any] = {}
@@ -109,7 +110,7 @@ class MemoryLedger:
     def view(self) -> View:
         seen = {a.genome_key for a in self._attempts if a.verdict.kind != "interrupted"}
         seen.update(t.genome_key for t in self._running.values())
-        return View(list(self._attempts), seen, list(self._running.values()))  # type: ignore[arg-type]
+        return View(list(self._attempts), seen, list(self._running.values()))
 
     def recover(self) -> list[int]:
         return []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
+from evo.core.protocols import AskedTrial
 from evo.core.records import ACCEPTED, BASELINE, Attempt
 from evo.ledger.rows import ATTEMPT_ATTR, GENOME_KEY_ATTR, INTERRUPTED
 
@@ -26,7 +27,7 @@ class View:
 
     attempts: list[Attempt]
     seen: set[str]
-    running: list[FrozenTrial]
+    running: list[AskedTrial]  # Optuna's FrozenTrial (Ledger), MemoryTrial (MemoryLedger)
 
     def champion(self) -> Attempt | None:
         """As ``Ledger.champion()``, from these attempts."""

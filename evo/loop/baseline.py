@@ -16,6 +16,7 @@ from typing import Any
 
 from evo import stop
 from evo.core.genome import Genome
+from evo.core.protocols import Storage
 from evo.core.records import BASELINE, Attempt, Code, Timing, Verdict, simulated_label
 from evo.ledger.ledger import GenomeTaken
 from evo.loop.attempt import now
@@ -24,6 +25,7 @@ from evo.loop.modules import LoadedModules
 from evo.loop.report_lines import floor_lines, launches_note
 from evo.loop.shared import POLL_S
 from evo.measure import ceiling as ceiling_mod
+from evo.report import nvbench_peer
 from evo.search import Proposal
 from gates import noise_floor, threshold
 from gates.judge import reference_problem
@@ -74,7 +76,7 @@ class BaselineSetup:
     def __init__(
         self,
         cfg: Any,
-        ledger: Any,
+        ledger: Storage,
         modules: LoadedModules,
         out: Callable[[str], None],
         worker: str,
@@ -110,7 +112,14 @@ class BaselineSetup:
 
     def peer_timing(self) -> None:
         """torch.compile of the family's float32 reference, timed once per campaign where ``peer.torch_compile``
-        asks for it: a peer the report shows beside the champion."""
+        asks for it: a peer the report shows beside the champion. An nvbench result of the baseline
+        (``peer.nvbench``) is read once too (evo/report/nvbench_peer.py)."""
+        try:
+            names = [n for n in (self.family.entry, self.family.name) if n]
+            pe = self.cfg.peer
+            nvbench_peer.keep(pe.nvbench, pe.nvbench_benchmark, self.cfg.geometries, names, self.ledger, self.out)
+        except nvbench_peer.NvbenchError as e:  # (the file changed since the config was read)
+            raise CampaignError(f"peer.nvbench: {e}") from None
         mode = self.cfg.peer.torch_compile
         if mode == "off" or self.ledger.meta("peer_torch_compile") is not None:
             return

@@ -31,10 +31,10 @@ from optuna.exceptions import UpdateFinishedTrialError
 
 from evo import stop
 from evo.config import CampaignConfig
-from evo.core.protocols import Backend, Gate, Storage
+from evo.core.protocols import AskedTrial, Backend, Gate, Storage, StorageView
 from evo.core.records import ACCEPTED, Attempt, Verdict, simulated_label
 from evo.core.variant import launch_digest
-from evo.ledger.ledger import BudgetTaken, GenomeTaken, View, worker_name
+from evo.ledger.ledger import BudgetTaken, GenomeTaken, worker_name
 from evo.loop import campaign_ideas, checks, report_lines, seams
 from evo.loop.attempt import new_attempt, now
 from evo.loop.baseline import BaselineSetup
@@ -43,7 +43,7 @@ from evo.loop.errors import CampaignError
 from evo.loop.finish import run_finish_if_due
 from evo.loop.modules import LoadedModules
 from evo.loop.prefetch import compile_ahead, prefetcher_for
-from evo.loop.shared import others_hold_the_rest, recover_dead, reserve, wait
+from evo.loop.shared import Reserved, others_hold_the_rest, recover_dead, reserve, wait
 from evo.search import Proposal
 from evo.search.ideas import idea_hook, idea_slugs, inexact_ideas
 from gates.judge import JudgeContext, judge, pipeline
@@ -76,7 +76,7 @@ class LoopState:
     new: int = 0  # attempts this run recorded
     # (proposal, its trial: None until evaluate asks it, except on a shared storage) proposed one step ahead and
     # compiled while the GPU measured (worker.prefetch)
-    pending: tuple[Proposal, Any] | None = None
+    pending: Reserved | None = None
     last_check: float = field(default_factory=time.monotonic)  # the last look for dead workers
 
 
@@ -131,10 +131,10 @@ class Campaign:
         self.proposer = proposer
         self.stop_when = stop_when
         self.use_tabu = tabu
-        self.ledger: Any = storage if storage is not None else seams.open_storage(self.cfg, self.SHARED)
+        self.ledger: Storage = storage if storage is not None else seams.open_storage(self.cfg, self.SHARED)
         self.name = worker_name()  # names this process in messages (and, shared, in each attempt's device)
         self.taken = 0  # proposals another worker reserved first (shared storage)
-        self._view: View | None = None  # the ledger as the loop's current step read it
+        self._view: StorageView | None = None  # the ledger as the loop's current step read it
         self._elapsed: Callable[[], float] | None = None  # the loop: the campaign's elapsed seconds now
         # ideas (evo/search/ideas.py): the source-level ideas this campaign may build, shared with builder and proposer
         self.ideas, self._ideas_changed = campaign_ideas.read_ideas(self.cfg, self.ledger)
@@ -228,7 +228,7 @@ class Campaign:
         return launch_digest(self.family, genome, self.cfg.geometries, self.cfg.gates.perf.launch == "pdl")
 
     def evaluate(
-        self, prop: Proposal, source: str | None = None, remeasure: bool = False, trial: Any = None
+        self, prop: Proposal, source: str | None = None, remeasure: bool = False, trial: AskedTrial | None = None
     ) -> Attempt:
         """Judge one proposal with the gates, in ``self.gates`` order; the storage records what comes back, whatever
         the verdict.
@@ -278,7 +278,7 @@ class Campaign:
         campaign_ideas.write_ideas(self.cfg.log_dir, fresh, self.out)
         return a
 
-    def _finish(self, trial: Any, a: Attempt, meta: Mapping[str, Any] | None) -> None:
+    def _finish(self, trial: AskedTrial, a: Attempt, meta: Mapping[str, Any] | None) -> None:
         """Every attempt evaluate() makes is recorded here; in the loop the campaign's elapsed_s rides with it (one
         write, and with several workers the largest of their values stays)."""
         a.finished_at = now()
@@ -429,7 +429,7 @@ class Campaign:
                 st.pending = compile_ahead(st.prefetch, prop, reserve_next, genome_of=lambda p: p[0].genome)
             self._measure(st, prop, trial)
 
-    def _next_proposal(self, st: LoopState, view: View) -> tuple[Proposal, Any] | str | None:
+    def _next_proposal(self, st: LoopState, view: StorageView) -> Reserved | str | None:
         """The step's proposal and its trial: the one proposed ahead, else a new one; WAIT (the others hold the rest
         for now), AGAIN (read the ledger again) or None (the space is exhausted)."""
         got, st.pending = st.pending, None
@@ -447,10 +447,10 @@ class Campaign:
             return WAIT
         return got
 
-    def _reserve_next(self, proposer: Any, prop: Proposal, view: View) -> Callable[[], tuple[Proposal, Any] | None]:
+    def _reserve_next(self, proposer: Any, prop: Proposal, view: StorageView) -> Callable[[], Reserved | None]:
         """The proposal after ``prop``, to be compiled ahead (None where another worker holds what is proposed)."""
 
-        def reserve_next() -> tuple[Proposal, Any] | None:
+        def reserve_next() -> Reserved | None:
             try:
                 return self._reserve(proposer, view.attempts, view.seen | {prop.genome.key})
             except (GenomeTaken, BudgetTaken):  # the next step proposes in-line
@@ -468,7 +468,7 @@ class Campaign:
                 st.prefetch.wait(prop.genome)
             self._measure(st, prop, trial)
 
-    def _measure(self, st: LoopState, prop: Proposal, trial: Any) -> None:
+    def _measure(self, st: LoopState, prop: Proposal, trial: AskedTrial | None) -> None:
         """Judge and record one proposal against the ledger's champion as this step read it (on a shared storage
         another worker may have accepted a step since this one's last attempt)."""
         self.champion = (self._view.champion() if self._view is not None else None) or self.baseline

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from evo import stop
 from evo.core.genome import Genome
 from evo.core.records import Attempt
-from evo.ledger.ledger import SideLedger
+from evo.ledger.ledger import Ledger, SideLedger
 from evo.loop.campaign import Campaign, CampaignError
 from evo.search import Proposal
 from evo.search.ideas import outside_answer_replayable
@@ -46,6 +46,8 @@ def recording_aside(camp: Campaign, kind: str) -> Iterator[SideLedger]:
     campaign's through it; its champion is the campaign's throughout. Afterwards ``camp.ledger`` is the campaign's
     again (what the caller logs and releases)."""
     base = camp.ledger
+    if not isinstance(base, Ledger):  # (memory:) nothing of the campaign was kept to run beside
+        raise CampaignError(f"evo {kind} needs the campaign in a database (storage: sqlite:///... or postgresql://)")
     side = base.side(kind)
     camp.ledger = side
     try:

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from evo import stop
+from evo.core.protocols import AskedTrial, Storage, StorageView
 from evo.core.records import Attempt
-from evo.ledger.ledger import GenomeTaken, View
+from evo.ledger.ledger import GenomeTaken
 from evo.loop.report_lines import recovered_line
 from evo.search import Proposal
 
@@ -21,9 +22,13 @@ POLL_S = 0.2  # how often a worker waiting on others looks at the ledger again
 RESERVE_TRIES = 8
 
 
+# a proposal and its trial: reserved at once on a shared storage, else None until the loop asks it
+Reserved = tuple[Proposal, AskedTrial | None]
+
+
 def reserve(
-    ledger: Any, proposer: Any, attempts: list[Attempt], seen: set[str], taken: Callable[[], None]
-) -> tuple[Proposal, Any] | None:
+    ledger: Storage, proposer: Any, attempts: list[Attempt], seen: set[str], taken: Callable[[], None]
+) -> Reserved | None:
     """Propose a genome: (proposal, its trial), or None when nothing is left.
 
     On a shared storage the genome is reserved at once (its trial RUNNING, so that other workers propose
@@ -47,14 +52,14 @@ def reserve(
     raise AssertionError("unreachable")
 
 
-def others_hold_the_rest(ledger: Any, budget: Any, counted: list[Attempt], view: View, pending: Any) -> bool:
+def others_hold_the_rest(ledger: Storage, budget: Any, counted: list[Attempt], view: StorageView, pending: Any) -> bool:
     """The rest of the attempt budget is being measured by other workers (one may still be interrupted); a pending
     trial of this worker's own is within the budget."""
     full = budget.attempts is not None and len(counted) + len(view.running) >= budget.attempts
     return bool(full and pending is None and ledger.shared)
 
 
-def recover_dead(ledger: Any, last_check: float, worker: str, out: Callable[[str], None]) -> float:
+def recover_dead(ledger: Storage, last_check: float, worker: str, out: Callable[[str], None]) -> float:
     """Once a heartbeat period since ``last_check``: the attempts of a stopped worker recorded as interrupted.
     Returns when this last looked."""
     if not (ledger.shared and time.monotonic() - last_check >= ledger.heartbeat_s):

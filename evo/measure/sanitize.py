@@ -37,8 +37,18 @@ from typing import Any
 
 from evo.core.records import SIMULATED_LABEL, simulated_label
 
-CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED = "clean", "errors", "unavailable", "timeout", "failed"
-STATUSES = (CLEAN, ERRORS, UNAVAILABLE, TIMEOUT, FAILED)
+# the statuses and the records handed to the sanitizer gate are core types: running the tools needs no judge
+from evo.core.sanitizer_record import (
+    CLEAN,
+    ERRORS,
+    FAILED,
+    TIMEOUT,
+    UNAVAILABLE,
+    SanitizerRun,
+    ToolReport,
+    describe,
+)
+
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 DEFAULT_TOOLS = ("memcheck", "racecheck")
 DEFAULT_PATH = "/usr/local/cuda/bin/compute-sanitizer"
@@ -479,13 +489,11 @@ def run_step(
     source_variant: bool = False,
     out: Callable[[str], None] = print,
     label: str = SIMULATED_LABEL,
-) -> Any:
+) -> SanitizerRun:
     """The configured tools over a step about to become the champion (its genome as built, with its ideas), for the
     sanitizer gate (gates/pipeline/sanitizer.py) to judge against the family's suppressions. Where no tool can run
     (recorded backend, no binary under enabled: auto, enabled: off) the run says why (the step passes, "not
     sanitizer-checked")."""
-    from gates.sanitizer import SanitizerRun, ToolReport
-
     why = skip_reason(cfg, backend_name, simulated, label)
     if why is None and source_variant:
         why = "a source variant (a fault or a replayed patch): the sanitizer target builds genomes and ideas only"
@@ -562,8 +570,6 @@ def after_run(
         return None
     gated = (champ.verdict.detail or {}).get("sanitizer") or {}
     if gated.get("checked"):  # the sanitizer gate checked it before it became the champion
-        from gates.sanitizer import describe
-
         _skip(
             ledger,
             f"champion #{champ.id} was checked by the sanitizer gate as it was accepted: {describe(gated)}",

@@ -24,6 +24,7 @@ from typing import Any
 
 from evo.core.family import Family
 from evo.core.records import ACCEPTED, BASELINE, Attempt, simulated_label
+from evo.core.sanitizer_record import describe as sanitizer_describe
 from evo.report.export_files import MANIFEST as MANIFEST  # the export folder's files (the names kept for callers)
 from evo.report.export_files import ExportError as ExportError
 from evo.report.export_files import check_target as check_target
@@ -35,7 +36,6 @@ from evo.search.resolve import geometry_free_defines as geometry_free_defines
 from evo.search.resolve import knob_macros as knob_macros
 from evo.search.resolve import resolve_conditionals as resolve_conditionals
 from evo.search.resolve import resolved_kernel as resolved_kernel
-from gates.sanitizer import describe as sanitizer_describe
 
 
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from evo.core.records import ACCEPTED, BASELINE, ERROR, REJECTED, SIMULATED_LABEL, Attempt, simulated_label
 from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floor_us, latency_bound
 from evo.measure.ceiling import describe as ceiling_describe
+from evo.report import nvbench_peer
 from evo.report.converged import convergence
 from evo.report.finish_log import finish_section
 from evo.report.plot_legend import MEASURED_IN_FULL, STOPPED_EARLY, legend, plot_kind, unplotted
@@ -256,6 +257,7 @@ def _peer(
     base: Attempt | None,
 ) -> list[str]:
     peer = meta.get("peer_torch_compile") or {}
+    nv = nvbench_peer.NvbenchPeer.from_meta(meta)  # peer.nvbench: the engine's own benchmark of the baseline
     rows = []
     for g, w in geoms:
         p = peer.get(g) or {}
@@ -269,13 +271,13 @@ def _peer(
         best = min(times) if times else None
         ratio = f"{p['median_us'] / best:.3f}x" if best and isinstance(p.get("median_us"), (int, float)) else DASH
         base_us = base.timings[g].median_us if base and g in base.timings else None
-        rows.append([_gname(g, w), tc, _us(base_us), _us(best), ratio])
-    return [
-        "## Peer",
-        "",
-        *_table(["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"], rows),
-        "",
-    ]
+        rows.append(
+            [_gname(g, w), tc, _us(base_us), _us(best), ratio, *(nvbench_peer.cells(nv, g, best) if nv else [])]
+        )
+    head = ["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"]
+    if nv is None:
+        return ["## Peer", "", *_table(head, rows), ""]
+    return ["## Peer", "", *_table([*head, *nvbench_peer.header()], rows), "", *nvbench_peer.note(nv)]
 
 
 def _steps(chain: list[Attempt], geoms: list[tuple[str, float]], meta: Mapping[str, Any] | None = None) -> list[str]:
