@@ -165,6 +165,14 @@ class PeerConfig:
         "torch.compile of the reference, timed beside the champion",
         choices=("default", "max-autotune", "off"),
     )
+    kernels: tuple[Any, ...] = key(
+        (),
+        "other kernels of the same problem (a family folder, name or config each, or {family, name, genome}), "
+        "timed interleaved with the champion at every geometry at the end of a run (docs/measurement.md, Peers)",
+        custom=True,
+        kind="list",
+        shown="none",
+    )
 
 
 @dataclass(frozen=True)
@@ -796,7 +804,7 @@ def load_config(
     pe = _section(raw.get("peer"), "peer", _keys(PeerConfig))
     if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
         pe = {**pe, "torch_compile": "off"}
-    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"))
+    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"), kernels=_peer_kernels(pe.get("kernels"), p, family, geometries))
 
     bound = _bound(raw.get("bound"), p, family, geometries)
     w = _section(raw.get("worker"), "worker", _keys(WorkerConfig))
@@ -828,6 +836,16 @@ def load_config(
         knobs=knobs,
         **top,
     )
+
+
+def _peer_kernels(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> tuple[Any, ...]:
+    """peer.kernels: each a family of the campaign's problem (evo/measure/peer_kernels.py), refused in one line."""
+    from evo.measure.peer_kernels import PeerError, parse_peer_kernels
+
+    try:
+        return parse_peer_kernels(raw, cfg_path.resolve().parent, family, geometries, _load_family)
+    except PeerError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _build(raw: Any, cfg_path: Path) -> BuildConfig:

@@ -18,6 +18,7 @@ from evo.measure.ceiling import FLOOR_META, describe_floor, floor_multiple, floo
 from evo.measure.ceiling import describe as ceiling_describe
 from evo.report.converged import convergence
 from evo.report.finish_log import finish_section
+from evo.report.peer_log import peer_kernel_lines
 from evo.report.plot_legend import MEASURED_IN_FULL, STOPPED_EARLY, legend, plot_kind, unplotted
 from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
@@ -270,12 +271,10 @@ def _peer(
         ratio = f"{p['median_us'] / best:.3f}x" if best and isinstance(p.get("median_us"), (int, float)) else DASH
         base_us = base.timings[g].median_us if base and g in base.timings else None
         rows.append([_gname(g, w), tc, _us(base_us), _us(best), ratio])
-    return [
-        "## Peer",
-        "",
-        *_table(["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"], rows),
-        "",
-    ]
+    head = ["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"]
+    champion = chain[-1].id if chain else None
+    # the kernel peers (peer.kernels): interleaved with the champion, each with its interval (evo/report/peer_log.py)
+    return ["## Peer", "", *_table(head, rows), *peer_kernel_lines(meta, geoms, champion), ""]
 
 
 def _steps(chain: list[Attempt], geoms: list[tuple[str, float]], meta: Mapping[str, Any] | None = None) -> list[str]:
