@@ -149,7 +149,11 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
     broken = tmp_path / "broken_peer"
     shutil.copytree(PEER, broken)
-    kernels = f"[{{family: {PEER}, name: engine}}, {{family: {broken}, name: broken}}]"
+    other = tmp_path / "other_eps"  # the same kernel, but its reference's eps is not the campaign's
+    shutil.copytree(PEER, other)
+    (other / "family.py").write_text((other / "family.py").read_text().replace("EPS = 1e-6", "EPS = 1e-2"))
+    named = ((PEER, "engine"), (broken, "broken"), (other, "other"))
+    kernels = "[" + ", ".join(f"{{family: {f}, name: {n}}}" for f, n in named) + "]"
     cfg = load_config(_config(tmp_path, kernels, attempts=3))
     inner = RecordedBackend(cfg.family, cfg.geometries, seeds=3, runs=2)
     backend = PeerTimingBackend(inner, cfg.family, {"engine": _engine, "broken": _broken}, {"engine": 1.5})
@@ -162,6 +166,7 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     assert rec["champion"] == champ.id
     assert rec["peers"]["engine"]["correct"] is True and "error" not in rec["peers"]["engine"]
     assert rec["peers"]["broken"]["error"].startswith("fails correctness: out at T1_H4096 seed 0 has relative error")
+    assert rec["peers"]["other"]["error"].startswith("not the campaign's problem: another problem: its reference's")
     for g in ("T1_H4096", "T32_H4096"):
         row = rec["geometries"][g]
         assert set(row["peers"]) == {"engine"}  # the wrong peer is never timed
@@ -176,7 +181,7 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     peer = md.split("## Peer\n", 1)[1].split("\n## ", 1)[0]
     assert f"Peer kernels beside champion #{champ.id}" in peer
     assert "| T1_H4096 | champion #" in peer and "| ″ | engine | " in peer
-    assert "| broken |" not in peer and "- broken: family engine_fused_add_rmsnorm" in peer
+    assert "| broken |" not in peer and "| other |" not in peer and "- broken: family engine_fused_add_rmsnorm" in peer
     assert "not timed: fails correctness" in peer
     engine_row = next(ln for ln in peer.splitlines() if ln.startswith("| ″ | engine |"))
     assert "1.50" in engine_row.split("|")[6] and "[" in engine_row and "%" in engine_row
@@ -222,3 +227,36 @@ def test_gpu_times_two_families_interleaved(tmp_path, monkeypatch):
         assert "broken" not in rec["geometries"][g]["peers"]
     md = render_log(camp.ledger.attempts(), camp.ledger.all_meta())
     assert "| ″ | engine | " in md
+
+
+def test_a_worker_loads_a_peer_with_its_name(tmp_path):
+    """worker.isolation: the child's backend gets the peer's name with the module (it launches it as that family's)."""
+    from harness.worker import WorkerBackend
+
+    wb = WorkerBackend("fake_backend:peer_echo_backend", {}, timeout_s=30)
+    try:
+        assert wb.peer_kernels is True
+        peer = wb.load(None, {"block": "engine"}, peer="engine")
+        assert wb.correctness(peer) == {"genome": {"block": "engine"}, "peer": "engine"}
+        assert wb.correctness(wb.load(None, {"block": 256}))["peer"] is None
+    finally:
+        wb.close()
+
+
+def test_evo_check_refuses_a_peer_of_another_reference(tmp_path, monkeypatch):
+    """A peer whose float64 reference differs on the campaign's inputs (eps 1e-2 where the campaign's is 1e-6) is
+    another problem: `evo check` says so in one line (a run records it untimed with that reason: the test above)."""
+    from evo.check import run_check
+
+    monkeypatch.setenv("EVO_CACHE_DIR", str(tmp_path / "cache"))
+    other = tmp_path / "other_eps"
+    shutil.copytree(PEER, other)
+    fam = other / "family.py"
+    fam.write_text(fam.read_text().replace("EPS = 1e-6", "EPS = 1e-2"))
+    cfg = _config(tmp_path, f"[{{family: {other}, name: other}}]")
+    ok, line = run_check(cfg, sample=1, gpu=False, say=lambda s: None)
+    assert not ok
+    assert line.startswith("evo check: FAIL: peer other (engine_fused_add_rmsnorm): not the campaign's problem: ")
+    assert "its reference's out differs from the campaign's" in line and "\n" not in line
+    ok, line = run_check(_config(tmp_path, f"[{PEER}]"), sample=1, gpu=False, say=lambda s: None)
+    assert ok, line

@@ -264,3 +264,21 @@ def outputs_problem(evidence: Any, error_bound: Callable[[str], float]) -> str |
 
 def _g(x: Any) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def check_peers(cfg: Any, g: Geometry, arch: str, say: Callable[[str], None]) -> str | None:
+    """`evo check`'s part for ``peer.kernels``: each peer held to the campaign's problem at ``g`` on the CPU and its
+    genome compiled with its own family's options (no GPU needed); the first problem as one line, or None."""
+    from harness.build import Builder
+    from harness.errors import HarnessError
+
+    for k in getattr(cfg.peer, "kernels", ()):
+        why = inputs_problem(cfg.family, k, g)
+        if why:
+            return f"peer {k.name} ({k.family.name}): not the campaign's problem: {why}"
+        try:
+            Builder(k.family, list(cfg.geometries), arch, defines=cfg.build_defines).build(k.genome)
+        except (HarnessError, ValueError) as e:
+            return f"peer {k.name} ({k.family.name}): does not build: {' '.join(str(e).split())[:240]}"
+        say(f"  peer {k.name}: {k.describe()}: the campaign's inputs and reference at {g.name}, compiled")
+    return None
