@@ -24,6 +24,7 @@ from typing import Any
 from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.hooks import calling
 from gates.correctness import CorrectnessEvidence, OutputCheck
+from harness import torch_peer
 from harness.build import Builder, Built, spec_key
 from harness.cubin import CubinError, ParamLayout, read_param_layout
 from harness.errors import HarnessError
@@ -243,6 +244,8 @@ class GpuBackend:
     def load(self, built: Built, genome: Mapping[str, Any], peer: str | None = None) -> Loaded:
         """The built genome's kernels (``peer``: a peer kernel's name, whose family built it), loaded once each
         module's parameter layout (its cubin's) takes arg_types: else an ArgumentsError, never a launch of garbage."""
+        if peer == torch_peer.TORCH_COMPILE:  # torch.compile of the reference (peer.torch_compile), timed as a part
+            return torch_peer.TorchPart(str(genome.get("mode", "default")), dict(genome))  # type: ignore[return-value]
         cupy = self.cupy
         fam = self.peers[peer] if peer is not None else self.family
         fns, layouts = {}, {}
@@ -286,6 +289,8 @@ class GpuBackend:
 
     def _launcher(self, loaded: Loaded, g: Geometry, inputs, outputs):
         """A zero-argument callable that launches the kernel on the torch stream that is current."""
+        if isinstance(loaded, torch_peer.TorchPart):
+            return torch_peer.launcher(self, loaded, g)
         fam = self._fam(loaded)
         spec = self.builder.spec_of(g) if loaded.family is None else spec_key(fam.specialization(g))
         fn = loaded.functions[spec]
@@ -772,44 +777,12 @@ class GpuBackend:
         }
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
-        """torch.compile of the float32 reference, timed by graph replay: the peer a user would otherwise pick."""
-        torch = self.torch
-        out: dict[str, Any] = {}
-        for g in geometries:
-            try:
-                inputs = self.inputs(g, 0)
-                fam = self.family
+        """torch.compile of the float32 reference, timed apart once in set-up (harness/torch_peer.py)."""
+        return torch_peer.time_apart(self, mode, geometries)
 
-                def fn(inp=inputs, g=g, fam=fam):
-                    r = fam.reference(inp, g, dtype=torch.float32)
-                    return {k: v.to(_dtype(o.dtype)) for (k, v), o in zip(r.items(), fam.outputs(g))}
-
-                kw = {} if mode == "default" else {"mode": mode}
-                cf = torch.compile(fn, **kw)
-                t0 = time.perf_counter()
-                cf()
-                torch.cuda.synchronize()
-                compile_s = time.perf_counter() - t0
-                for _ in range(3):
-                    cf()
-                torch.cuda.synchronize()
-                n = 20
-                graph = torch.cuda.CUDAGraph()
-                s = torch.cuda.Stream()
-                with torch.cuda.graph(graph, stream=s):
-                    for _ in range(n):
-                        cf()
-                ts = [self._time_graph(graph) / n for _ in range(9)]
-                ts.sort()
-                out[g.name] = {
-                    "median_us": round(ts[len(ts) // 2], 3),
-                    "mode": mode,
-                    "compile_s": round(compile_s, 1),
-                    "method": f"batch: graph x {n}, 9 replays, median",
-                }
-            except Exception as e:  # the peer is context, never a reason to stop a campaign
-                out[g.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "mode": mode}
-        return out
+    def prepare_torch_peer(self, loaded: torch_peer.TorchPart, geometries: Sequence[Geometry]) -> dict[str, Any]:
+        """torch.compile of the reference compiled at each geometry before it is timed as a peer (evo/loop/peers.py)."""
+        return torch_peer.prepare(self, loaded, geometries)
 
 
 def gpu_available() -> bool:

@@ -30,13 +30,15 @@ GEOMS = """geometries:
 """
 
 
-def _config(tmp_path: Path, kernels: str, backend: str = "recorded", attempts: int = 3, extra: str = "") -> Path:
+def _config(
+    tmp_path: Path, kernels: str, backend: str = "recorded", attempts: int = 3, extra: str = "", tc: str = "off"
+) -> Path:
     p = tmp_path / "peer.yaml"
     p.write_text(
         f"campaign: peers\nfamily: {EX}\n{GEOMS}budget: {{attempts: {attempts}}}\n"
         "gates:\n  correctness: {mode: tolerance}\n  perf: {rounds: 12, aa_rounds: 12, batch_ms: 2.0}\n"
         f"backend: {backend}\nclocks: record\nseed: 0\nstorage: sqlite:///{tmp_path / 'ledger.db'}\n"
-        f"peer:\n  torch_compile: 'off'\n  kernels: {kernels}\n{extra}"
+        f"peer:\n  torch_compile: '{tc}'\n  kernels: {kernels}\n{extra}"
     )
     return p
 
@@ -99,7 +101,7 @@ class PeerTimingBackend:
         return getattr(self.inner, k)
 
     def load(self, built: Any, genome: Any, peer: str | None = None) -> Any:
-        assert peer is None or built is not None  # a peer is built with its own family's options
+        assert peer in (None, "torch.compile") or built is not None  # a kernel peer is built with its family's options
         return _Peer(peer, dict(genome)) if peer is not None else self.inner.load(built, genome)
 
     def correctness(self, loaded: Any, *, freeze: bool = False) -> Any:
@@ -115,6 +117,10 @@ class PeerTimingBackend:
                 rel = float(torch.linalg.vector_norm(t.double() - ref[name]) / torch.linalg.vector_norm(ref[name]))
                 ev.checks.append(OutputCheck(g.name, 0, name, ["h", "h"], rel_err=rel))
         return ev
+
+    def prepare_torch_peer(self, loaded: Any, geometries: Any) -> dict:
+        assert loaded.name == "torch.compile" and loaded.genome == {"mode": "default"}
+        return {g.name: {"compile_s": 0.5} for g in geometries}
 
     def launches_for(self, loaded: Any, g: Any) -> int:
         return 10 if isinstance(loaded, _Peer) else self.inner.launches_for(loaded, g)
@@ -154,9 +160,10 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     (other / "family.py").write_text((other / "family.py").read_text().replace("EPS = 1e-6", "EPS = 1e-2"))
     named = ((PEER, "engine"), (broken, "broken"), (other, "other"))
     kernels = "[" + ", ".join(f"{{family: {f}, name: {n}}}" for f, n in named) + "]"
-    cfg = load_config(_config(tmp_path, kernels, attempts=3))
+    cfg = load_config(_config(tmp_path, kernels, attempts=3, tc="default"))
     inner = RecordedBackend(cfg.family, cfg.geometries, seeds=3, runs=2)
-    backend = PeerTimingBackend(inner, cfg.family, {"engine": _engine, "broken": _broken}, {"engine": 1.5})
+    slower = {"engine": 1.5, "torch.compile": 2.0}
+    backend = PeerTimingBackend(inner, cfg.family, {"engine": _engine, "broken": _broken}, slower)
     lines: list[str] = []
     camp = Campaign(cfg, backend=backend, out=lines.append, command="pytest")
     camp.run()
@@ -166,10 +173,12 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     assert rec["champion"] == champ.id
     assert rec["peers"]["engine"]["correct"] is True and "error" not in rec["peers"]["engine"]
     assert rec["peers"]["broken"]["error"].startswith("fails correctness: out at T1_H4096 seed 0 has relative error")
-    assert rec["peers"]["other"]["error"].startswith("not the campaign's problem: another problem: its reference's")
+    assert rec["peers"]["other"]["error"].startswith("not the campaign's problem: its reference's out differs")
     for g in ("T1_H4096", "T32_H4096"):
         row = rec["geometries"][g]
-        assert set(row["peers"]) == {"engine"}  # the wrong peer is never timed
+        assert set(row["peers"]) == {"engine", "torch.compile"}  # the wrong peers are never timed
+        tc = row["peers"]["torch.compile"]["ratio"]  # torch.compile of the reference: one peer among them
+        assert tc["lo"] <= tc["value"] <= tc["hi"] and 1.99 < tc["value"] < 2.01
         r = row["peers"]["engine"]["ratio"]
         assert r["lo"] <= r["value"] <= r["hi"] and 1.49 < r["value"] < 1.51 and r["n"] >= 6
         assert row["peers"]["engine"]["us"] == pytest.approx(1.5 * row["champion_us"], rel=0.01)
@@ -181,6 +190,7 @@ def test_campaign_times_kernel_peers_and_shows_them_in_the_log(tmp_path, monkeyp
     peer = md.split("## Peer\n", 1)[1].split("\n## ", 1)[0]
     assert f"Peer kernels beside champion #{champ.id}" in peer
     assert "| T1_H4096 | champion #" in peer and "| ″ | engine | " in peer
+    assert "| ″ | torch.compile | " in peer and "- torch.compile: family torch.compile of the float32" in peer
     assert "| broken |" not in peer and "| other |" not in peer and "- broken: family engine_fused_add_rmsnorm" in peer
     assert "not timed: fails correctness" in peer
     engine_row = next(ln for ln in peer.splitlines() if ln.startswith("| ″ | engine |"))

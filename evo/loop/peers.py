@@ -25,6 +25,7 @@ from evo.loop.modules import LoadedModules
 from evo.measure.peer_kernels import PeerKernel, inputs_problem, outputs_problem, smallest
 from gates.stats import median, median_interval
 from harness.errors import HarnessError
+from harness.torch_peer import TORCH_COMPILE
 
 META_KEY = "peer_kernels"
 
@@ -99,7 +100,7 @@ def _admit(cfg: Any, modules: LoadedModules, kernels: tuple[PeerKernel, ...], re
         entry = record["peers"][k.name]
         why = inputs_problem(cfg.family, k, g0)
         if why:
-            entry["error"] = f"not the campaign's problem: {why}"
+            entry["error"] = why
             continue
         try:
             loaded, wrong = _load_peer(cfg, modules, k)
@@ -116,6 +117,34 @@ def _admit(cfg: Any, modules: LoadedModules, kernels: tuple[PeerKernel, ...], re
     return parts
 
 
+def _torch_part(cfg: Any, modules: LoadedModules, record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """torch.compile of the reference as one more part (``peer.torch_compile`` not off), compiled at every geometry
+    first (harness/torch_peer.py): [(name, part)], or [] with its error in the record. Its outputs are the reference's
+    own, so it has no correctness check."""
+    mode = cfg.peer.torch_compile
+    if mode == "off":
+        return []
+    entry = record["peers"][TORCH_COMPILE] = {
+        "family": "torch.compile of the float32 reference",
+        "source": "peer.torch_compile",
+        "genome": {"mode": mode},
+        "reference": True,
+    }
+    backend: Any = modules.backend
+    try:
+        part = backend.load(None, {"mode": mode}, peer=TORCH_COMPILE)
+        got = backend.prepare_torch_peer(part, list(cfg.geometries))
+    except Exception as e:  # noqa: BLE001 - torch.compile's failure is its row's, never the kernel peers'
+        entry["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        return []
+    failed = [(g, r["error"]) for g, r in got.items() if "error" in r]
+    if failed:
+        entry["error"] = f"torch.compile failed at {failed[0][0]}: {failed[0][1]}"
+        return []
+    entry["compile_s"] = {g: r.get("compile_s") for g, r in got.items()}
+    return [(TORCH_COMPILE, part)]
+
+
 def _measure(
     cfg: Any,
     ledger: Any,
@@ -126,12 +155,12 @@ def _measure(
     record: dict[str, Any],
 ) -> None:
     """The interleaved measurement of the champion and the admitted peers at every geometry, weighted ones first."""
-    peers = _admit(cfg, modules, kernels, record)
+    peers = _admit(cfg, modules, kernels, record) + _torch_part(cfg, modules, record)
     if not peers:
         return
     backend = modules.backend
     parts = [("champion", modules.load_genome(champ.genome)), *peers]
-    genomes = {k.name: k.genome.key for k in kernels}
+    genomes = {k.name: k.genome.key for k in kernels} | {TORCH_COMPILE: cfg.peer.torch_compile}
     keys = [champ.genome_key, *(f"peer:{name}:{genomes[name]}" for name, _ in peers)]  # (graph sizes, by part)
     tbps = (ledger.meta("copy_ceiling") or {}).get("ceiling_tbps")
     for g in sorted(cfg.geometries, key=lambda g: g.weight <= 0):

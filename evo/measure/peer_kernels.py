@@ -206,7 +206,7 @@ def inputs_problem(family: Family, peer: PeerKernel, g: Geometry) -> str | None:
     sig = {k: (str(v.dtype), tuple(v.shape)) for k, v in ours.items()}
     peer_sig = {k: (str(v.dtype), tuple(v.shape)) for k, v in theirs.items()}
     if sig != peer_sig:
-        return f"another problem: its inputs at {g.name} are {_sig(peer_sig)}, the campaign's {_sig(sig)}"
+        return f"not the campaign's problem: its inputs at {g.name} are {_sig(peer_sig)}, the campaign's {_sig(sig)}"
     for o in peer.family.outputs(g):
         if o.init_from is not None and o.init_from not in sig:
             return f"its output {o.name} starts from input {o.init_from!r}, which the campaign's inputs lack"
@@ -228,14 +228,14 @@ def _reference_problem(family: Family, peer: Family, inputs: Mapping[str, Any], 
     for name, w in want.items():
         x = got.get(name)
         if x is None or tuple(x.shape) != tuple(w.shape):
-            return f"another problem: its reference gives no {name} of the campaign's shape at {g.name}"
+            return f"not the campaign's problem: its reference gives no {name} of the campaign's shape at {g.name}"
         w64, x64 = w.to(torch.float64), x.to(torch.float64)
         scale = float(w64.abs().max()) or 1.0
         diff = float((w64 - x64).abs().max())
         if not diff <= 1e-6 * scale:
             return (
-                f"another problem: its reference's {name} differs from the campaign's by {diff:.3g} (max abs) on the "
-                f"same inputs at {g.name}"
+                f"not the campaign's problem: its reference's {name} differs from the campaign's by {diff:.3g} "
+                f"(max abs) on the same inputs at {g.name}"
             )
     return None
 
@@ -275,7 +275,7 @@ def check_peers(cfg: Any, g: Geometry, arch: str, say: Callable[[str], None]) ->
     for k in getattr(cfg.peer, "kernels", ()):
         why = inputs_problem(cfg.family, k, g)
         if why:
-            return f"peer {k.name} ({k.family.name}): not the campaign's problem: {why}"
+            return f"peer {k.name} ({k.family.name}): {why}"
         try:
             Builder(k.family, list(cfg.geometries), arch, defines=cfg.build_defines).build(k.genome)
         except (HarnessError, ValueError) as e:

@@ -66,6 +66,8 @@ def peer_kernel_lines(meta: Mapping[str, Any], geoms: Sequence[tuple[str, float]
         knobs = ", ".join(f"{k}={v}" for k, v in (p.get("genome") or {}).items())
         if p.get("error"):
             state = f"not timed: {p['error']}"
+        elif p.get("reference"):  # torch.compile of the reference (evo/loop/peers.py _torch_part)
+            state = "the reference itself, compiled: its outputs are not checked"
         else:
             state = "passes the campaign's correctness check" if p.get("correct") else "not checked"
         L.append(f"- {name}: family {p.get('family', DASH)} ({p.get('source', DASH)}; {knobs or 'defaults'}): {state}")
