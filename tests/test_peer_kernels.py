@@ -273,3 +273,56 @@ def test_evo_check_refuses_a_peer_of_another_reference(tmp_path, monkeypatch):
     assert "its reference's out differs from the campaign's" in line and "\n" not in line
     ok, line = run_check(_config(tmp_path, f"[{PEER}]"), sample=1, gpu=False, say=lambda s: None)
     assert ok, line
+
+
+def test_gpu_backend_runs_an_in_place_peer_on_the_campaigns_inputs(monkeypatch):
+    """harness/gpu.py's correctness run with a peer's module (Loaded.family): its in-out outputs start as copies of
+    the campaign's inputs (its init_from, not the campaign's poison), and its outputs are held against the campaign's
+    reference. The kernels are CPU stand-ins: the campaign's out of place, the engine's in place (wrong rows where
+    its genome says block 128)."""
+    import contextlib
+
+    import torch
+
+    from evo.core.family import Geometry, load_family
+    from evo.measure.peer_kernels import outputs_problem
+    from harness.gpu import GpuBackend, Loaded
+
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    fam, peer = load_family(str(EX)), load_family(str(PEER))
+    g = Geometry("T4_H256", {"T": 4, "H": 256})
+
+    class Sim(GpuBackend):
+        def __init__(self):  # no CUDA: torch on the CPU, Python "kernels"
+            self.torch, self.family, self.geometries, self.seeds, self.runs = torch, fam, [g], 3, 2
+            self.device, self.stream = torch.device("cpu"), type("S", (), {"synchronize": lambda self: None})()
+            self._inputs, self._refs, self._base_out, self._outbuf, self._pristine = {}, {}, {}, {}, {}
+            self._guards, self.baseline_hashes, self.baseline_errors = {}, {}, {}
+
+        def _sync(self) -> None:
+            pass
+
+        def _launcher(self, loaded, g, inputs, outs):
+            def launch():
+                if loaded.family is None:  # the campaign's kernel: out of place
+                    ref = fam.reference(inputs, g, dtype=torch.float32)
+                    for n, t in outs.items():
+                        t.copy_(ref[n].to(t.dtype))
+                    return
+                r = (outs["out"].float() + outs["residual_out"].float()).to(torch.bfloat16)  # in place
+                y = r.float() * torch.rsqrt(r.float().pow(2).mean(-1, keepdim=True) + 1e-6) * inputs["weight"].float()
+                if loaded.genome["block"] == 128:
+                    y[::2] = 0.0
+                outs["residual_out"].copy_(r)
+                outs["out"].copy_(y.to(torch.bfloat16))
+
+            return launch
+
+    b = Sim()
+    b.correctness(Loaded(None, fam.baseline(), {}), freeze=True)
+    right = b.correctness(Loaded(None, peer.baseline(), {}, family=peer))
+    assert outputs_problem(right, fam.error_bound) is None
+    assert all(c.rel_err is not None and c.rel_err < 1e-2 for c in right.checks)
+    wrong = b.correctness(Loaded(None, peer.genome({"block": 128}), {}, family=peer))
+    assert outputs_problem(wrong, fam.error_bound).startswith("out at T4_H256 seed 0 has relative error")
