@@ -7,7 +7,8 @@ the campaign's inputs against the campaign's float64 reference and error bounds.
 recorded with its reason and never timed. The ones that pass are timed with the champion in one interleaved
 measurement per geometry (the perf gate's rounds, rotating order, graphs of about ``batch_ms`` of each part's own
 launches, throttled rounds dropped): a peer's ratio is the median of the per-round ratios peer / champion, with
-its 95% order-statistic interval, so above 1 the champion is the faster.
+its 95% order-statistic interval, so above 1 the champion is the faster. torch.compile of the reference
+(``peer.torch_compile`` not off) is one more part of that measurement, compiled at every geometry first.
 
 The record is appended to the ledger meta ``peer_kernels``; the attempt log's Peer section reads the latest
 (evo/report/peer_log.py). A failure of the peers' own loses nothing of the campaign: it is recorded as the error.
