@@ -209,6 +209,15 @@ def test_recorded_backend_says_the_peers_were_not_timed(tmp_path, monkeypatch):
     md = render_log(camp.ledger.attempts(), camp.ledger.all_meta())
     assert "No peer kernel timed: the recorded backend runs no peer kernel" in md
 
+    # `evo peers` times them again beside the champion: here, says again that they are not timed (exit 1)
+    from evo.cli import main
+
+    assert main(["peers", str(cfg.path)]) == 1
+    assert len(camp.ledger.meta(META_KEY)) == 2
+    assert "No peer kernel timed" in (cfg.log_dir / "attempts.md").read_text()
+    none = _config(tmp_path, "[]")
+    assert main(["peers", str(none)]) == 2
+
 
 @pytest.mark.gpu
 def test_gpu_times_two_families_interleaved(tmp_path, monkeypatch):
