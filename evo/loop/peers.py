@@ -82,7 +82,7 @@ def time_peers(
 
 def _load_peer(cfg: Any, modules: LoadedModules, k: PeerKernel) -> tuple[Any, str | None]:
     """The peer built with its own family's options and loaded, and why it fails the campaign's reference (None: it
-    passes). Raises HarnessError where it cannot be built or loaded."""
+    passes). Raises where it cannot be built, loaded or run (a HarnessError, or whatever its family's hooks raise)."""
     from harness.build import Builder
 
     builder = Builder(k.family, list(cfg.geometries), modules.builder.arch, defines=cfg.build_defines)
@@ -105,9 +105,9 @@ def _admit(cfg: Any, modules: LoadedModules, kernels: tuple[PeerKernel, ...], re
             continue
         try:
             loaded, wrong = _load_peer(cfg, modules, k)
-        except (HarnessError, ValueError) as e:  # (ValueError: the peer's template entry, as the builder reads it)
+        except Exception as e:  # noqa: BLE001 - the peer's own build, load or hooks: its row, never the others'
             entry["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-            if getattr(e, "fatal", False):  # the CUDA context is gone: nothing more can be timed in this process
+            if isinstance(e, HarnessError) and e.fatal:  # the CUDA context is gone: nothing more can be timed here
                 raise
             continue
         entry["correct"] = wrong is None
