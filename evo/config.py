@@ -25,6 +25,7 @@ from evo.core.genome import Genome
 from evo.core.suggest import did_you_mean
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
 from evo.ledger.storage_url import StorageURLError, is_rdb_url, sqlite_path, sqlite_url
+from evo.measure.peer_kernels import PeerError, PeerKernel, parse_peer_kernels
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
@@ -165,7 +166,7 @@ class PeerConfig:
         "torch.compile of the reference, timed beside the champion",
         choices=("default", "max-autotune", "off"),
     )
-    kernels: tuple[Any, ...] = key(
+    kernels: tuple[PeerKernel, ...] = key(
         (),
         "other kernels of the same problem (a family folder, name or config each, or {family, name, genome}), "
         "timed interleaved with the champion at every geometry at the end of a run (docs/measurement.md, Peers)",
@@ -838,10 +839,8 @@ def load_config(
     )
 
 
-def _peer_kernels(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> tuple[Any, ...]:
+def _peer_kernels(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> tuple[PeerKernel, ...]:
     """peer.kernels: each a family of the campaign's problem (evo/measure/peer_kernels.py), refused in one line."""
-    from evo.measure.peer_kernels import PeerError, parse_peer_kernels
-
     try:
         return parse_peer_kernels(raw, cfg_path.resolve().parent, family, geometries, _load_family)
     except PeerError as e:
