@@ -23,6 +23,7 @@ from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.genome import Genome
 from evo.core.hooks import FamilyHookError, reason, trace
 from evo.core.variant import LaunchError, Variant, inert_knobs, launch_digest
+from evo.measure.peer_kernels import check_peers
 
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
 
@@ -539,6 +540,9 @@ def run_check(
                 raise CheckFailed(f"faults: {e}") from None
         builder, built = check_compile(cfg, report, sample, seed, say)
         check_cpu_reference(cfg, report, say, built, builder)
+        peer = check_peers(cfg, small_geometry(fam, cfg), builder.arch, say)  # peer.kernels (docs/measurement.md)
+        if peer:
+            raise CheckFailed(peer)
         if gpu:
             check_gpu_baseline(cfg, report, say)
     except (CheckFailed, FamilyHookError) as e:

@@ -25,6 +25,7 @@ from evo.core.genome import Genome
 from evo.core.suggest import did_you_mean
 from evo.inputs import NAME_LIMIT, InputError, finite, load_yaml, read_text, yaml_problem
 from evo.ledger.storage_url import StorageURLError, is_rdb_url, sqlite_path, sqlite_url
+from evo.measure.peer_kernels import PeerError, PeerKernel, parse_peer_kernels
 from evo.measure.sanitize import DEFAULT_TOOLS, TOOLS
 
 
@@ -178,6 +179,14 @@ class PeerConfig:
         "which benchmark of that file",
         custom=True,
         shown="the file's only one, or the one named as the family's entry or name",
+    )
+    kernels: tuple[PeerKernel, ...] = key(
+        (),
+        "other kernels of the same problem (a family folder, name or config each, or {family, name, genome}), "
+        "timed interleaved with the champion at every geometry at the end of a run (docs/measurement.md, Peers)",
+        custom=True,
+        kind="list",
+        shown="none",
     )
 
 
@@ -811,7 +820,12 @@ def load_config(
     if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
         pe = {**pe, "torch_compile": "off"}
     nvbench, nvbench_benchmark = _peer_nvbench(pe, p, family, geometries)
-    peer = PeerConfig(**_fill(PeerConfig, pe, "peer"), nvbench=nvbench, nvbench_benchmark=nvbench_benchmark)
+    peer = PeerConfig(
+        **_fill(PeerConfig, pe, "peer"),
+        nvbench=nvbench,
+        nvbench_benchmark=nvbench_benchmark,
+        kernels=_peer_kernels(pe.get("kernels"), p, family, geometries),
+    )
 
     bound = _bound(raw.get("bound"), p, family, geometries)
     w = _section(raw.get("worker"), "worker", _keys(WorkerConfig))
@@ -843,6 +857,14 @@ def load_config(
         knobs=knobs,
         **top,
     )
+
+
+def _peer_kernels(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> tuple[PeerKernel, ...]:
+    """peer.kernels: each a family of the campaign's problem (evo/measure/peer_kernels.py), refused in one line."""
+    try:
+        return parse_peer_kernels(raw, cfg_path.resolve().parent, family, geometries, _load_family)
+    except PeerError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _build(raw: Any, cfg_path: Path) -> BuildConfig:

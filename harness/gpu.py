@@ -24,12 +24,14 @@ from typing import Any
 from evo.core.family import Family, FamilyError, Geometry, inout_problem
 from evo.core.hooks import calling
 from gates.correctness import CorrectnessEvidence, OutputCheck
-from harness.build import Builder, Built
+from harness import torch_peer
+from harness.build import Builder, Built, spec_key
 from harness.cubin import CubinError, ParamLayout, read_param_layout
 from harness.errors import HarnessError
 from harness.inout import (
     InputWrite,
     fresh_outputs,
+    in_place,
     initial_values,
     snapshot,
     start_outputs,
@@ -96,6 +98,7 @@ class Loaded:
     # launch may then overlap the one before it (harness/driver_launch.py).
     pdl: bool = False
     layouts: dict[str, ParamLayout] = field(default_factory=dict)  # spec_key -> the kernel's parameters (its cubin)
+    family: Family | None = None  # a peer kernel's (peer.kernels), run on the campaign's inputs; None: the campaign's
 
 
 @dataclass
@@ -159,6 +162,7 @@ def sha256_tensor(t) -> str:
 class GpuBackend:
     name = "gpu"
     simulated = False
+    peer_kernels = True  # loads and times other families' kernels of the campaign's problem (load(..., peer=name))
 
     def __init__(
         self,
@@ -192,6 +196,7 @@ class GpuBackend:
         self._warmed = False
         self.baseline_hashes: dict[str, str] = {}
         self.baseline_errors: dict[str, float] = {}
+        self.peers: dict[str, Family] = {}  # peer name -> its family (cfg.peer.kernels), for load(..., peer=name)
 
     @classmethod
     def for_config(cls, cfg: Any, builder: Builder) -> GpuBackend:
@@ -201,7 +206,7 @@ class GpuBackend:
 
         c, p = cfg.gates.correctness, cfg.gates.perf
         nvml = Nvml()
-        return cls(
+        backend = cls(
             cfg.family,
             list(cfg.geometries),
             builder,
@@ -211,6 +216,8 @@ class GpuBackend:
             nvml=nvml if nvml.available() else None,
             pdl=p.launch == "pdl",
         )
+        backend.peers = {k.name: k.family for k in getattr(cfg.peer, "kernels", ())}
+        return backend
 
     # --- facts -----------------------------------------------------------
 
@@ -234,22 +241,27 @@ class GpuBackend:
         return self.nvml.sample() if self.nvml is not None else None
 
     # --- loading and launching ------------------------------------------
-    def load(self, built: Built, genome: Mapping[str, Any]) -> Loaded:
-        """The built genome's kernels, loaded once each module's parameter layout (read from its cubin) takes
-        arg_types: a mismatch is an ArgumentsError (an error verdict), never a launch that reads garbage."""
+    def load(self, built: Built, genome: Mapping[str, Any], peer: str | None = None) -> Loaded:
+        """The built genome's kernels (``peer``: a peer kernel's name, whose family built it), loaded once each
+        module's parameter layout (its cubin's) takes arg_types: else an ArgumentsError, never a launch of garbage."""
+        if peer == torch_peer.TORCH_COMPILE:  # torch.compile of the reference (peer.torch_compile), timed as a part
+            return torch_peer.TorchPart(str(genome.get("mode", "default")), dict(genome))  # type: ignore[return-value]
         cupy = self.cupy
+        fam = self.peers[peer] if peer is not None else self.family
         fns, layouts = {}, {}
         for key, mod in built.modules.items():
-            layouts[key] = module_layout(mod, self.family.arg_types())
+            layouts[key] = module_layout(mod, fam.arg_types())
             fns[key] = cupy.RawModule(path=mod.cubin_path).get_function(mod.function)  # a template's lowered name
-        return Loaded(built, genome, fns, pdl=self.pdl, layouts=layouts)
+        return Loaded(built, genome, fns, pdl=self.pdl, layouts=layouts, family=fam if peer is not None else None)
 
-    def _args(self, inputs, outputs, g: Geometry) -> tuple:
+    def _fam(self, loaded: Loaded) -> Family:
+        return loaded.family if loaded.family is not None else self.family
+
+    def _args(self, inputs, outputs, g: Geometry, fam: Family | None = None) -> tuple:
         import numpy as np
 
         torch = self.torch
-        vals = self.family.kernel_args(inputs, outputs, g)
-        types = self.family.arg_types()
+        vals, types = (fam or self.family).kernel_args(inputs, outputs, g), (fam or self.family).arg_types()
         if len(types) != len(vals):
             raise ValueError(
                 f"kernel_args gives {len(vals)} arguments and arg_types() {len(types)} letters ({types!r})"
@@ -277,12 +289,15 @@ class GpuBackend:
 
     def _launcher(self, loaded: Loaded, g: Geometry, inputs, outputs):
         """A zero-argument callable that launches the kernel on the torch stream that is current."""
-        spec = self.builder.spec_of(g)
+        if isinstance(loaded, torch_peer.TorchPart):
+            return torch_peer.launcher(self, loaded, g)
+        fam = self._fam(loaded)
+        spec = self.builder.spec_of(g) if loaded.family is None else spec_key(fam.specialization(g))
         fn = loaded.functions[spec]
-        with calling(self.family.name, "launch()"):
-            lc = self.family.launch(loaded.genome, g)
-        args = self._args(inputs, outputs, g)
-        types = self.family.arg_types()
+        with calling(fam.name, "launch()"):
+            lc = fam.launch(loaded.genome, g)
+        args = self._args(inputs, outputs, g, fam)
+        types = fam.arg_types()
         if spec in loaded.layouts:  # the s values' sizes, which arg_types alone does not give
             problem = layout_problem(types, loaded.layouts[spec], args)
             if problem:
@@ -291,7 +306,7 @@ class GpuBackend:
         if lc.shared_bytes > STATIC_SMEM_LIMIT:  # more than 48 KiB of dynamic shared memory needs the opt-in
             fn.max_dynamic_shared_size_bytes = lc.shared_bytes  # (a cupy RawKernel)
 
-        pdl = loaded.pdl and self.family.pdl_safe(loaded.genome)
+        pdl = loaded.pdl and fam.pdl_safe(loaded.genome)
         # A value passed by value goes through the driver, which copies as many bytes as the cubin's layout says
         # (not left to how a CuPy call reads a numpy void).
         if pdl or "s" in types:
@@ -419,7 +434,7 @@ class GpuBackend:
         ``written_inputs`` and set back). Checks look at the family's written view of the outputs (what this
         genome must write) and errors at its compare view (what matches the float64 reference).
         """
-        torch, fam = self.torch, self.family
+        torch, fam = self.torch, self._fam(loaded)  # (a peer's outputs are held against the campaign's reference)
         ev = CorrectnessEvidence()
         for g in self.geometries:
             outs = self._outputs(g)
@@ -484,7 +499,7 @@ class GpuBackend:
         """The never-written check of in-out outputs (which start as their input, not poisoned): elements where
         the float64 reference changes the value and the output still holds its initial bits
         (harness.inout.unwritten_inout), compared where the family compares outputs with the reference."""
-        fam = self.family
+        fam = self._fam(loaded)
         got = fam.compare_view(outs, loaded.genome, g)
         start = fam.compare_view({**outs, **initial}, loaded.genome, g)
         for name in initial:
@@ -558,19 +573,20 @@ class GpuBackend:
 
     def launches_for(self, loaded: Loaded, g: Geometry) -> int:
         """N so that a graph of N launches takes about batch_ms."""
-        outs = self._timing_outputs(g)
+        outs = self._timing_outputs(g, self._fam(loaded))
         launch = self._launcher(loaded, g, self.inputs(g, 0), outs)
         graph = self._graph(launch, 5)
         self._time_graph(graph)
         us = min(self._time_graph(graph) for _ in range(3)) / 5
         return int(min(2000, max(3, round(self.batch_ms * 1000.0 / max(us, 0.5)))))
 
-    def _timing_outputs(self, g: Geometry) -> dict[str, Any]:
+    def _timing_outputs(self, g: Geometry, fam: Family | None = None) -> dict[str, Any]:
         """Exact-size output buffers for timing. An in-out output is set from its input once, here, before the
         graphs are captured; the launches then run in place on it, as the engine's own loop does (its values drift
-        from launch to launch, e.g. a residual accumulates: docs/measurement.md, "In-place outputs")."""
+        from launch to launch, e.g. a residual accumulates: docs/measurement.md, "In-place outputs"). ``fam``: the
+        family whose outputs say which start as inputs (a peer's, where it works in place and the campaign's not)."""
         with self.torch.cuda.stream(self.stream):
-            outs = fresh_outputs(self.family.outputs(g), self.inputs(g, 0), self.device)
+            outs = fresh_outputs((fam or self.family).outputs(g), self.inputs(g, 0), self.device)
         self._sync()
         return outs
 
@@ -596,7 +612,7 @@ class GpuBackend:
         # win or lose by where its buffers landed in HBM. (Suspect, not yet proven: with a buffer set per part,
         # the A/A floor of the HBM-bound T4096_H7168 stayed at 0.34% over 300 rounds on the H200, an offset
         # that more rounds did not shrink; benchmarks/results/2026-11-30-mhc-pre-big-fuse-campaign-early-out.)
-        outs = self._timing_outputs(g)
+        outs = self._timing_outputs(g, in_place([self.family, *(self._fam(x) for _, x in parts)], g))
         graphs = {}
         for label, loaded in parts:
             graphs[label] = (self._graph(self._launcher(loaded, g, inputs, outs), counts[label]), outs)
@@ -761,44 +777,12 @@ class GpuBackend:
         }
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Geometry]) -> dict[str, Any]:
-        """torch.compile of the float32 reference, timed by graph replay: the peer a user would otherwise pick."""
-        torch = self.torch
-        out: dict[str, Any] = {}
-        for g in geometries:
-            try:
-                inputs = self.inputs(g, 0)
-                fam = self.family
+        """torch.compile of the float32 reference, timed apart once in set-up (harness/torch_peer.py)."""
+        return torch_peer.time_apart(self, mode, geometries)
 
-                def fn(inp=inputs, g=g, fam=fam):
-                    r = fam.reference(inp, g, dtype=torch.float32)
-                    return {k: v.to(_dtype(o.dtype)) for (k, v), o in zip(r.items(), fam.outputs(g))}
-
-                kw = {} if mode == "default" else {"mode": mode}
-                cf = torch.compile(fn, **kw)
-                t0 = time.perf_counter()
-                cf()
-                torch.cuda.synchronize()
-                compile_s = time.perf_counter() - t0
-                for _ in range(3):
-                    cf()
-                torch.cuda.synchronize()
-                n = 20
-                graph = torch.cuda.CUDAGraph()
-                s = torch.cuda.Stream()
-                with torch.cuda.graph(graph, stream=s):
-                    for _ in range(n):
-                        cf()
-                ts = [self._time_graph(graph) / n for _ in range(9)]
-                ts.sort()
-                out[g.name] = {
-                    "median_us": round(ts[len(ts) // 2], 3),
-                    "mode": mode,
-                    "compile_s": round(compile_s, 1),
-                    "method": f"batch: graph x {n}, 9 replays, median",
-                }
-            except Exception as e:  # the peer is context, never a reason to stop a campaign
-                out[g.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "mode": mode}
-        return out
+    def prepare_torch_peer(self, loaded: torch_peer.TorchPart, geometries: Sequence[Geometry]) -> dict[str, Any]:
+        """torch.compile of the reference compiled at each geometry before it is timed as a peer (evo/loop/peers.py)."""
+        return torch_peer.prepare(self, loaded, geometries)
 
 
 def gpu_available() -> bool:

@@ -62,6 +62,13 @@ def fresh_outputs(specs: Sequence[OutputSpec], inputs: Mapping[str, Any], device
     return outs
 
 
+def in_place(families: Sequence[Any], g: Any) -> Any:
+    """Of the families timed together (a campaign's and its peer kernels': the same outputs), the first that works in
+    place, else the first: the timing buffers start as that one's in-out outputs say, so an in-place peer timed
+    beside an out-of-place champion never reads poison (harness/gpu.py ``measure``)."""
+    return next((f for f in families if any(o.init_from for o in f.outputs(g))), families[0])
+
+
 def _bits(t: Any) -> Any:
     import torch
 

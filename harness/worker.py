@@ -24,7 +24,13 @@ from typing import Any
 from harness.errors import HarnessError
 
 # Calls that may legitimately run long (they are not candidates' kernels).
-SLOW_CALLS = {"peer_torch_compile": 3600.0, "copy_ceiling": 600.0, "facts": 120.0, "latency_floor": 600.0}
+SLOW_CALLS = {
+    "peer_torch_compile": 3600.0,
+    "prepare_torch_peer": 3600.0,  # torch.compile of the reference at every geometry, before it is timed as a peer
+    "copy_ceiling": 600.0,
+    "facts": 120.0,
+    "latency_floor": 600.0,
+}
 
 
 class WorkerCrash(HarnessError):
@@ -46,6 +52,7 @@ class RemoteLoaded:
     handle: int
     built: Any
     genome: Mapping[str, Any]
+    peer: str | None = None  # a peer kernel's name (cfg.peer.kernels): the child's backend knows its family
 
 
 def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
@@ -61,7 +68,11 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
     loaded: dict[int, Any] = {}
     # what the campaign asks once, before any genome (the recorded backend's sub-space and floor): sent with the start
     once = {m: getattr(backend, m)() for m in ("knob_space", "recorded_floor") if callable(getattr(backend, m, None))}
-    sim = {"simulated": bool(getattr(backend, "simulated", False)), "label": getattr(backend, "label", None)}
+    sim = {
+        "simulated": bool(getattr(backend, "simulated", False)),
+        "label": getattr(backend, "label", None),
+        "peer_kernels": bool(getattr(backend, "peer_kernels", False)),
+    }
     conn.send(("ok", {"name": backend.name, **sim, **once}))
     while True:
         try:
@@ -73,8 +84,8 @@ def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
             return
         try:
             if method == "load":
-                handle, built, genome = args
-                loaded[handle] = backend.load(built, genome)
+                handle, built, genome, peer = args
+                loaded[handle] = backend.load(built, genome) if peer is None else backend.load(built, genome, peer=peer)
                 result: Any = handle
             elif method == "attrs":
                 result = {k: getattr(backend, k) for k in args}
@@ -121,6 +132,7 @@ class WorkerBackend:
         self.restarts = 0
         info = self._start()
         self.name, self.simulated = info["name"], info["simulated"]
+        self.peer_kernels = bool(info.get("peer_kernels"))  # the child's backend times peer kernels
         if info.get("label"):  # where a simulated backend's numbers come from (evo.core.records.simulated_label)
             self.label = str(info["label"])
         self._space, self._floor = info.get("knob_space"), info.get("recorded_floor")
@@ -185,7 +197,7 @@ class WorkerBackend:
 
     def _load_in_child(self, r: RemoteLoaded) -> None:
         if r.handle not in self._in_child:
-            self._send("load", (r.handle, r.built, r.genome), {}, self.timeout_s)
+            self._send("load", (r.handle, r.built, r.genome, r.peer), {}, self.timeout_s)
             self._in_child.add(r.handle)
 
     def _send(self, method: str, args: tuple, kwargs: dict, timeout: float) -> Any:
@@ -216,9 +228,9 @@ class WorkerBackend:
     def copy_ceiling(self, **kwargs: Any) -> dict[str, float]:
         return self._call("copy_ceiling", (), kwargs)
 
-    def load(self, built: Any, genome: Mapping[str, Any]) -> RemoteLoaded:
+    def load(self, built: Any, genome: Mapping[str, Any], peer: str | None = None) -> RemoteLoaded:
         self._next += 1
-        r = RemoteLoaded(self._next, built, dict(genome))
+        r = RemoteLoaded(self._next, built, dict(genome), peer)
         self._handles[r.handle] = r
         return r
 
@@ -248,6 +260,9 @@ class WorkerBackend:
 
     def peer_torch_compile(self, mode: str, geometries: Sequence[Any]) -> dict[str, Any]:
         return self._call("peer_torch_compile", (mode, list(geometries)))
+
+    def prepare_torch_peer(self, loaded: RemoteLoaded, geometries: Sequence[Any]) -> dict[str, Any]:
+        return self._call("prepare_torch_peer", (loaded, list(geometries)))
 
     def latency_floor(self, grids: Mapping[str, Any], rounds: int = 12, pdl: bool = False) -> dict[str, Any]:
         return self._call("latency_floor", (dict(grids), rounds, pdl))

@@ -33,3 +33,23 @@ class Faulty:
 
 def faulty_backend(config: str, backend: str | None = None, storage: str | None = None) -> Faulty:
     return Faulty(recorded_backend(config, backend, storage))
+
+
+class PeerEcho:
+    """A backend that says which family loaded each module: load(..., peer=name) is what a worker must pass on."""
+
+    name, simulated, peer_kernels = "echo", False, True
+
+    def __init__(self) -> None:
+        self.baseline_hashes: dict[str, str] = {}
+        self.baseline_errors: dict[str, float] = {}
+
+    def load(self, built, genome, peer=None):
+        return {"genome": dict(genome), "peer": peer}
+
+    def correctness(self, loaded, *, freeze: bool = False):
+        return loaded
+
+
+def peer_echo_backend() -> PeerEcho:
+    return PeerEcho()

@@ -94,7 +94,8 @@ def test_every_command_is_one_entry_of_the_dispatch_table():
     from evo.cli import COMMANDS, _parser
 
     sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    on_a_campaign = ["run", "worker", "status", "log", "table", "export", "replay", "sanitize", "ablate", "selfcheck"]
+    on_a_campaign = ["run", "worker", "status", "log", "table", "export", "replay", "sanitize", "ablate", "peers"]
+    on_a_campaign.append("selfcheck")
     others = ["families", "config", "check", "new", "idea", "ideas", "kt-cache", "completion"]
     assert list(sub.choices) == list(COMMANDS) == on_a_campaign + others
     for name, command in COMMANDS.items():  # the config is loaded for those that run on a campaign

@@ -6,7 +6,8 @@ campaign is touched by a failing command.
 The commands live by group, each module declaring its subcommands' parsers and the functions that run them
 (``Command`` entries, evo/cli/common.py): campaign.py (run, worker, replay, sanitize, ablate, selfcheck: the ones
 that drive the loop), report.py (status, log, table, export: read a ledger), families.py (families, config, check,
-new, idea, ideas), ktcache.py (kt-cache: a sweep as a Kernel Tuner cache).
+new, idea, ideas), ktcache.py (kt-cache: a sweep as a Kernel Tuner cache), peers.py (peers: the champion beside its
+peer kernels again).
 Here: ``COMMANDS``, the dispatch table (its order is `evo --help`'s), the parser assembled from
 it, and ``main``. A new command is a ``Command`` in its group's module and one line in ``COMMANDS``.
 """
@@ -20,7 +21,7 @@ import os
 import signal
 import sys
 
-from evo.cli import campaign, families, ktcache, report
+from evo.cli import campaign, families, ktcache, peers, report
 from evo.cli.common import EXIT_CODES, EXIT_USAGE, RESULT, Command, _fail, _Parser, jsonable, storage_file_problem
 from evo.cli.completion import COMPLETION
 from evo.core.plugins import PluginError
@@ -37,6 +38,7 @@ COMMANDS: dict[str, Command] = {
     "replay": campaign.REPLAY,
     "sanitize": campaign.SANITIZE,
     "ablate": campaign.ABLATE,
+    "peers": peers.PEERS,
     "selfcheck": campaign.SELFCHECK,
     "families": families.FAMILIES,
     "config": families.CONFIG,

@@ -75,6 +75,22 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class PeerKernelBackend(Protocol):
+    """A backend that also runs peer kernels (``peer.kernels``: other families' kernels of the campaign's problem,
+    evo/measure/peer_kernels.py), a capability beside :class:`Backend`: ``harness.gpu.GpuBackend`` and a worker of
+    one. The loop asks ``peer_kernels`` before it loads a peer; a backend without it (the recorded one) leaves the
+    peers untimed and the log says so."""
+
+    peer_kernels: bool
+
+    def load(self, built: Any, genome: Mapping[str, Any], peer: str | None = None) -> Any:
+        """As :meth:`Backend.load`; ``peer``: the name of the peer kernel whose family built ``built``, whose
+        launch, arguments and output views then launch it on the campaign's inputs. Called as a run ends
+        (evo/loop/peers.py), after the baseline's outputs are frozen."""
+        ...
+
+
+@runtime_checkable
 class Gate(Protocol):
     """One step of an attempt's judgement (gates/registry.py ``gate_order()``: build, static, identical SASS, the
     exact rule, recorded knobs only, correctness, perf, recheck, sanitizer, bound, e2e; docs/gates.md).

@@ -35,7 +35,7 @@ from evo.core.protocols import AskedTrial, Backend, Gate, Storage, StorageView
 from evo.core.records import ACCEPTED, Attempt, Verdict, simulated_label
 from evo.core.variant import launch_digest
 from evo.ledger.ledger import BudgetTaken, GenomeTaken, worker_name
-from evo.loop import campaign_ideas, checks, report_lines, seams
+from evo.loop import campaign_ideas, checks, peers, report_lines, seams
 from evo.loop.attempt import new_attempt, now
 from evo.loop.baseline import BaselineSetup
 from evo.loop.budget import budget_spent, exact_mode_tabu, spent_at_resume
@@ -350,10 +350,7 @@ class Campaign:
 
     def _reserve(self, proposer: Any, attempts: list[Attempt], seen: set[str]) -> tuple[Proposal, Any] | None:
         """Propose a genome and, on a shared storage, reserve it (evo/loop/shared.py); None when nothing is left."""
-        return reserve(self.ledger, proposer, attempts, seen, self._taken)
-
-    def _taken(self) -> None:
-        self.taken += 1
+        return reserve(self.ledger, proposer, attempts, seen, lambda: setattr(self, "taken", self.taken + 1))
 
     def _run(self) -> RunSummary:
         """The campaign loop (``evo run``, ``evo worker``, the search benchmark): set-up, then propose, judge and
@@ -386,6 +383,7 @@ class Campaign:
         self.champion = led.champion() or self.baseline
         if stopped != "interrupted by the user":
             self.ceiling_check()  # (each worker its own, on its GPU: each appends one)
+            peers.time_peers(self.cfg, self.ledger, self.modules, self.champion, self.out)  # (evo/loop/peers.py)
         return RunSummary(len(led.attempts()), st.new, stopped, self.champion)
 
     def _steps(self, st: LoopState) -> str:

@@ -19,6 +19,7 @@ from evo.measure.ceiling import describe as ceiling_describe
 from evo.report import nvbench_peer
 from evo.report.converged import convergence
 from evo.report.finish_log import finish_section
+from evo.report.peer_log import peer_kernel_lines
 from evo.report.plot_legend import MEASURED_IN_FULL, STOPPED_EARLY, legend, plot_kind, unplotted
 from evo.search.ideas import book_from_meta, delta, describe_change, idea_events
 
@@ -275,9 +276,12 @@ def _peer(
             [_gname(g, w), tc, _us(base_us), _us(best), ratio, *(nvbench_peer.cells(nv, g, best) if nv else [])]
         )
     head = ["Geometry", "torch.compile µs", "Baseline µs", "Best champion µs", "Champion vs torch.compile"]
+    champion = chain[-1].id if chain else None
+    # the kernel peers (peer.kernels): interleaved with the champion, each with its interval (evo/report/peer_log.py)
+    kernels = peer_kernel_lines(meta, geoms, champion)
     if nv is None:
-        return ["## Peer", "", *_table(head, rows), ""]
-    return ["## Peer", "", *_table([*head, *nvbench_peer.header()], rows), "", *nvbench_peer.note(nv)]
+        return ["## Peer", "", *_table(head, rows), *kernels, ""]
+    return ["## Peer", "", *_table([*head, *nvbench_peer.header()], rows), *kernels, "", *nvbench_peer.note(nv)]
 
 
 def _steps(chain: list[Attempt], geoms: list[tuple[str, float]], meta: Mapping[str, Any] | None = None) -> list[str]:
