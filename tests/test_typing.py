@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("evo", "harness", "gates")
-CEILING = 1087  # 2026-12-07: 1103 after the session 27 merges, less the storage seam and sanitizer records typed
+CEILING = 1161  # 2026-12-07: 1087 after the typed storage seam; +74 with the kernel peers (JSON meta and torch objects)
 
 
 def any_count(path: Path) -> int:
