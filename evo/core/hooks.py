@@ -19,11 +19,13 @@ from typing import Any, NoReturn
 from evo.core.errors import FamilyError
 
 TRACE_ENV = "EVO_HOOK_TRACE"  # a file the watching parent reads: "<family>\t<hook>", rewritten in place
+CRASH_ENV = "EVO_RUN_CRASHED"  # "<pid>\t<trial number>\t<why>": what `evo run`'s parent saw its last child die of
 DONE = "\x00done"
 _RECORD = 512
 _trace_fd: int | None = None
 _last = ""
 _current: tuple[str, str] | None = None  # (family, hook) while a hook runs inside calling()
+_flight: int | None = None  # the loop's attempt being judged (its trial number), for `evo run`'s watching parent
 
 
 class FamilyHookError(FamilyError):
@@ -38,17 +40,30 @@ def _what(e: BaseException) -> str:
 def trace(family: str, hook: str) -> None:
     """Says which family's hook runs now, for the parent that watches (a no-op unless ``EVO_HOOK_TRACE`` is set).
     Called before the hook; written only when it changes (a search calls check() a million times)."""
-    global _trace_fd, _last
+    global _last
     family = family or _last.partition("\t")[0]  # "" the family named before
     text = f"{family}\t{hook}"
-    if text == _last:
-        return
-    path = os.environ.get(TRACE_ENV)
-    if not path:
-        return
+    if text != _last and os.environ.get(TRACE_ENV):
+        _last = text
+        _write()
+
+
+def in_flight(number: int | None) -> None:
+    """The campaign loop's attempt being judged now (its trial number; None once it is recorded), for `evo run`'s
+    watching parent (evo/run_child.py): a crash while it is set is that attempt's recorded verdict. Called by the
+    loop when it asks the attempt's trial and when it records it."""
+    global _flight
+    if number != _flight and os.environ.get(TRACE_ENV):
+        _flight = number
+        _write()
+
+
+def _write() -> None:
+    """The trace record, rewritten in place: "<family>\t<hook>\t<attempt in flight or empty>"."""
+    global _trace_fd
     if _trace_fd is None:
-        _trace_fd = os.open(path, os.O_WRONLY)
-    _last = text
+        _trace_fd = os.open(os.environ[TRACE_ENV], os.O_WRONLY)
+    text = f"{_last}\t{'' if _flight is None else _flight}"
     os.pwrite(_trace_fd, text.encode("utf-8", "replace")[:_RECORD].ljust(_RECORD, b" "), 0)
 
 
@@ -107,15 +122,40 @@ def exits_refused() -> Iterator[None]:
         os._exit = real
 
 
-def read_trace(path: str) -> tuple[str, str]:
-    """(family, hook) the child last named; ("", "") when it named none."""
+def _read_record(path: str) -> list[str]:
     try:
         with open(path, "rb") as f:
             text = f.read(_RECORD).decode("utf-8", "replace").rstrip()
     except OSError:
-        return "", ""
-    fam, _, hook = text.partition("\t")
-    return fam, hook
+        return []
+    return text.split("\t") if text else []
+
+
+def crash_reason(owner_pid: object, number: int) -> str | None:
+    """Why the attempt (trial ``number``, asked by process ``owner_pid``) ended with its process, when `evo run`'s
+    watching parent saw that process crash while judging it (evo/run_child.py sets ``EVO_RUN_CRASHED`` for the
+    child it starts next); None for any other attempt. Called by the ledger's recovery of attempts left running."""
+    pid, _, rest = os.environ.get(CRASH_ENV, "").partition("\t")
+    trial, _, why = rest.partition("\t")
+    return why if why and pid == str(owner_pid) and trial == str(number) else None
+
+
+def crashed_trial() -> int | None:
+    """The attempt whose crash `evo run`'s watching parent saw before it started this process (``EVO_RUN_CRASHED``)."""
+    trial = os.environ.get(CRASH_ENV, "").split("\t")[1:2]
+    return int(trial[0]) if trial and trial[0].isdigit() else None
+
+
+def read_trace(path: str) -> tuple[str, str]:
+    """(family, hook) the child last named; ("", "") when it named none."""
+    fields = _read_record(path) + ["", ""]
+    return fields[0], fields[1]
+
+
+def read_flight(path: str) -> int | None:
+    """The attempt the child's campaign loop was judging when it last wrote the trace (:func:`in_flight`), or None."""
+    fields = _read_record(path)
+    return int(fields[2]) if len(fields) > 2 and fields[2].strip().isdigit() else None
 
 
 def check_genome(family: Any, genome: Mapping[str, Any], geometries: Sequence[Any]) -> str | None:

@@ -31,6 +31,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 
 from evo import stop
 from evo.config import CampaignConfig
+from evo.core import hooks
 from evo.core.protocols import Backend, Gate, Storage
 from evo.core.records import ACCEPTED, Attempt, Verdict, simulated_label
 from evo.core.variant import launch_digest
@@ -220,6 +221,8 @@ class Campaign:
 
     # --- one attempt --------------------------------------------------------
     def _attempt(self, number: int, prop: Proposal, built: Built | None) -> Attempt:
+        if self._view is not None:  # the loop's: a crash while judging it is its verdict (evo/run_child.py)
+            hooks.in_flight(number)
         return new_attempt(number, prop, built, self.cfg, self.backend.name, self.champion, self.launch_sha256)
 
     def launch_sha256(self, genome: Any) -> str:
@@ -288,6 +291,7 @@ class Campaign:
             self.ledger.record(trial, a, meta=meta)
         else:
             self.ledger.record(trial, a, meta=meta, meta_max={"elapsed_s": self._elapsed()})
+        hooks.in_flight(None)
 
     def _recorded(self) -> list[Attempt]:
         """The attempts a new one is held against (identical SASS): the loop's step read them; else read now."""
