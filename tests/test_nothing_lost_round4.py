@@ -139,3 +139,42 @@ def test_a_stop_while_another_program_holds_the_ledgers_lock_mid_run_is_honoured
     r = evo_cmd("run", str(cfg), "--plain", "--attempts", str(before + 2), cwd=tmp_path)  # resumes as ever
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert len(Ledger(f"sqlite:///{db}", _campaign(cfg), FAM.knobs).attempts()) >= before + 2
+
+
+def test_evo_run_of_a_family_whose_import_loops_honours_the_first_stop(tmp_path):
+    """Before: the stop request was only recorded while family.py's import looped: `evo run` needed a second signal
+    (the import is no hook call: no `calling` around it)."""
+    marker = tmp_path / "importing"
+    cfg = _shipped_family_with(tmp_path, f"open({str(marker)!r}, 'w').close()\nwhile True:\n    pass")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evo", "run", str(cfg), "--plain"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    end = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate()
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = _wait_or_fail(proc, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.communicate()
+    assert rc == 128 + signal.SIGTERM, (rc, err[-2000:])
+    assert "Traceback" not in out + err and "stopped by SIGTERM" in err and "second" not in err, err[-2000:]
+
+
+def test_an_e2e_command_that_segfaults_is_named_as_a_crash(tmp_path):
+    """Before: "exit status -11" (a user reads a status, not a crash); now the signal is named: "crashed (SIGSEGV)"."""
+    from evo.measure.e2e import E2EError, run_e2e
+
+    code = "import ctypes, sys; sys.stderr.write('loading the model\\n'); sys.stderr.flush(); ctypes.string_at(0)"
+    with pytest.raises(E2EError, match=r"crashed \(SIGSEGV\); last stderr line: loading the model") as e:
+        run_e2e([sys.executable, "-c", code], None, timeout_s=60)
+    assert "\n" not in str(e.value) and "-11" not in str(e.value)

@@ -90,14 +90,25 @@ def calling(family: str, hook: str) -> Iterator[None]:
     watching parent is told which hook runs (:func:`trace`), a ``sys.exit()`` in it is a FamilyHookError naming the
     family and the hook (not the end of the command with that status and no word), and so is an ``os._exit()``
     where :func:`exits_refused` holds. Called by evo's call sites of the hooks, around the call alone."""
+    try:
+        with running(family, hook):
+            yield
+    except SystemExit as e:
+        raise FamilyHookError(f"family {family}: {hook} called sys.exit({e.code!r})") from None
+
+
+@contextlib.contextmanager
+def running(family: str, hook: str) -> Iterator[None]:
+    """While inside, the family's code runs: the watching parent is told (:func:`trace`), a stop request is raised
+    in it at once (evo/stop.py: a hook, or family.py's import, that loops would otherwise hold the first request
+    for ever) and :func:`exits_refused` holds ``os._exit``. Called by :func:`calling` and around family.py's
+    import."""
     global _current
     trace(family, hook)
     outer = _current
     _current = (family, hook)
     try:
         yield
-    except SystemExit as e:
-        raise FamilyHookError(f"family {family}: {hook} called sys.exit({e.code!r})") from None
     finally:
         _current = outer
 
