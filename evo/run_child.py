@@ -101,6 +101,9 @@ def supervise(argv: Sequence[str]) -> int:
     watch = _Watch()
     for sig in stop.SIGNALS:
         signal.signal(sig, watch.take)
+    early = stop.requested()  # taken by evo's own handler (evo/__init__.py installs it at import) before ours
+    if early is not None:
+        watch.stops.append(early)
     fd, trace = tempfile.mkstemp(prefix="evo-run-trace-")
     os.close(fd)
     env = {**os.environ, CHILD_ENV: "1", TRACE_ENV: trace}
