@@ -221,8 +221,7 @@ class Campaign:
 
     # --- one attempt --------------------------------------------------------
     def _attempt(self, number: int, prop: Proposal, built: Built | None) -> Attempt:
-        if self._view is not None:  # the loop's: a crash while judging it is its verdict (evo/run_child.py)
-            hooks.in_flight(number)
+        hooks.in_flight(number if self._view is not None else None)  # the loop's: a crash judging it, its verdict
         return new_attempt(number, prop, built, self.cfg, self.backend.name, self.champion, self.launch_sha256)
 
     def launch_sha256(self, genome: Any) -> str:
@@ -287,11 +286,9 @@ class Campaign:
         a.finished_at = now()
         if self._cycle_t0 is not None:
             a.cycle_s = round(time.perf_counter() - self._cycle_t0, 3)
-        if self._elapsed is None:
-            self.ledger.record(trial, a, meta=meta)
-        else:
-            self.ledger.record(trial, a, meta=meta, meta_max={"elapsed_s": self._elapsed()})
-        hooks.in_flight(None)
+        most = None if self._elapsed is None else {"elapsed_s": self._elapsed()}
+        self.ledger.record(trial, a, meta=meta, meta_max=most)
+        hooks.in_flight(None)  # (evo/run_child.py: a crash from here on is outside an attempt)
 
     def _recorded(self) -> list[Attempt]:
         """The attempts a new one is held against (identical SASS): the loop's step read them; else read now."""
