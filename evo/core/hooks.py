@@ -6,7 +6,9 @@ ablation). A hook that raises, or returns what it may not (``check`` returning 4
 silent "search space exhausted".
 
 :func:`trace` names the hook about to run for a parent process that watches (``evo check`` runs the family in a
-child, evo/family_child.py): a hook that ends the process (``os._exit``, a segfault) is then named by the parent.
+child, evo/family_child.py; ``evo run`` its campaign, evo/run_child.py): a hook that ends the process (``os._exit``,
+a segfault) is then named by the parent; :func:`in_flight` adds the attempt the campaign loop judges, whose
+recorded verdict such a crash becomes (:func:`crash_reason`, read by the ledger's recovery in the next child).
 """
 
 from __future__ import annotations
