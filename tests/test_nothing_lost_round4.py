@@ -40,10 +40,12 @@ def _campaign(cfg: Path) -> str:
     return str(yaml.safe_load(cfg.read_text())["campaign"])
 
 
-def test_a_hook_that_segfaults_in_evo_run_is_a_recorded_verdict_and_the_campaign_goes_on(tmp_path):
+@pytest.mark.parametrize("backend", ["recorded", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_a_hook_that_segfaults_in_evo_run_is_a_recorded_verdict_and_the_campaign_goes_on(tmp_path, backend):
     """Before: the segfault ended `evo run` itself (exit -11, no word); the attempt was left for the next run."""
     mark = tmp_path / "crashed"
     cfg = _shipped_family_with(tmp_path, _CRASH_ONCE.format(mark=str(mark)))
+    cfg.write_text(cfg.read_text().replace("backend: recorded", f"backend: {backend}"))
     r = evo_cmd("run", str(cfg), "--plain", "--attempts", "5", cwd=tmp_path)
     out = r.stdout + r.stderr
     assert mark.exists(), out[-3000:]
