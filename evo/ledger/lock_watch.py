@@ -10,10 +10,11 @@ running campaign go through SQLAlchemy and Optuna, where no slice can be cut.
 So this module watches from a thread. Python writes the number of every signal it takes to a wakeup fd
 (``signal.set_wakeup_fd``) at once, in C, whatever the main thread is doing. After a stop request (SIGINT,
 SIGTERM), while the process is still alive, the thread looks every ``_POLL_S`` for locks another process holds on
-the ledgers this process writes (Linux's /proc/locks). Seen twice in a row, ``_GRACE_S`` or more after the request,
-it prints one line naming the holder (its pid and command) and ends the process with the stop's exit status
-(130 / 143), as a second request would: the ledger is crash safe at every moment; the attempt in flight, not yet
-recorded, is recorded as interrupted by the next run (its genome may be proposed again); nothing recorded is lost.
+the ledgers this process writes (Linux's list of file locks, read in evo/core/liveness.py). Seen twice in a row,
+``_GRACE_S`` or more after the request, it prints one line naming the holder (its pid and command) and ends the
+process with the stop's exit status (130 / 143), as a second request would: the ledger is crash safe at every
+moment; the attempt in flight, not yet recorded, is recorded as interrupted by the next run (its genome may be
+proposed again); nothing recorded is lost.
 A stop with no foreign lock held changes nothing: the command stops at its next safe point, as before.
 
 Installed by the ledger's open of a SQLite file for writing (evo/ledger/rdb.py), in the evo command's main thread
@@ -32,10 +33,10 @@ import time
 from pathlib import Path
 
 from evo import stop
+from evo.core import liveness
 
 _GRACE_S = 1.0  # a responsive main thread stops well within this; a lock wait does not
 _POLL_S = 0.25
-_LOCKS = "/proc/locks"
 _files: dict[int, str] = {}  # inode -> path of the SQLite ledgers this process writes
 _started = False
 
@@ -51,7 +52,7 @@ def watch(path: Path) -> None:
 def _start() -> None:
     """The wakeup fd and the thread, once, in the main thread, where evo's stop handlers are installed."""
     global _started
-    if _started or threading.current_thread() is not threading.main_thread() or not os.path.exists(_LOCKS):
+    if _started or threading.current_thread() is not threading.main_thread() or not liveness.can_see_locks():
         return
     if not all(stop.installed(s) for s in stop.SIGNALS):
         return
@@ -101,24 +102,15 @@ def _stop_now(signum: int, held: list[str]) -> None:
 
 
 def foreign_holders() -> list[str]:
-    """Who else holds a lock on a watched ledger now: "pid 123 (sqlite3) on ledger.db", one a holder (Linux
-    /proc/locks: POSIX locks, SQLite's; an empty list elsewhere)."""
-    try:
-        with open(_LOCKS) as f:
-            rows = f.read().splitlines()
-    except OSError:
-        return []
+    """Who else holds a lock on a watched ledger now: "pid 123 (sqlite3 ledger.db) on ledger.db", one a holder
+    (evo/core/liveness.py reads Linux's file locks; an empty list elsewhere)."""
     me = os.getpid()
     out: list[str] = []
-    for row in rows:
-        fields = row.split()
-        if len(fields) < 6 or fields[1] == "->":  # "->": a waiter, not a holder
+    for pid, inode in liveness.lock_holders(set(_files)):
+        if pid == me:
             continue
-        pid, where = fields[4], fields[5].rsplit(":", 1)
-        if len(where) != 2 or not where[1].isdigit() or int(where[1]) not in _files or pid == str(me):
-            continue
-        text = f"{describe(int(pid)) if pid.isdigit() and pid != '0' else 'a process of another container'}"
-        text += f" on {Path(_files[int(where[1])]).name}"
+        who = describe(pid) if pid else "a process of another container"
+        text = f"{who} on {Path(_files[inode]).name}"
         if text not in out:
             out.append(text)
     return out
@@ -126,11 +118,5 @@ def foreign_holders() -> list[str]:
 
 def describe(pid: int) -> str:
     """``pid 123 (sqlite3 ledger.db)``: a process named by its pid and the start of its command line."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        argv = []
-    cmd = " ".join([os.path.basename(argv[0]), *argv[1:]]) if argv else ""
-    cmd = " ".join(cmd.split())
-    return f"pid {pid} ({cmd[:80]})" if cmd else f"pid {pid}"
+    cmd = liveness.command_of(pid)
+    return f"pid {pid} ({cmd})" if cmd else f"pid {pid}"
