@@ -86,6 +86,16 @@ def install() -> None:
             signal.signal(sig, _handler)
 
 
+def installed(sig: int) -> bool:
+    """Whether evo's handler takes ``sig`` in this process (the evo command; not a library user's process)."""
+    return signal.getsignal(sig) is _handler
+
+
+def exit_now(code: int) -> None:
+    """Ends the process at once (the real ``os._exit``), as a second request does: for evo/ledger/lock_watch.py."""
+    _exit(code)
+
+
 def requested() -> int | None:
     """The signal of the pending stop request, or None."""
     return _requested

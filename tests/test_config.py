@@ -281,7 +281,12 @@ BAD = [
     # --- peer
     ("peer_turbo", _doc(peer="{torch_compile: turbo}"), "peer.torch_compile", "allowed: default, max-autotune, off"),
     ("peer_on", _doc(peer="{torch_compile: on}"), "peer.torch_compile", "allowed: default, max-autotune, off"),
-    ("peer_unknown_key", _doc(peer="{eager: yes}"), "peer.eager", "allowed here: kernels, nvbench, nvbench_benchmark, torch_compile"),
+    (
+        "peer_unknown_key",
+        _doc(peer="{eager: yes}"),
+        "peer.eager",
+        "allowed here: kernels, nvbench, nvbench_benchmark, torch_compile",
+    ),
     # --- knob restrictions
     ("knobs_unknown", _doc(knobs="{colour: [red]}"), "knobs.colour", "allowed here: barrier, block"),
     ("knobs_bad_value", _doc(knobs="{block: [256, 1024]}"), "knobs.block", "allowed: 128, 256, 512"),

@@ -135,13 +135,31 @@ def test_the_ledgers_own_wal_is_kept_and_applied(home, capsys, tmp_path_factory)
 # --- a lock wait under a stop request -------------------------------------------------------------------------------
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (`evo run` runs its campaign in a watched child: evo/run_child.py)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+    return out
+
+
+def _opened(pid: int, db: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(db) for fd in os.listdir(f"/proc/{pid}/fd"))
+    return False
+
+
 def _holding(pid: int, db: Path, timeout: float = 90) -> None:
-    """Waits until process ``pid`` has ``db`` open (then it is in SQLite's wait for the lock held here)."""
+    """Waits until process ``pid`` (or its child) has ``db`` open (then it is in SQLite's wait for the lock held
+    here)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        with contextlib.suppress(OSError):
-            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(db) for fd in os.listdir(f"/proc/{pid}/fd")):
-                return
+        if any(_opened(p, db) for p in _tree(pid)):
+            return
         time.sleep(0.1)
     pytest.fail(f"the process never opened {db}")
 

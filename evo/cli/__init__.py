@@ -89,8 +89,10 @@ def _cap_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evo import stop
+    from evo import run_child, stop
 
+    if argv is None and run_child.wanted(sys.argv[1:]):  # the campaign in a watched child (evo/run_child.py)
+        return run_child.supervise(sys.argv[1:])
     if argv is None:
         # SIGINT and SIGTERM (a `timeout` around evo, a batch system) are stop requests, honoured at the next
         # safe point (evo/stop.py); the exit code says which: 130 or 143

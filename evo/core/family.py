@@ -561,7 +561,7 @@ def _load_module(path: Path, modname: str) -> types.ModuleType:
 
 def load_source(src: FamilySource) -> Family:
     """Import one found family and check it; any failure is a FamilyError of one line naming the family."""
-    from evo.core.hooks import no_exit, trace
+    from evo.core.hooks import no_exit, running, trace
 
     label = f"family {src.name} ({src.where})"
     trace(src.name, "import of family.py")
@@ -579,7 +579,7 @@ def load_source(src: FamilySource) -> Family:
             assert src.folder is not None
             path = src.folder / "family.py"
             tag = hashlib.sha1(str(path).encode()).hexdigest()[:8]  # two folders may hold families of one name
-            with no_exit(src.name, "importing family.py"):
+            with no_exit(src.name, "importing family.py"), running(src.name, "importing family.py"):
                 mod = _load_module(path, f"evo_family_{src.name.replace('-', '_')}_{tag}")
             fam = getattr(mod, "FAMILY", None)
             if not isinstance(fam, Family):

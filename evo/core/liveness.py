@@ -102,3 +102,33 @@ def certainly_dead(owner: Mapping[str, Any]) -> bool:
     if pid == me["pid"]:
         return bool(owner.get("start") == me["start"])
     return exited(pid, owner["start"])
+
+
+def lock_holders(inodes: set[int]) -> list[tuple[int, int]]:
+    """(pid, inode) of each POSIX lock (SQLite's) held on a file of ``inodes`` now, from Linux's /proc/locks (pid 0:
+    a process of another pid namespace); empty where /proc can't tell. Waiters are not holders."""
+    text = _read("/proc/locks") or ""
+    out: list[tuple[int, int]] = []
+    for row in text.splitlines():
+        fields = row.split()
+        if len(fields) < 6 or fields[1] == "->":
+            continue
+        where = fields[5].rsplit(":", 1)
+        if len(where) == 2 and where[1].isdigit() and int(where[1]) in inodes and fields[4].lstrip("-").isdigit():
+            out.append((max(int(fields[4]), 0), int(where[1])))
+    return out
+
+
+def can_see_locks() -> bool:
+    """Whether this system shows its file locks (Linux's /proc/locks)."""
+    return os.path.exists("/proc/locks")
+
+
+def command_of(pid: int) -> str:
+    """The start of process ``pid``'s command line ("sqlite3 ledger.db"), "" where it can't be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        raw = ""
+    argv = [a for a in raw.split("\0") if a]
+    return " ".join(" ".join([os.path.basename(argv[0]), *argv[1:]]).split())[:80] if argv else ""

@@ -16,7 +16,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.exceptions import ExperimentalWarning
 
-from evo.ledger import dashboard, sqlite_file
+from evo.ledger import dashboard, lock_watch, sqlite_file
 from evo.ledger.errors import LedgerError
 from evo.ledger.sqlite_file import check_sqlite_ledger, create_sqlite
 from evo.ledger.storage_url import StorageURLError, engine_url, safe_url, sqlite_path, where, with_installed_driver
@@ -63,6 +63,8 @@ def open_rdb(url: str, heartbeat_s: int, grace_s: int, readonly: bool = False) -
             path = check_sqlite_ledger(path, readonly)
         else:
             create_sqlite(path)
+        if not readonly:  # a stop while another program holds its lock: honoured, the holder named
+            lock_watch.watch(path)
         # Connected through a SQLite URI built from the file (evo/ledger/storage_url.py): a name with ``?``, ``#``,
         # ``%`` or braces opens that file. The rollback journal, not write-ahead logging (check_sqlite_ledger sets it
         # back): with WAL a copy of ledger.db alone (what users copy and commit) can miss the newest attempts.

@@ -18,6 +18,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from evo.core.genome import Genome
+from evo.core.hooks import crash_reason
 from evo.core.records import ACCEPTED, BASELINE, Attempt, Verdict
 from evo.ledger import optuna_private as op
 
@@ -121,6 +122,8 @@ def interrupted_attempt(t: FrozenTrial, campaign: str, family: str, backend: str
     """The ``error: interrupted`` attempt that ``recover()`` records for a trial a dead process left unrecorded."""
     # An enqueued trial holds its genome as fixed_params until asked; an older ask may have set only some params.
     genome = Genome({**(t.system_attrs.get("fixed_params") or {}), **t.params})
+    owner = t.system_attrs.get("evo:worker")  # (sessions.WORKER_ATTR) a watched `evo run` child's crash: its verdict
+    crashed = crash_reason(owner.get("pid") if isinstance(owner, dict) else None, t.number)
     return Attempt(
         id=t.number,
         campaign=campaign,
@@ -128,6 +131,6 @@ def interrupted_attempt(t: FrozenTrial, campaign: str, family: str, backend: str
         genome=dict(genome),
         genome_key=genome.key,
         backend=backend,
-        verdict=Verdict.error("interrupted", INTERRUPTED_REASON),
+        verdict=Verdict.error("crash", crashed) if crashed else Verdict.error("interrupted", INTERRUPTED_REASON),
         started_at=t.datetime_start.isoformat() if t.datetime_start else "",
     )

@@ -31,6 +31,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 
 from evo import stop
 from evo.config import CampaignConfig
+from evo.core import hooks
 from evo.core.protocols import AskedTrial, Backend, Gate, Storage, StorageView
 from evo.core.records import ACCEPTED, Attempt, Verdict, simulated_label
 from evo.core.variant import launch_digest
@@ -220,6 +221,7 @@ class Campaign:
 
     # --- one attempt --------------------------------------------------------
     def _attempt(self, number: int, prop: Proposal, built: Built | None) -> Attempt:
+        hooks.in_flight(number if self._view is not None else None)  # the loop's: a crash judging it, its verdict
         return new_attempt(number, prop, built, self.cfg, self.backend.name, self.champion, self.launch_sha256)
 
     def launch_sha256(self, genome: Any) -> str:
@@ -284,10 +286,9 @@ class Campaign:
         a.finished_at = now()
         if self._cycle_t0 is not None:
             a.cycle_s = round(time.perf_counter() - self._cycle_t0, 3)
-        if self._elapsed is None:
-            self.ledger.record(trial, a, meta=meta)
-        else:
-            self.ledger.record(trial, a, meta=meta, meta_max={"elapsed_s": self._elapsed()})
+        most = None if self._elapsed is None else {"elapsed_s": self._elapsed()}
+        self.ledger.record(trial, a, meta=meta, meta_max=most)
+        hooks.in_flight(None)  # (evo/run_child.py: a crash from here on is outside an attempt)
 
     def _recorded(self) -> list[Attempt]:
         """The attempts a new one is held against (identical SASS): the loop's step read them; else read now."""

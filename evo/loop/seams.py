@@ -186,9 +186,11 @@ def open_campaign(ledger: Any, meta: Callable[[], dict[str, Any]], out: Callable
     """At set-up: attempts a stopped process left running recorded as interrupted, and a new campaign's meta
     (``meta()``) written in one transaction (a kill must not leave "config" without "backend"); of several workers
     starting at once exactly one writes it (create_meta, evo/loop/workers.py)."""
+    from evo.core.hooks import crashed_trial
     from evo.loop.report_lines import resume_line
 
-    interrupted = ledger.recover()
+    crashed = crashed_trial()  # recorded as its crash (evo/run_child.py), not as interrupted
+    interrupted = [n for n in ledger.recover() if n != crashed]
     if interrupted:
         out(resume_line(interrupted))
     if ledger.meta("config") is None:

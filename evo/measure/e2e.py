@@ -212,12 +212,24 @@ def _run_once(argv: list[str], timeout_s: float, env: Mapping[str, str] | None) 
         raise
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise E2EError(f"e2e command {cmd}: exit status {proc.returncode}; last stderr line: {_last_line(err)}")
+        raise E2EError(f"e2e command {cmd}: {_status(proc.returncode)}; last stderr line: {_last_line(err)}")
     try:
         tps, h = parse_output(out)
     except ValueError as e:
         raise E2EError(f"e2e command {cmd}: {e}; last stderr line: {_last_line(err)}") from None
     return tps, h, wall
+
+
+def _status(rc: int) -> str:
+    """How the command ended, as a user reads it: "exit status 3", "crashed (SIGSEGV)", "was ended by SIGKILL"."""
+    if rc >= 0:
+        return f"exit status {rc}"
+    try:
+        sig = signal.Signals(-rc).name
+    except ValueError:
+        return f"was ended by signal {-rc}"
+    crash = -rc in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT)
+    return f"crashed ({sig})" if crash else f"was ended by {sig}"
 
 
 def _with_genome(argv: Sequence[str], genome_file: str | Path | None) -> list[str]:
