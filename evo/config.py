@@ -819,13 +819,7 @@ def load_config(
     pe = _section(raw.get("peer"), "peer", _keys(PeerConfig))
     if pe.get("torch_compile") is False:  # YAML 1.1 reads a bare `off` as false
         pe = {**pe, "torch_compile": "off"}
-    nvbench, nvbench_benchmark = _peer_nvbench(pe, p, family, geometries)
-    peer = PeerConfig(
-        **_fill(PeerConfig, pe, "peer"),
-        nvbench=nvbench,
-        nvbench_benchmark=nvbench_benchmark,
-        kernels=_peer_kernels(pe.get("kernels"), p, family, geometries),
-    )
+    peer = _peer(pe, p, family, geometries)
 
     bound = _bound(raw.get("bound"), p, family, geometries)
     w = _section(raw.get("worker"), "worker", _keys(WorkerConfig))
@@ -857,14 +851,6 @@ def load_config(
         knobs=knobs,
         **top,
     )
-
-
-def _peer_kernels(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> tuple[PeerKernel, ...]:
-    """peer.kernels: each a family of the campaign's problem (evo/measure/peer_kernels.py), refused in one line."""
-    try:
-        return parse_peer_kernels(raw, cfg_path.resolve().parent, family, geometries, _load_family)
-    except PeerError as e:
-        raise ConfigError(str(e)) from None
 
 
 def _build(raw: Any, cfg_path: Path) -> BuildConfig:
@@ -1001,15 +987,17 @@ def _gates(raw: Any) -> GateConfig:
     return GateConfig(**parts)
 
 
-def _peer_nvbench(
-    pe: dict, cfg_path: Path, family: Family, geometries: list[Geometry]
-) -> tuple[Path | None, str | None]:
+def _peer(pe: dict, cfg_path: Path, family: Family, geometries: list[Geometry]) -> PeerConfig:
+    """peer: torch.compile, an nvbench result's figure (evo/report/nvbench_peer.py) and kernel peers of the
+    campaign's problem (evo/measure/peer_kernels.py), each refused in one line."""
     from evo.report.nvbench_peer import NvbenchError, config_keys
 
     try:
-        return config_keys(pe, cfg_path.parent, geometries, [n for n in (family.entry, family.name) if n])
-    except NvbenchError as e:
+        nvbench, bench = config_keys(pe, cfg_path.parent, geometries, [n for n in (family.entry, family.name) if n])
+        kernels = parse_peer_kernels(pe.get("kernels"), cfg_path.resolve().parent, family, geometries, _load_family)
+    except (NvbenchError, PeerError) as e:
         raise ConfigError(str(e)) from None
+    return PeerConfig(**_fill(PeerConfig, pe, "peer"), nvbench=nvbench, nvbench_benchmark=bench, kernels=kernels)
 
 
 def _bound(raw: Any, cfg_path: Path, family: Family, geometries: list[Geometry]) -> BoundConfig | None:
