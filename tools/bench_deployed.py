@@ -309,7 +309,7 @@ def write(out: Path, rows: list[tuple[str, sb.Space, dict[str, Any]]], text: lis
 
     doc = {
         label: {
-            "sweep": str(space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else ""),
+            "sweep": str(space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path),
             "best": space.best,
             "best_peer": got["best"],
             "runs": {
