@@ -114,3 +114,18 @@ def test_bench_deployed_runs_the_list(tmp_path, capsys):
     assert "- mm: from someone/somewhere@0000000:caches/mm.json.gz (sha256 " in table
     runs = json.loads(gzip.open(out / "runs.json.gz", "rt").read())
     assert runs["mm"]["sweep"] == str(d / "mm.json.gz") and len(runs["mm"]["runs"]["test"]["evo lag 1"]) == 2
+
+
+def test_an_interval_with_infinite_draws_is_infinite_not_nan():
+    """A held-out landscape where evo's runs mostly miss: some bootstrap draws have no success (infinite ERT); the
+    interval's bounds are order statistics, infinite where the draws are, never nan (inf - inf)."""
+    import math
+
+    from tools import search_metrics as sm
+
+    peer = [sm.Outcome(40, True)] * 17 + [sm.Outcome(150, False)] * 3
+    assert sm.bootstrap_one([sm.Outcome(150, False)] * 20, peer) == (math.inf, math.inf)
+    lo, hi = sm.bootstrap_one([sm.Outcome(150, False)] * 17 + [sm.Outcome(10, True)] * 3, peer)
+    assert math.isfinite(lo) and lo > 1.0 and hi == math.inf
+    point, glo, ghi = sm.bootstrap_geomean([([sm.Outcome(5, True)] * 3, [sm.Outcome(10, True)] * 3)] * 2)
+    assert (point, glo, ghi) == (0.5, 0.5, 0.5)
