@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from tools import search_bench as sb  # noqa: E402
 from tools import search_metrics as sm  # noqa: E402
+from tools.heldout import HeldoutError, read_list  # noqa: E402
 
 TARGETS = (0.01, 0.02, 0.05)  # ERT to within each of these of the best; 2% is the bar's
 REGRET_AT = (10, 25, 50)  # normalized regret after this many evaluations
@@ -236,6 +237,19 @@ def rescored(path: Path, cap: int) -> list[tuple[str, Any, dict[str, Any]]]:
     return rows
 
 
+def landscape_specs(args: argparse.Namespace) -> list[str]:
+    """The ``LABEL=FAMILY[:SWEEP]`` (or ``LABEL=CACHE.json[.gz]``) landscapes to run: ``--landscape`` ones, then the
+    ``--heldout`` list's caches found in ``--cache-dir`` (their sha256 checked: tools/heldout.py); the six committed
+    landscapes when neither is given. Raises HeldoutError."""
+    specs = list(args.landscape or [])
+    args.sources = {}
+    if args.heldout:
+        for c in read_list(args.heldout, args.cache_dir):
+            specs.append(f"{c.label}={c.path}")
+            args.sources[c.label] = f"{c.source} (sha256 {c.sha256}; recorded on {c.device_name})"
+    return specs or list(DEFAULT_LANDSCAPES)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--landscape", action="append", default=None, metavar="LABEL=FAMILY[:SWEEP]")
@@ -249,7 +263,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default=None, help="a folder for table.md and runs.json.gz")
     ap.add_argument("--rescore", default=None, help="a runs.json.gz written before: print its summary, run nothing")
+    ap.add_argument(
+        "--heldout",
+        default=None,
+        metavar="LIST",
+        help="a frozen list of Kernel Tuner caches "
+        "(benchmarks/heldout/ktcaches.json): its landscapes, after any --landscape, sha256 checked",
+    )
+    ap.add_argument("--cache-dir", default=".", help="the folder holding the list's cache files (outside the repo)")
     args = ap.parse_args(argv)
+    try:
+        args.specs = landscape_specs(args)
+    except HeldoutError as e:
+        print(f"bench_deployed: {e}", file=sys.stderr)
+        return 2
     args.lags = [int(x) for x in args.lags.split(",")]
     if args.rescore:
         print("\n".join(summary(rescored(Path(args.rescore), args.cap), args)))
@@ -260,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the test seeds overlap the selection seeds")
     t0 = time.perf_counter()
     rows = []
-    for spec in args.landscape or DEFAULT_LANDSCAPES:
+    for spec in args.specs:
         label, _, where = spec.partition("=")
         fam, _, sweep = where.partition(":")
         space = sb.load_space(fam or label, sweep or None)
@@ -299,6 +326,8 @@ def write(out: Path, rows: list[tuple[str, sb.Space, dict[str, Any]]], text: lis
         for k, v in got["skipped"].items():
             head.append(f"- {label}: skipped {k}: {v}")
         head.append(f"- {label}: sweep {space.sweep_path.name}, {space.size} genomes, {got['seconds']:.0f} s")
+        if label in getattr(args, "sources", {}):
+            head.append(f"- {label}: from {args.sources[label]}")
         head.append("")
     (out / "table.md").write_text("\n".join(head))
 
@@ -309,7 +338,9 @@ def write(out: Path, rows: list[tuple[str, sb.Space, dict[str, Any]]], text: lis
 
     doc = {
         label: {
-            "sweep": str(space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else ""),
+            "sweep": str(
+                space.sweep_path.relative_to(ROOT) if space.sweep_path.is_relative_to(ROOT) else space.sweep_path
+            ),
             "best": space.best,
             "best_peer": got["best"],
             "runs": {

@@ -316,6 +316,12 @@ def campaign_settings(family_name: str, config: str | Path | None = None) -> dic
 def load_space(
     family_name: str = "mhc_pre_big_fuse", sweep: str | Path | None = None, config: str | Path | None = None
 ) -> Space:
+    from harness.ktcache import is_kt_cache_path
+
+    if sweep is None and config is None and is_kt_cache_path(family_name):  # a Kernel Tuner cache is its own space
+        from tools.heldout import kt_space
+
+        return kt_space(family_name)
     family = load_family(family_name)
     own = family.folder / "evo.yaml"  # a family kept outside candidates/ (examples/, a user's repo): its config
     if (

@@ -108,7 +108,8 @@ def bootstrap_geomean(
             rb = [b[k] for k in rng.integers(0, len(b), len(b))]
             rs.append(ratio(ert(ra), ert(rb)))
         draws[i] = geomean(rs)
-    return point, float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
+    # (the order statistics themselves, not interpolated between them: a draw may be infinite, and inf - inf is nan)
+    return point, float(np.quantile(draws, 0.025, method="lower")), float(np.quantile(draws, 0.975, method="higher"))
 
 
 def bootstrap_one(a: Sequence[Outcome], b: Sequence[Outcome], n: int = 2000, seed: int = 0) -> tuple[float, float]:
