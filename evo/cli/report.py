@@ -159,7 +159,7 @@ def _interop(cfg, fmt: str, output: str | None, geometry: str | None) -> int:
     rename) to ``-o`` or logs/<campaign>/attempts.<fmt>.json."""
     import json
 
-    from evo.report.interop import kernel_tuner_cache, nvbench_json
+    from evo.report.interop import nvbench_json
 
     geos = {g.name: g for g in cfg.geometries}
     if geometry is not None and geometry not in geos:
@@ -171,21 +171,33 @@ def _interop(cfg, fmt: str, output: str | None, geometry: str | None) -> int:
     attempts = led.attempts()
     _damaged(led)
     device = (led.all_meta().get("device") or {}).get("name") or ""
-    if fmt == "kernel-tuner":
+    if fmt == "kernel-tuner":  # one writer of Kernel Tuner caches: `evo kt-cache --ledger`'s (harness/ktcache_write.py)
+        from harness.ktcache_write import KTWriteError, ledger_to_kt_cache, write_kt_cache
+
         g = geos[geometry] if geometry else next((x for x in cfg.geometries if x.weight > 0), cfg.geometries[0])
-        conv = kernel_tuner_cache(attempts, cfg.family, g, device)
-        what = f"{len(conv.doc['cache'])} configuration(s) at {g.name}"
-    else:
-        conv = nvbench_json(attempts, cfg.family, cfg.geometries, device)
-        what = f"{len(conv.doc['benchmarks'][0]['states'])} state(s)"
+        meta_device = led.all_meta().get("device") or {}
+        doc, left = ledger_to_kt_cache(cfg.family, g, sorted(attempts, key=lambda a: a.id), meta_device)
+        try:
+            write_kt_cache(path, doc)
+        except KTWriteError as e:
+            return _fail(str(e))
+        why = "never measured at the geometry, or with ideas (no knob value says them)" if left else ""
+        print(f"evo: {len(doc['cache'])} configuration(s) at {g.name} written to {path} ({fmt}){_left(left, why)}")
+        result(output=str(path), format=fmt, left_out=left)
+        return 0
+    conv = nvbench_json(attempts, cfg.family, cfg.geometries, device)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(conv.doc, indent=1) + "\n")
     os.replace(tmp, path)
-    left = f"; {conv.left_out} attempt(s) left out: {conv.why}" if conv.left_out else ""
-    print(f"evo: {what} written to {path} ({fmt}){left}")
+    what = f"{len(conv.doc['benchmarks'][0]['states'])} state(s)"
+    print(f"evo: {what} written to {path} ({fmt}){_left(conv.left_out, conv.why)}")
     result(output=str(path), format=fmt, left_out=conv.left_out)
     return 0
+
+
+def _left(n: int, why: str) -> str:
+    return f"; {n} attempt(s) left out: {why}" if n else ""
 
 
 def _log(cfg, output: str | None) -> int:

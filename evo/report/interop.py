@@ -1,10 +1,7 @@
 """A campaign's attempts in the formats of the tools kernel engineers already use (`evo table --as ...`).
 
-* a **Kernel Tuner cache** (the JSON file ``tune_kernel(..., cache=...)`` writes and its simulation mode reads):
-  one per problem size, so one geometry of the campaign; each knob genome is a configuration keyed by its values
-  joined with commas in the knobs' order, its time in milliseconds (evo's median at that geometry), and a failure as
-  Kernel Tuner's own strings (``CompilationFailedConfig``, ``InvalidConfig``, ``RuntimeFailedConfig``). Genomes
-  with ideas (source patches) are no configuration of Kernel Tuner's space and are left out, counted.
+* a **Kernel Tuner cache**: written by harness/ktcache_write.py's ``ledger_to_kt_cache``, the one writer that
+  ``evo kt-cache --ledger`` also uses (the table command calls it; nothing of it is here).
 * **nvbench-style JSON** (the document ``--json`` of an nvbench binary writes): one benchmark whose axes are the
   knobs and the geometry, one state per measured attempt and geometry, with nvbench's summary tags for the GPU
   time, its noise and the sample count; evo records medians, so the time is given under both the mean's tag (what
@@ -21,9 +18,8 @@ from typing import Any
 
 from evo.core.family import Family, Geometry
 from evo.core.records import Attempt
-from evo.search.ideas import idea_slugs
 
-FORMATS = ("nvbench", "kernel-tuner")
+FORMATS = ("nvbench", "kernel-tuner")  # kernel-tuner: harness/ktcache_write.py
 
 
 @dataclass
@@ -33,63 +29,6 @@ class Converted:
     doc: dict[str, Any]
     left_out: int = 0
     why: str = ""
-
-
-def _kt_failure(a: Attempt) -> str:
-    """Kernel Tuner's name for an attempt with no time at the geometry."""
-    v = a.verdict
-    if v.kind == "compile":
-        return "CompilationFailedConfig"
-    if v.gate in ("static", "exact_rule", "identical_sass") or v.kind in ("invalid", "idea"):
-        return "InvalidConfig"  # never ran: a restriction of the space, in Kernel Tuner's terms
-    return "RuntimeFailedConfig"
-
-
-def kernel_tuner_cache(attempts: Sequence[Attempt], family: Family, geometry: Geometry, device: str = "") -> Converted:
-    """The campaign's knob genomes as a Kernel Tuner cache at ``geometry`` (the first measurement of a genome
-    measured twice stays, as Kernel Tuner keeps the first entry of a key)."""
-    keys = [k.name for k in family.knobs]
-    cache: dict[str, dict[str, Any]] = {}
-    ideas = 0
-    for a in sorted(attempts, key=lambda x: x.id):
-        if a.verdict.kind == "interrupted":
-            continue
-        if idea_slugs(a.genome):
-            ideas += 1
-            continue
-        key = ",".join(str(a.genome.get(k)) for k in keys)
-        if isinstance(cache.get(key, {}).get("time"), float):
-            continue
-        entry: dict[str, Any] = {k: a.genome.get(k) for k in keys}
-        t = a.timings.get(geometry.name)
-        if t is not None:
-            entry["time"] = t.median_us / 1000.0
-            entry["times"] = [t.median_us / 1000.0]
-        else:
-            entry["time"] = _kt_failure(a)
-        entry.update(
-            compile_time=a.compile_s * 1000.0,
-            verification_time=0.0,
-            benchmark_time=a.measure_s * 1000.0,
-            strategy_time=0.0,
-            framework_time=0.0,
-            timestamp=a.finished_at or a.started_at,
-            evo_attempt=a.id,
-            evo_verdict=a.verdict.label(),
-        )
-        cache[key] = entry
-    doc = {
-        "device_name": device or "unknown",
-        "kernel_name": family.entry or family.name,
-        "problem_size": [_plain(v) for v in geometry.params.values()],
-        "tune_params_keys": keys,
-        "tune_params": {k.name: [_plain(v) for v in k.values] for k in family.knobs},
-        "objective": "time",
-        "cache": cache,
-    }
-    return Converted(
-        doc, ideas, "genomes with ideas (source patches) are no Kernel Tuner configuration" if ideas else ""
-    )
 
 
 def _plain(v: Any) -> Any:
