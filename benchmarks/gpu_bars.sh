@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root: the open issues' GPU bars, one step per argument, each within its own
+# seconds, raw output under $OUT (default benchmarks/scratch/gpu-bars, ignored). Written for one device call that
+# may be cut short: steps run in the order given and each writes its files as it goes.
+#
+#   python3 -m pip wheel --no-deps -w .whl .   # beside the device wheels (../shared/tools/device-wheels.sh)
+#   EVO_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/gpu_bars.sh STEP:SECONDS ...
+#
+# STEP:
+#   engines   #40: benchmarks/engine_check.sh headerlib:2 (installed wheel: check, run, selfcheck with the half-rows
+#             in-place fault, export --tree applied with git am), then the engine and kernel-parameter GPU tests
+#   tests     #41/#40: every other gpu-marked test of the checkout (pytest -v, durations)
+#   peers     #44 item 3: examples/fused_add_rmsnorm/peer.yaml (the champion, an engine kernel family and
+#             torch.compile timed in one interleaved run), its log's Peer section
+#   profile   #44: the decode profile of examples/fused_add_rmsnorm (python -m evo.e2e.hf ... --profile) and four
+#             more decodes for the noise floor, kept in /tmp/gpu-bars for `e2e`
+#   e2e       #44: examples/fused_add_rmsnorm/e2e.yaml from the baseline on that profile (noise floor measured)
+set -u
+root=$(pwd)
+OUT=${OUT:-$root/benchmarks/scratch/gpu-bars}
+mkdir -p "$OUT" /tmp/gpu-bars
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    > /dev/null 2>&1 || echo "device wheels not installed (.whl/)"
+# the wheels on every interpreter's path: tests' subprocesses set PYTHONPATH to the checkout alone
+us=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p "$us" && echo /tmp/site > "$us/evo-device.pth"
+export PYTHONPATH=$root:/tmp/site EVO_CACHE_DIR=/tmp/evocache EVO_TEST_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
+    --format=csv; echo "commit: ${EVO_COMMIT:-unknown}"; } >> "$OUT/device.txt" 2>&1
+gpu_tests() {  # name, seconds, pytest arguments...
+    local name=$1 s=$2; shift 2
+    timeout "$s" python3 -m pytest -v -rA -p no:cacheprovider -p no:xdist -m gpu --durations=0 "$@" > "$OUT/$name.txt" 2>&1
+    echo "rc=$?" >> "$OUT/$name.txt"; tail -n 3 "$OUT/$name.txt"
+}
+for spec in "$@"; do
+    step=${spec%%:*}; s=${spec##*:}; t0=$(date +%s); left() { echo $(( s - ($(date +%s) - t0) )); }
+    cd "$root" || exit 1
+    case $step in
+    engines)
+        OUT=$OUT/engines timeout $(( s * 2 / 3 )) bash benchmarks/engine_check.sh headerlib:2
+        gpu_tests pytest-engines "$(left)" tests/test_kernel_params.py tests/test_engine_fixtures.py ;;
+    tests)
+        gpu_tests pytest-gpu "$s" tests --ignore=tests/test_engine_fixtures.py --ignore=tests/test_kernel_params.py ;;
+    peers)
+        rm -rf /tmp/gpu-bars/fa && cp -r examples/fused_add_rmsnorm /tmp/gpu-bars/fa && cd /tmp/gpu-bars/fa || exit 1
+        { echo "\$ evo run peer.yaml --plain"; timeout "$(left)" python3 -m evo run peer.yaml --plain; echo "rc=$?"
+          python3 -m evo log peer.yaml -o "$OUT/peer-attempts.md"; } > "$OUT/peer-run.txt" 2>&1
+        sed -n '/## Peer/,/^## [A-OQ-Z]/p' "$OUT/peer-attempts.md" | head -n 30 ;;
+    profile)
+        cd examples/fused_add_rmsnorm && mkdir -p /tmp/gpu-bars/profiles || exit 1
+        for i in 1 2 3 4 5; do
+            [ "$(left)" -gt 30 ] || break
+            a=(--config llama-3-8b-like --layers 4 --tokens 128 --family .)
+            [ "$i" = 1 ] && a+=(--profile /tmp/gpu-bars/profiles/hf_decode.csv)
+            timeout "$(left)" python3 -m evo.e2e.hf "${a[@]}" > "$OUT/hf-decode-$i.txt" 2>&1; echo "rc=$?" >> "$OUT/hf-decode-$i.txt"
+        done
+        cp /tmp/gpu-bars/profiles/hf_decode.csv "$OUT/" 2>/dev/null; grep -h "tokens/s\|sha256\|profile" "$OUT"/hf-decode-*.txt ;;
+    e2e)
+        w=/tmp/gpu-bars/e2e && rm -rf $w && mkdir -p $w && cp -r examples/fused_add_rmsnorm $w/family && cd $w/family || exit 1
+        mkdir -p profiles && cp /tmp/gpu-bars/profiles/hf_decode.csv profiles/ || { echo "e2e: run the profile step first"; continue; }
+        nf=$(python3 -c 'import glob, re, statistics as st
+v = [float(m.group(1)) for f in glob.glob("'"$OUT"'/hf-decode-*.txt") for m in [re.search(r"tokens/s: ([0-9.]+)", open(f).read())] if m]
+print(round(max(0.01, (max(v) - min(v)) / st.median(v)), 4) if len(v) >= 3 else 0.01)')
+        sed -i "s/noise_floor: 0.01}/noise_floor: $nf}/" e2e.yaml
+        st=sqlite:///$w/ledger.db
+        { echo "noise floor: $nf (from $OUT/hf-decode-*.txt)"; echo "\$ evo run e2e.yaml --minutes $(( s / 90 )) --plain"
+          timeout "$(left)" python3 -m evo run e2e.yaml --minutes $(( s / 90 )) --plain --storage "$st"; echo "rc=$?"
+          python3 -m evo status e2e.yaml --storage "$st"; } > "$OUT/e2e-campaign.txt" 2>&1
+        python3 -m evo log e2e.yaml --storage "$st" -o "$OUT/e2e-attempts.md" >> "$OUT/e2e-campaign.txt" 2>&1
+        cp e2e.yaml "$OUT/"; tail -n 20 "$OUT/e2e-campaign.txt" ;;
+    *) echo "unknown step $step (engines, tests, peers, profile, e2e)" ;;
+    esac
+done
