@@ -78,7 +78,7 @@ def kt_space(path: str | Path) -> Any:
         frozenset(),
         p,
     )
-    space._backend = KTCacheBackend(family, geometries, seeds=c.seeds, runs=c.runs)
+    space.replay_backend = KTCacheBackend(family, geometries, seeds=c.seeds, runs=c.runs)
     return space
 
 

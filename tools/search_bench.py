@@ -142,7 +142,7 @@ class Space:
     data: dict[str, Any] | None = field(default=None, repr=False)  # the sweep itself
     ruled: frozenset[str] = frozenset()  # exact mode: genomes with a knob that changes the summation order
     config_path: Path | None = None  # the campaign config evo run would read (None: the bench's own, defaults)
-    _backend: Any = field(default=None, repr=False, compare=False)
+    replay_backend: Any = field(default=None, repr=False, compare=False)  # made on first use, or given (a cache's)
     _variants: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def variant(self, key: str) -> str | None:
@@ -160,15 +160,15 @@ class Space:
 
     def recorded_backend(self) -> Any:
         """The recorded backend replaying this sweep (made once per space: a sweep file takes seconds to read)."""
-        if self._backend is None:
+        if self.replay_backend is None:
             from harness.recorded import RecordedBackend, Sweep
 
             assert self.data is not None, "a space made without its sweep data has no backend"
             sweep = Sweep(self.sweep_path, self.data, {g.name: g.name for g in self.geometries})
-            self._backend = RecordedBackend(
+            self.replay_backend = RecordedBackend(
                 self.family, self.geometries, seeds=self.seeds or 10**9, runs=self.runs or 10**9, sweep=sweep
             )
-        return self._backend
+        return self.replay_backend
 
     @property
     def size(self) -> int:
