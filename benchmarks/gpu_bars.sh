@@ -15,6 +15,8 @@
 #   profile   #44: the decode profile of examples/fused_add_rmsnorm (python -m evo.e2e.hf ... --profile) and four
 #             more decodes for the noise floor, kept in /tmp/gpu-bars for `e2e`
 #   e2e       #44: examples/fused_add_rmsnorm/e2e.yaml from the baseline on that profile (noise floor measured)
+#   bigfuse   #42: evo run configs/mhc_pre_big_fuse.yaml from the baseline, unattended, 5 minutes (its log shows
+#             the finish); compare its champion with the committed H200 sweep's best on an H200
 set -u
 root=$(pwd)
 OUT=${OUT:-$root/benchmarks/scratch/gpu-bars}
@@ -67,6 +69,13 @@ print(round(max(0.01, (max(v) - min(v)) / st.median(v)), 4) if len(v) >= 3 else 
           python3 -m evo status e2e.yaml --storage "$st"; } > "$OUT/e2e-campaign.txt" 2>&1
         python3 -m evo log e2e.yaml --storage "$st" -o "$OUT/e2e-attempts.md" >> "$OUT/e2e-campaign.txt" 2>&1
         cp e2e.yaml "$OUT/"; tail -n 20 "$OUT/e2e-campaign.txt" ;;
-    *) echo "unknown step $step (engines, tests, peers, profile, e2e)" ;;
+    bigfuse)
+        st=sqlite:////tmp/gpu-bars/bigfuse.db && rm -f /tmp/gpu-bars/bigfuse.db
+        { echo "\$ evo run configs/mhc_pre_big_fuse.yaml --minutes 5 --plain --storage $st"
+          timeout "$(left)" python3 -m evo run configs/mhc_pre_big_fuse.yaml --minutes 5 --plain --storage "$st"
+          echo "rc=$?"; python3 -m evo status configs/mhc_pre_big_fuse.yaml --storage "$st" --json; } > "$OUT/bigfuse-run.txt" 2>&1
+        python3 -m evo log configs/mhc_pre_big_fuse.yaml --storage "$st" -o "$OUT/bigfuse-attempts.md" >> "$OUT/bigfuse-run.txt" 2>&1
+        cp /tmp/gpu-bars/bigfuse.db "$OUT/" 2>/dev/null; tail -n 15 "$OUT/bigfuse-run.txt" ;;
+    *) echo "unknown step $step (engines, tests, peers, profile, e2e, bigfuse)" ;;
     esac
 done
