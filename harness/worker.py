@@ -13,14 +13,19 @@ first re-loads what it needs and re-freezes the baseline outputs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing as mp
+import os
+import signal
+import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo.core.hooks import TRACE_ENV, read_trace
 from harness.errors import HarnessError
 
 # Calls that may legitimately run long (they are not candidates' kernels).
@@ -55,8 +60,11 @@ class RemoteLoaded:
     peer: str | None = None  # a peer kernel's name (cfg.peer.kernels): the child's backend knows its family
 
 
-def _child(conn, factory: str, kwargs: dict[str, Any]) -> None:
-    """The worker's loop: build the backend, then answer (method, args) messages until told to stop."""
+def _child(conn, factory: str, kwargs: dict[str, Any], trace: str = "") -> None:
+    """The worker's loop: build the backend, then answer (method, args) messages until told to stop. ``trace``: the
+    file this worker names the family hook it runs in (evo/core/hooks.py), so that its death names the hook."""
+    if trace:  # its own file: the campaign process's (evo run's watching parent reads that one) stays its own
+        os.environ[TRACE_ENV] = trace
     try:
         mod, fn = factory.split(":")
         backend = getattr(importlib.import_module(mod), fn)(**kwargs)
@@ -130,6 +138,8 @@ class WorkerBackend:
         self.baseline_hashes: dict[str, str] = {}
         self.baseline_errors: dict[str, float] = {}
         self.restarts = 0
+        fd, self._trace = tempfile.mkstemp(prefix="evo-worker-", suffix=".trace")
+        os.close(fd)
         info = self._start()
         self.name, self.simulated = info["name"], info["simulated"]
         self.peer_kernels = bool(info.get("peer_kernels"))  # the child's backend times peer kernels
@@ -139,8 +149,9 @@ class WorkerBackend:
 
     # --- process management --------------------------------------------------
     def _start(self) -> dict[str, Any]:
+        open(self._trace, "wb").close()  # what a dead worker before this one named is not this one's
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_child, args=(child, self.factory, self.kwargs), daemon=True)
+        self._proc = self._ctx.Process(target=_child, args=(child, self.factory, self.kwargs, self._trace), daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
@@ -166,6 +177,8 @@ class WorkerBackend:
             except (BrokenPipeError, OSError):
                 pass
         self._kill()
+        with contextlib.suppress(OSError):
+            os.unlink(self._trace)
 
     def _wait(self, timeout: float, what: str):
         deadline = time.monotonic() + timeout
@@ -183,8 +196,19 @@ class WorkerBackend:
         self._proc.join(5)  # reap it, so the exit code is known
         code = self._proc.exitcode
         self._kill()
-        how = f"signal {-code}" if isinstance(code, int) and code < 0 else f"exit code {code}"
-        raise WorkerCrash(f"the worker died during {what} ({how})")
+        raise WorkerCrash(f"the worker died during {what}{self._how(code)}")
+
+    def _how(self, code: Any) -> str:
+        """How the worker ended, naming the family hook it ran (": family X: launch() crashed (SIGSEGV)") where it
+        named one: a segfault in a family's launch() reads as that, not as the harness's."""
+        if not (isinstance(code, int) and code < 0):
+            return f" (exit code {code})"
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        family, hook = read_trace(self._trace) if os.path.exists(self._trace) else ("", "")
+        return f": family {family}: {hook or 'its code'} crashed ({sig})" if family else f" ({sig})"
 
     def _ensure(self) -> None:
         """A fresh worker after a crash: start it, re-freeze the baseline."""

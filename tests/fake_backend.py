@@ -53,3 +53,26 @@ class PeerEcho:
 
 def peer_echo_backend() -> PeerEcho:
     return PeerEcho()
+
+
+class Segfaulting(Faulty):
+    """The first genome judged after the baseline segfaults inside the family's launch() (a marker file says it did)."""
+
+    def __init__(self, inner: RecordedBackend, mark: str):
+        super().__init__(inner)
+        self.mark = mark
+
+    def correctness(self, loaded, *, freeze: bool = False):
+        import ctypes
+
+        from evo.core.hooks import calling
+
+        if not freeze and not os.path.exists(self.mark):
+            open(self.mark, "w").close()
+            with calling(self.inner.family.name, "launch()"):
+                ctypes.string_at(0)
+        return self.inner.correctness(loaded, freeze=freeze)
+
+
+def segfaulting_backend(config: str, mark: str, backend: str | None = None, storage: str | None = None) -> Segfaulting:
+    return Segfaulting(recorded_backend(config, backend, storage), mark)

@@ -52,3 +52,25 @@ def test_crash_death_and_hang_get_verdicts_and_the_campaign_goes_on(tmp_path):
     # After restarts the worker still judges ordinary genomes: some attempt after the first crash was measured.
     first = min(a.id for a in by_kind["crash"])
     assert any(a.id > first and a.timings for a in atts)
+
+
+def test_a_segfault_in_the_workers_family_hook_names_the_hook_and_the_signal(tmp_path, capsys):
+    """On the GPU backend the family's launch() runs in the worker: its segfault was "the worker died during
+    correctness (signal 11)", naming neither the family nor the hook (tests/test_nothing_lost_round4.py's gpu case
+    failed on an H100 for it); now as `evo run`'s watching parent says a crash of the campaign's own process."""
+    path = _cfg(tmp_path, 6)
+    cfg = load_config(path)
+    mark = tmp_path / "crashed"
+    wb = WorkerBackend("fake_backend:segfaulting_backend", {"config": str(path), "mark": str(mark)}, timeout_s=30)
+    try:
+        camp = Campaign(cfg, out=lambda s: None, backend=wb)
+        camp.run()
+        atts = camp.ledger.attempts()
+    finally:
+        wb.close()
+    assert mark.exists()
+    crashed = [a for a in atts if a.verdict.kind == "crash"]
+    assert len(crashed) == 1 and len(atts) == 6, [(a.id, a.verdict.reason) for a in atts]
+    assert "family mhc_pre_big_fuse: launch() crashed (SIGSEGV)" in crashed[0].verdict.reason
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "SIGSEGV" in ln]
+    assert len(said) == 1 and f"attempt #{crashed[0].id}" in said[0] and "launch()" in said[0], said

@@ -265,6 +265,8 @@ class Campaign:
         except HarnessError as e:  # the harness's one error base: recorded as its kind, and the run goes on
             a.verdict = Verdict.error(e.kind, e.reason(), gate=e.gate)
             self._finish(trial, a, meta)
+            if e.kind == "crash":  # as `evo run`'s watching parent says a crash of the campaign's own process
+                sys.stderr.write(f"evo: attempt #{a.id}: {e.reason()}: recorded as error: crash; the run goes on\n")
             if e.fatal:  # the device state is lost with it: nothing more can be measured in this process
                 raise
             if source is None:  # (a source variant never took the genome's cached module) a dead worker's is gone
