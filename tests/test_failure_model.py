@@ -79,10 +79,10 @@ def _failing(options: Mapping[str, Any]) -> int:
 
 
 def test_failures_counted_in_the_speed_model_propose_far_fewer_failing_genomes():
-    """With the failed genomes in the speed model (fail_impute) and the genome-level failure model, far fewer of 40
-    proposals go into the failing corner than with the per-knob rates alone (main's proposer before session 29,
-    still the default): the per-knob rates cannot see the corner, and the speed model, which never saw a failed
-    genome, predicts its largest gains (and most uncertainty) there."""
+    """With the failed genomes in the speed model (fail_impute; here with the genome-level failure model too), far
+    fewer of 40 proposals go into the failing corner than with the per-knob rates alone (the default): the per-knob
+    rates cannot see the corner, and the speed model, which never saw a failed genome, predicts its largest gains
+    (and most uncertainty) there."""
     old = _failing({})
     new = _failing({"fail_model": True, "fail_impute": True})
     assert old >= 40, (old, new)  # the old model keeps going there: more than half of its proposals
