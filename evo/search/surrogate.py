@@ -41,7 +41,9 @@ the campaign's tabu, the family's ``inexact_knobs`` (once an attempt was
 rejected for changing the summation order the campaign runs in exact mode and
 rejects every such genome before the GPU, so none is proposed; until an attempt
 shows the mode, such a genome counts as measurable 1 time in 5), the failures
-so far (a knob value that keeps failing lowers the chance), and, where a caller
+so far (a knob value that keeps failing lowers the chance; with ``fail_model``, a classifier on knob values and
+pairs of them, evo/search/failure_model.py, which can learn a failure region made of two knobs together; with
+``fail_impute`` the speed model also counts each failed genome at the worst measured speed), and, where a caller
 sets ``static_key`` (the variant's identity: the SASS hash from compiling on the
 CPU with the launch digest, evo/core/variant.py ``variant_key``; the machine code
 alone would hide every genome that differs only in its launch), genomes of a
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -61,6 +64,7 @@ from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
 from evo.search.base import Option, Proposal, Proposer
+from evo.search.failure_model import FailureModel
 
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
 MAX_OBS = 256  # measured genomes the model conditions on, at most (the best half and a seeded sample of the rest)
@@ -145,6 +149,18 @@ class Surrogate(Proposer):
             "may choose: it also tries half and none)",
             0.0,
             4.0,
+        ),
+        # both off: on the development caches neither improved ERT (docs/search-efficiency.md, "Failure model
+        # (session 29)"); they stay for spaces whose failures crowd the proposals
+        "fail_model": Option(
+            False,
+            "learn the chance a genome can be measured from the failed and measured genomes together, knob pairs "
+            "included (evo/search/failure_model.py); false: one failure rate per knob value, independent",
+        ),
+        "fail_impute": Option(
+            False,
+            "the speed model counts each failed genome as measured at the worst speed measured so far, so that "
+            "it stops predicting gains (and uncertainty) in a region that only fails",
         ),
         "screen": Option(
             False,
@@ -366,7 +382,9 @@ class Surrogate(Proposer):
         out = np.zeros(len(codes))
         if mode is None:
             out[inexact] += math.log(INEXACT_PRIOR)
-        if fails:
+        if fails and self.opt("fail_model"):
+            out += self._genome_failures(fails, tried).log_p_valid(codes)
+        elif fails:
             F, T = np.array(fails, dtype=np.int64), np.array(tried, dtype=np.int64)
             for i in self.active:
                 nf = np.bincount(F[:, i], minlength=self.levels[i]).astype(float)
@@ -374,6 +392,38 @@ class Surrogate(Proposer):
                 rate = np.minimum((nf + 0.1) / (nt + 1.0), 0.95)  # a value that never failed: 0.1 / (tries + 1)
                 out += np.log1p(-rate)[codes[:, i]]
         return out
+
+    def _observations(self, scores, fails) -> tuple[np.ndarray, np.ndarray]:
+        """What the speed model conditions on: each measured genome's mean log score (``fail_impute``: the failed
+        ones too), at most MAX_OBS of them."""
+        codes = np.array(list(scores), dtype=np.int64)
+        y = np.array([float(np.mean(v)) for v in scores.values()])
+        if self.opt("fail_impute") and fails:
+            codes, y = self._with_failures(codes, y, fails)
+        if len(y) > MAX_OBS:  # the model costs n^3: the best half and a seeded sample of the rest
+            by_score = np.argsort(-y, kind="stable")
+            rest = self.np_rng.choice(by_score[MAX_OBS // 2 :], MAX_OBS - MAX_OBS // 2, replace=False)
+            keep = np.concatenate([by_score[: MAX_OBS // 2], np.sort(rest)])
+            codes, y = codes[keep], y[keep]
+        return codes, y
+
+    def _with_failures(self, codes: np.ndarray, y: np.ndarray, fails) -> tuple[np.ndarray, np.ndarray]:
+        """``fail_impute``: the measured genomes plus the failed ones (never measured), each at the worst measured
+        log speed, so that a failure leaves no hole of high uncertainty (and extrapolated speed) that expected
+        improvement is drawn into."""
+        extra = sorted(set(fails) - {tuple(int(x) for x in c) for c in codes})
+        if not extra:
+            return codes, y
+        worst = np.full(len(extra), float(y.min()))
+        return np.concatenate([codes, np.array(extra, dtype=np.int64)]), np.concatenate([y, worst])
+
+    def _genome_failures(self, fails, tried) -> FailureModel:
+        """The genome-level failure model fitted to the distinct tried genomes (failed: every try failed)."""
+        nf, nt = Counter(fails), Counter(tried)
+        codes = sorted(nt)
+        model = FailureModel(self._embed)
+        model.fit(np.array(codes, dtype=np.int64), np.array([nf[c] == nt[c] for c in codes], dtype=bool))
+        return model
 
     # --- proposing --------------------------------------------------------------
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
@@ -414,13 +464,7 @@ class Surrogate(Proposer):
         if not scores or len(tried) <= int(self.opt("init")):
             order = self._space_filling(cand, tried, bonus)
             return self._first_new(order, cand, known, attempts, lambda j: "surrogate: space-filling start")
-        codes = np.array(list(scores), dtype=np.int64)
-        y = np.array([float(np.mean(v)) for v in scores.values()])
-        if len(y) > MAX_OBS:  # the model costs n^3: the best half and a seeded sample of the rest
-            by_score = np.argsort(-y, kind="stable")
-            rest = self.np_rng.choice(by_score[MAX_OBS // 2 :], MAX_OBS - MAX_OBS // 2, replace=False)
-            keep = np.concatenate([by_score[: MAX_OBS // 2], np.sort(rest)])
-            codes, y = codes[keep], y[keep]
+        codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
         mean, var = self.predict(codes, y, cand)
