@@ -22,16 +22,21 @@ def _cfg(tmp_path: Path, attempts: int) -> Path:
     return p
 
 
+def _run(cfg, wb: WorkerBackend):
+    """The campaign to its budget on the worker; its attempts (the worker closed whatever happened)."""
+    try:
+        camp = Campaign(cfg, out=lambda s: None, backend=wb)
+        camp.run()
+        return camp.ledger.attempts()
+    finally:
+        wb.close()
+
+
 def test_crash_death_and_hang_get_verdicts_and_the_campaign_goes_on(tmp_path):
     path = _cfg(tmp_path, 35)
     cfg = load_config(path)
     wb = WorkerBackend("fake_backend:faulty_backend", {"config": str(path), "backend": "recorded"}, timeout_s=3)
-    try:
-        camp = Campaign(cfg, out=lambda s: None, backend=wb)
-        camp.run()
-        atts = camp.ledger.attempts()
-    finally:
-        wb.close()
+    atts = _run(cfg, wb)
     assert len(atts) == 35  # every attempt recorded, the budget reached
     by_kind = {}
     for a in atts:
@@ -62,12 +67,7 @@ def test_a_segfault_in_the_workers_family_hook_names_the_hook_and_the_signal(tmp
     cfg = load_config(path)
     mark = tmp_path / "crashed"
     wb = WorkerBackend("fake_backend:segfaulting_backend", {"config": str(path), "mark": str(mark)}, timeout_s=30)
-    try:
-        camp = Campaign(cfg, out=lambda s: None, backend=wb)
-        camp.run()
-        atts = camp.ledger.attempts()
-    finally:
-        wb.close()
+    atts = _run(cfg, wb)
     assert mark.exists()
     crashed = [a for a in atts if a.verdict.kind == "crash"]
     assert len(crashed) == 1 and len(atts) == 6, [(a.id, a.verdict.reason) for a in atts]
