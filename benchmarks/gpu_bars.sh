@@ -8,7 +8,8 @@
 #
 # STEP:
 #   engines   #40: benchmarks/engine_check.sh headerlib:2 (installed wheel: check, run, selfcheck with the half-rows
-#             in-place fault, export --tree applied with git am), then the engine and kernel-parameter GPU tests
+#             in-place fault, export --tree applied with git am), then the engine and kernel-parameter GPU tests;
+#             engines@NAME: another engine of examples/engines/ (torchext, multikernel) instead of headerlib
 #   tests     #41/#40: every other gpu-marked test of the checkout (pytest -v, durations)
 #   peers     #44 item 3: examples/fused_add_rmsnorm/peer.yaml (the champion, an engine kernel family and
 #             torch.compile timed in one interleaved run), its log's Peer section
@@ -35,10 +36,11 @@ gpu_tests() {  # name, seconds, pytest arguments...
 }
 for spec in "$@"; do
     step=${spec%%:*}; s=${spec##*:}; t0=$(date +%s); left() { echo $(( s - ($(date +%s) - t0) )); }
+    engine=headerlib; case $step in *@*) engine=${step#*@}; step=${step%%@*} ;; esac
     cd "$root" || exit 1
     case $step in
     engines)
-        OUT=$OUT/engines timeout $(( s * 2 / 3 )) bash benchmarks/engine_check.sh headerlib:2
+        OUT=$OUT/engines timeout $(( s * 2 / 3 )) bash benchmarks/engine_check.sh "$engine:2"
         gpu_tests pytest-engines "$(left)" tests/test_kernel_params.py tests/test_engine_fixtures.py ;;
     tests)
         gpu_tests pytest-gpu "$s" tests --ignore=tests/test_engine_fixtures.py --ignore=tests/test_kernel_params.py ;;
