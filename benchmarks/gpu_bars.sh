@@ -10,7 +10,8 @@
 #   engines   #40: benchmarks/engine_check.sh headerlib:2 (installed wheel: check, run, selfcheck with the half-rows
 #             in-place fault, export --tree applied with git am), then the engine and kernel-parameter GPU tests;
 #             engines@NAME: another engine of examples/engines/ (torchext, multikernel) instead of headerlib
-#   tests     #41/#40: every other gpu-marked test of the checkout (pytest -v, durations)
+#   tests     #41/#40: every other gpu-marked test of the checkout (pytest -v, durations); GPU_TESTS="a.py b.py::t"
+#             runs only those
 #   peers     #44 item 3: examples/fused_add_rmsnorm/peer.yaml (the champion, an engine kernel family and
 #             torch.compile timed in one interleaved run), its log's Peer section
 #   profile   #44: the decode profile of examples/fused_add_rmsnorm (python -m evo.e2e.hf ... --profile) and four
@@ -43,7 +44,9 @@ for spec in "$@"; do
         OUT=$OUT/engines timeout $(( s * 2 / 3 )) bash benchmarks/engine_check.sh "$engine:2"
         gpu_tests pytest-engines "$(left)" tests/test_kernel_params.py tests/test_engine_fixtures.py ;;
     tests)
-        gpu_tests pytest-gpu "$s" tests --ignore=tests/test_engine_fixtures.py --ignore=tests/test_kernel_params.py ;;
+        # GPU_TESTS: only these (e.g. the ones an earlier call left unrun)
+        # shellcheck disable=SC2086
+        gpu_tests pytest-gpu "$s" ${GPU_TESTS:-tests --ignore=tests/test_engine_fixtures.py --ignore=tests/test_kernel_params.py} ;;
     peers)
         rm -rf /tmp/gpu-bars/fa && cp -r examples/fused_add_rmsnorm /tmp/gpu-bars/fa && cd /tmp/gpu-bars/fa || exit 1
         { echo "\$ evo run peer.yaml --plain"; timeout "$(left)" python3 -m evo run peer.yaml --plain; echo "rc=$?"
