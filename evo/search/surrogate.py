@@ -63,6 +63,7 @@ import numpy as np
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
+from evo.search import thompson
 from evo.search.base import Option, Proposal, Proposer
 from evo.search.failure_model import FailureModel
 
@@ -162,6 +163,21 @@ class Surrogate(Proposer):
             "the speed model counts each failed genome as measured at the worst speed measured so far, so that "
             "it stops predicting gains (and uncertainty) in a region that only fails",
         ),
+        # both off until the development caches support them (docs/search-efficiency.md, "Exploration (session 29)")
+        "thompson": Option(
+            0,
+            "every this many attempts, propose the best genome of a posterior draw of the model (Thompson "
+            "sampling, evo/search/thompson.py) instead of the best expected improvement (0: never)",
+            0,
+            64,
+        ),
+        "thompson_stall": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose posterior draws' best genomes "
+            "until one does (0: never)",
+            0,
+            256,
+        ),
         "screen": Option(
             False,
             "first measure every one-knob change of the baseline (best expected improvement first), so that each "
@@ -180,6 +196,8 @@ class Surrogate(Proposer):
         for name in ("fit_ordinal", "fit_draw"):
             if given(name) and not given("fit"):
                 raise ValueError(f"{name}: works only with fit: true (fit is false here)")
+        if (given("thompson") or given("thompson_stall")) and given("local"):
+            raise ValueError("thompson: the high-order term (local) has no weights to draw; set local to 0")
         if given("fit_ordinal") and given("ordinal") == 0:
             raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
 
@@ -467,6 +485,8 @@ class Surrogate(Proposer):
         codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
+        if thompson.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
+            return self._drawn(codes, y, cand, bonus, known, attempts)
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
         acq = np.log(sd) + _log_h((mean - float(y.max())) / sd) + bonus
@@ -485,6 +505,13 @@ class Surrogate(Proposer):
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
+
+    def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts) -> Proposal:
+        """The candidate best in one posterior draw (times its chance to be measured): ``thompson``'s proposals."""
+        draw = thompson.posterior_draw(self, codes, y, cand, BIAS, self.np_rng)
+        order = np.argsort(-(draw + bonus), kind="stable")
+        what = lambda j: f"surrogate: posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
+        return self._first_new(order, cand, known, attempts, what)
 
     def _baseline_neighbours(self, cand: np.ndarray, seen: set[str], mode: str | None) -> np.ndarray:
         """The untried one-knob changes of the baseline that may be proposed (the screen's candidates)."""
