@@ -63,7 +63,7 @@ import numpy as np
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
-from evo.search import thompson
+from evo.search import explore
 from evo.search.base import Option, Proposal, Proposer
 from evo.search.failure_model import FailureModel
 
@@ -167,7 +167,7 @@ class Surrogate(Proposer):
         "thompson": Option(
             0,
             "every this many attempts, propose the best genome of a posterior draw of the model (Thompson "
-            "sampling, evo/search/thompson.py) instead of the best expected improvement (0: never)",
+            "sampling, evo/search/explore.py) instead of the best expected improvement (0: never)",
             0,
             64,
         ),
@@ -175,6 +175,13 @@ class Surrogate(Proposer):
             0,
             "once this many attempts in a row have not improved on the best, propose posterior draws' best genomes "
             "until one does (0: never)",
+            0,
+            256,
+        ),
+        "restart": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose only genomes that differ from "
+            "the best in at least half of the knobs, until one improves on it (0: never)",
             0,
             256,
         ),
@@ -485,7 +492,8 @@ class Surrogate(Proposer):
         codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
-        if thompson.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
+        cand, bonus = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, int(self.opt("restart")), attempts)
+        if explore.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
             return self._drawn(codes, y, cand, bonus, known, attempts)
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
@@ -508,7 +516,7 @@ class Surrogate(Proposer):
 
     def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts) -> Proposal:
         """The candidate best in one posterior draw (times its chance to be measured): ``thompson``'s proposals."""
-        draw = thompson.posterior_draw(self, codes, y, cand, BIAS, self.np_rng)
+        draw = explore.posterior_draw(self, codes, y, cand, BIAS, self.np_rng)
         order = np.argsort(-(draw + bonus), kind="stable")
         what = lambda j: f"surrogate: posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
         return self._first_new(order, cand, known, attempts, what)

@@ -1,5 +1,6 @@
-"""Thompson sampling for the surrogate (evo/search/thompson.py): the prior draw has the model's own covariance, the
-posterior draw the model's own mean and variance, and the options decide which proposals are draws."""
+"""Exploration for the surrogate (evo/search/explore.py): the prior draw has the model's own covariance, the posterior
+draw the model's own mean and variance, the options decide which proposals are draws, and a stalled run restarts
+away from the incumbent's basin."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from evo.core.records import Attempt, Verdict
-from evo.search import Surrogate, thompson
+from evo.search import Surrogate, explore
 from evo.search.surrogate import BIAS
 from tests.test_proposer import FAM, GEOS, drive
 from tests.test_surrogate import _judge
@@ -26,7 +27,7 @@ def test_prior_draws_have_the_kernels_covariance():
     """The weights drawn (constant, knob values, value pairs, trends) give, over many draws, the covariance the
     model's kernel states: a feature missing or mis-sized would show here."""
     sur, genomes, rng = _model()
-    draws = np.array([thompson.prior_draw(sur, BIAS, rng)(genomes[:6]) for _ in range(6000)])
+    draws = np.array([explore.prior_draw(sur, BIAS, rng)(genomes[:6]) for _ in range(6000)])
     emp = draws.T @ draws / len(draws)  # (prior mean 0)
     want = sur.kernel(genomes[:6], genomes[:6])
     assert np.abs(emp - want).max() < 0.08 * want.max(), (emp, want)
@@ -38,7 +39,7 @@ def test_posterior_draws_have_the_models_mean_and_variance():
     sur, genomes, rng = _model(1)
     codes, cand = genomes[:8], genomes[8:]
     y = rng.normal(0.0, 0.3, len(codes))
-    draws = np.array([thompson.posterior_draw(sur, codes, y, genomes, BIAS, rng) for _ in range(3000)])
+    draws = np.array([explore.posterior_draw(sur, codes, y, genomes, BIAS, rng) for _ in range(3000)])
     mean, var = sur.predict(codes, y, genomes)
     assert np.abs(draws.mean(axis=0) - mean).max() < 0.05
     assert np.allclose(draws.var(axis=0), var, rtol=0.15, atol=2e-3), (draws.var(axis=0), var)
@@ -57,11 +58,11 @@ def test_which_proposals_are_draws():
     """`thompson` k: every k-th attempt; `thompson_stall` n: once n attempts in a row did not beat the best, until
     one does."""
     runs = [_attempt(0, 1.0), _attempt(1, 0.9, "rejected"), _attempt(2, None, "rejected")]
-    assert thompson.since_best(runs) == 2
-    assert thompson.use_draw(0, 2, runs) and not thompson.use_draw(0, 3, runs)
-    assert thompson.since_best([*runs, _attempt(3, 1.2)]) == 0
-    assert [thompson.use_draw(3, 0, runs[:n]) for n in range(4)] == [False, False, True, False]
-    assert not thompson.use_draw(0, 0, runs)
+    assert explore.since_best(runs) == 2
+    assert explore.use_draw(0, 2, runs) and not explore.use_draw(0, 3, runs)
+    assert explore.since_best([*runs, _attempt(3, 1.2)]) == 0
+    assert [explore.use_draw(3, 0, runs[:n]) for n in range(4)] == [False, False, True, False]
+    assert not explore.use_draw(0, 0, runs)
 
 
 def test_the_surrogate_proposes_draws_seeded_and_valid():
@@ -83,3 +84,51 @@ def test_the_surrogate_proposes_draws_seeded_and_valid():
 def test_draws_need_the_weight_space_model(opts):
     with pytest.raises(ValueError, match="local"):
         Surrogate.validate_options(opts)
+
+
+def test_far_from_needs_half_the_knobs_changed():
+    cand = np.array([[0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 5, 5]])
+    assert explore.far_from(cand, np.zeros(4, dtype=np.int64), [0, 1, 2, 3]).tolist() == [0, 1, 0, 1, 1]
+    assert explore.far_from(cand, np.zeros(4, dtype=np.int64), [2, 3]).tolist() == [0, 0, 0, 1, 1]
+
+
+def test_restart_keeps_the_far_candidates_once_stalled():
+    """Before the stall every candidate; after it only the far ones (all, when none is far); off at 0."""
+    cand = np.array([[0, 0], [0, 1], [1, 1], [2, 2]])
+    bonus = np.arange(4.0)
+    best = np.array([0, 0])
+    stalled = [_attempt(0, 1.0), *[_attempt(i, 0.5, "rejected") for i in range(1, 4)]]
+    c, b = explore.restart(cand, bonus, best, [0, 1], 3, stalled[:3])
+    assert len(c) == 4
+    c, b = explore.restart(cand, bonus, best, [0, 1], 3, stalled)
+    assert c.tolist() == [[0, 1], [1, 1], [2, 2]] and b.tolist() == [1.0, 2.0, 3.0]
+    assert len(explore.restart(cand, bonus, best, [0, 1], 0, stalled)[0]) == 4
+    assert len(explore.restart(cand[:1], bonus[:1], best, [0, 1], 3, stalled)[0]) == 1
+
+
+def _two_basins(g) -> tuple[None, float]:
+    """A landscape on which nothing beats the baseline: every knob value off the baseline's is 10% slower, so a run
+    stalls from its first proposal."""
+    from tests.test_proposer import FAM as fam
+
+    base = fam.baseline()
+    changed = sum(g[k.name] != base[k.name] for k in fam.knobs if len(k.values) > 1)
+    return None, 0.9**changed
+
+
+def test_a_stalled_surrogate_proposes_far_from_the_best():
+    """After `restart` attempts without improving on the baseline, every proposal differs from it in at least half
+    of the knobs (without the option, the model keeps proposing near it)."""
+    base = FAM.baseline()
+    active = [k.name for k in FAM.knobs if len(k.values) > 1]
+
+    def changed(p) -> int:
+        return sum(p.genome[n] != base[n] for n in active)
+
+    far = {}
+    for stall in (0, 4):
+        sur = Surrogate(FAM, GEOS, {"restart": stall}, 0)
+        _, props, _ = drive(sur, FAM, 14, seed=0, judge=lambda g, rng: _two_basins(g))
+        far[stall] = [changed(p) for p in props[6:]]
+    assert min(far[4]) >= (len(active) + 1) // 2, far
+    assert min(far[0]) < (len(active) + 1) // 2, far
