@@ -98,12 +98,23 @@ def test_restart_keeps_the_far_candidates_once_stalled():
     bonus = np.arange(4.0)
     best = np.array([0, 0])
     stalled = [_attempt(0, 1.0), *[_attempt(i, 0.5, "rejected") for i in range(1, 4)]]
-    c, b = explore.restart(cand, bonus, best, [0, 1], 3, stalled[:3])
+    c, b = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled[:3])
     assert len(c) == 4
-    c, b = explore.restart(cand, bonus, best, [0, 1], 3, stalled)
+    c, b = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled)
     assert c.tolist() == [[0, 1], [1, 1], [2, 2]] and b.tolist() == [1.0, 2.0, 3.0]
-    assert len(explore.restart(cand, bonus, best, [0, 1], 0, stalled)[0]) == 4
-    assert len(explore.restart(cand[:1], bonus[:1], best, [0, 1], 3, stalled)[0]) == 1
+    assert len(explore.restart(cand, bonus, best, [0, 1], (0, 0), stalled)[0]) == 4
+    assert len(explore.restart(cand[:1], bonus[:1], best, [0, 1], (0, 3), stalled)[0]) == 1
+
+
+def test_neighbours_come_first_once_stalled_then_far():
+    """`neighbours`: the best genome's untried one-knob neighbours while any is left, before the far ones."""
+    cand = np.array([[0, 1], [1, 1], [2, 0], [2, 2]])
+    bonus = np.zeros(4)
+    best = np.array([0, 0])
+    stalled = [_attempt(0, 1.0), *[_attempt(i, 0.5, "rejected") for i in range(1, 4)]]
+    assert explore.restart(cand, bonus, best, [0, 1], (2, 3), stalled)[0].tolist() == [[0, 1], [2, 0]]
+    assert len(explore.restart(cand, bonus, best, [0, 1], (4, 0), stalled)[0]) == 4
+    assert explore.restart(cand[[1, 3]], bonus[:2], best, [0, 1], (2, 3), stalled)[0].tolist() == [[1, 1], [2, 2]]
 
 
 def _two_basins(g) -> tuple[None, float]:

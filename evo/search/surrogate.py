@@ -178,6 +178,13 @@ class Surrogate(Proposer):
             0,
             256,
         ),
+        "neighbours": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose the best genome's untried "
+            "one-knob neighbours (best expected improvement first) before anything else (0: never)",
+            0,
+            256,
+        ),
         "restart": Option(
             0,
             "once this many attempts in a row have not improved on the best, propose only genomes that differ from "
@@ -492,7 +499,7 @@ class Surrogate(Proposer):
         codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
-        cand, bonus = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, int(self.opt("restart")), attempts)
+        cand, bonus = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, self._stalls(), attempts)
         if explore.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
             return self._drawn(codes, y, cand, bonus, known, attempts)
         mean, var = self.predict(codes, y, cand)
@@ -513,6 +520,9 @@ class Surrogate(Proposer):
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
+
+    def _stalls(self) -> tuple[int, int]:
+        return int(self.opt("neighbours")), int(self.opt("restart"))
 
     def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts) -> Proposal:
         """The candidate best in one posterior draw (times its chance to be measured): ``thompson``'s proposals."""
