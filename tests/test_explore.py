@@ -143,3 +143,17 @@ def test_a_stalled_surrogate_proposes_far_from_the_best():
         far[stall] = [changed(p) for p in props[6:]]
     assert min(far[4]) >= (len(active) + 1) // 2, far
     assert min(far[0]) < (len(active) + 1) // 2, far
+
+
+def test_a_stalled_surrogate_tries_the_best_genomes_neighbours():
+    """With `neighbours` 3, once three attempts have not beaten the baseline, the proposals are the baseline's
+    one-knob neighbours (expected improvement alone proposes others among them)."""
+    base = FAM.baseline()
+    active = [k.name for k in FAM.knobs if len(k.values) > 1]
+    steps = {}
+    for stall in (0, 3):
+        sur = Surrogate(FAM, GEOS, {"neighbours": stall}, 0)
+        _, props, _ = drive(sur, FAM, 10, seed=0, judge=lambda g, rng: _two_basins(g))
+        steps[stall] = [sum(p.genome[n] != base[n] for n in active) for p in props[3:]]
+    assert steps[3] == [1] * len(steps[3]), steps
+    assert steps[0] != steps[3], steps
