@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("caches", nargs="+")
     ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--cap", type=int, default=150)
     ap.add_argument("--options", default=None, help="surrogate options (JSON) over the deployed config's")
     ap.add_argument("--peers", default=None, help="peer labels (tools/search_bench.py) to run instead of evo's row")
@@ -47,7 +48,14 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             lag = 1 if row is evo else 0  # a peer runs as its own tool runs it (bench_deployed's rule)
             rs, skipped = sb.bench(
-                space, args.seeds, [row], cap=args.cap, lag=lag, out=lambda s: None, evo_options=opts
+                space,
+                args.seeds,
+                [row],
+                first_seed=args.first_seed,
+                cap=args.cap,
+                lag=lag,
+                out=lambda s: None,
+                evo_options=opts,
             )
             if row.label in skipped:
                 print(f"{label} {row.label}: skipped ({skipped[row.label]})", flush=True)
