@@ -98,9 +98,11 @@ def test_restart_keeps_the_far_candidates_once_stalled():
     bonus = np.arange(4.0)
     best = np.array([0, 0])
     stalled = [_attempt(0, 1.0), *[_attempt(i, 0.5, "rejected") for i in range(1, 4)]]
-    c, b = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled[:3])
+    c, b, why = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled[:3])
+    assert why == ""
     assert len(c) == 4
-    c, b = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled)
+    c, b, why = explore.restart(cand, bonus, best, [0, 1], (0, 3), stalled)
+    assert "restart far" in why
     assert c.tolist() == [[0, 1], [1, 1], [2, 2]] and b.tolist() == [1.0, 2.0, 3.0]
     assert len(explore.restart(cand, bonus, best, [0, 1], (0, 0), stalled)[0]) == 4
     assert len(explore.restart(cand[:1], bonus[:1], best, [0, 1], (0, 3), stalled)[0]) == 1
@@ -142,6 +144,7 @@ def test_a_stalled_surrogate_proposes_far_from_the_best():
         _, props, _ = drive(sur, FAM, 14, seed=0, judge=lambda g, rng: _two_basins(g))
         far[stall] = [changed(p) for p in props[6:]]
     assert min(far[4]) >= (len(active) + 1) // 2, far
+    assert all("restart far from the best" in p.origin for p in props[6:])
     assert min(far[0]) < (len(active) + 1) // 2, far
 
 
@@ -156,4 +159,5 @@ def test_a_stalled_surrogate_tries_the_best_genomes_neighbours():
         _, props, _ = drive(sur, FAM, 10, seed=0, judge=lambda g, rng: _two_basins(g))
         steps[stall] = [sum(p.genome[n] != base[n] for n in active) for p in props[3:]]
     assert steps[3] == [1] * len(steps[3]), steps
+    assert all("one-knob neighbour of the best" in p.origin for p in props[3:])
     assert steps[0] != steps[3], steps

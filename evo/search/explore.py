@@ -131,19 +131,19 @@ def restart(
     active: Sequence[int],
     stalls: tuple[int, int],
     attempts: Sequence[Attempt],
-) -> tuple[np.ndarray, np.ndarray]:
-    """The candidates (and their log chance to be measured) a proposal chooses among. ``stalls`` = (neighbours,
-    restart), each 0 (off) or a number of attempts since the best improved: from the first on, the best genome's
-    untried one-knob neighbours while any is left; from the second on, the genomes far from it (:func:`far_from`);
-    otherwise (or when none is left) every candidate."""
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The candidates (and their log chance to be measured) a proposal chooses among, and why (for its origin).
+    ``stalls`` = (neighbours, restart), each 0 (off) or a number of attempts since the best improved: from the first
+    on, the best genome's untried one-knob neighbours while any is left; from the second on, the genomes far from it
+    (:func:`far_from`); otherwise (or when none is left) every candidate."""
     n = since_best(attempts)
     near_after, far_after = stalls
     if near_after and n >= near_after:
         near = (cand != best).sum(axis=1) == 1
         if near.any():
-            return cand[near], bonus[near]
+            return cand[near], bonus[near], f"{n} attempts without a gain, a one-knob neighbour of the best; "
     if far_after and n >= far_after:
         far = far_from(cand, best, active)
         if far.any():
-            return cand[far], bonus[far]
-    return cand, bonus
+            return cand[far], bonus[far], f"{n} attempts without a gain, restart far from the best; "
+    return cand, bonus, ""

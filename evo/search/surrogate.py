@@ -163,7 +163,8 @@ class Surrogate(Proposer):
             "the speed model counts each failed genome as measured at the worst speed measured so far, so that "
             "it stops predicting gains (and uncertainty) in a region that only fails",
         ),
-        # both off until the development caches support them (docs/search-efficiency.md, "Exploration (session 29)")
+        # all four off: on the development caches none shortened the search (docs/search-efficiency.md, "Exploration
+        # (session 29)")
         "thompson": Option(
             0,
             "every this many attempts, propose the best genome of a posterior draw of the model (Thompson "
@@ -499,9 +500,9 @@ class Surrogate(Proposer):
         codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
-        cand, bonus = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, self._stalls(), attempts)
+        cand, bonus, why = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, self._stalls(), attempts)
         if explore.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
-            return self._drawn(codes, y, cand, bonus, known, attempts)
+            return self._drawn(codes, y, cand, bonus, known, attempts, why)
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
         acq = np.log(sd) + _log_h((mean - float(y.max())) / sd) + bonus
@@ -516,7 +517,7 @@ class Surrogate(Proposer):
             attempts,
             lambda j: (
                 ("surrogate screen (one knob off the baseline): " if screening else "surrogate: ")
-                + f"expected improvement, predicted {math.exp(mean[j]):.3f}x "
+                + f"{why}expected improvement, predicted {math.exp(mean[j]):.3f}x "
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
@@ -524,11 +525,11 @@ class Surrogate(Proposer):
     def _stalls(self) -> tuple[int, int]:
         return int(self.opt("neighbours")), int(self.opt("restart"))
 
-    def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts) -> Proposal:
+    def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts, why: str) -> Proposal:
         """The candidate best in one posterior draw (times its chance to be measured): ``thompson``'s proposals."""
         draw = explore.posterior_draw(self, codes, y, cand, BIAS, self.np_rng)
         order = np.argsort(-(draw + bonus), kind="stable")
-        what = lambda j: f"surrogate: posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
+        what = lambda j: f"surrogate: {why}posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
         return self._first_new(order, cand, known, attempts, what)
 
     def _baseline_neighbours(self, cand: np.ndarray, seen: set[str], mode: str | None) -> np.ndarray:
