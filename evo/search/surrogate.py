@@ -63,6 +63,7 @@ import numpy as np
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
+from evo.search import explore
 from evo.search.base import Option, Proposal, Proposer
 from evo.search.failure_model import FailureModel
 
@@ -162,6 +163,36 @@ class Surrogate(Proposer):
             "the speed model counts each failed genome as measured at the worst speed measured so far, so that "
             "it stops predicting gains (and uncertainty) in a region that only fails",
         ),
+        # all four off: on the development caches none shortened the search (docs/search-efficiency.md, "Exploration
+        # (session 29)")
+        "thompson": Option(
+            0,
+            "every this many attempts, propose the best genome of a posterior draw of the model (Thompson "
+            "sampling, evo/search/explore.py) instead of the best expected improvement (0: never)",
+            0,
+            64,
+        ),
+        "thompson_stall": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose posterior draws' best genomes "
+            "until one does (0: never)",
+            0,
+            256,
+        ),
+        "neighbours": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose the best genome's untried "
+            "one-knob neighbours (best expected improvement first) before anything else (0: never)",
+            0,
+            256,
+        ),
+        "restart": Option(
+            0,
+            "once this many attempts in a row have not improved on the best, propose only genomes that differ from "
+            "the best in at least half of the knobs, until one improves on it (0: never)",
+            0,
+            256,
+        ),
         "screen": Option(
             False,
             "first measure every one-knob change of the baseline (best expected improvement first), so that each "
@@ -180,6 +211,8 @@ class Surrogate(Proposer):
         for name in ("fit_ordinal", "fit_draw"):
             if given(name) and not given("fit"):
                 raise ValueError(f"{name}: works only with fit: true (fit is false here)")
+        if (given("thompson") or given("thompson_stall")) and given("local"):
+            raise ValueError("thompson: the high-order term (local) has no weights to draw; set local to 0")
         if given("fit_ordinal") and given("ordinal") == 0:
             raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
 
@@ -467,6 +500,9 @@ class Surrogate(Proposer):
         codes, y = self._observations(scores, fails)
         if self.opt("fit") and len(y) >= 3:
             self._fit(codes, y)
+        cand, bonus, why = explore.restart(cand, bonus, codes[np.argmax(y)], self.active, self._stalls(), attempts)
+        if explore.use_draw(int(self.opt("thompson")), int(self.opt("thompson_stall")), attempts):
+            return self._drawn(codes, y, cand, bonus, known, attempts, why)
         mean, var = self.predict(codes, y, cand)
         sd = np.sqrt(var)
         acq = np.log(sd) + _log_h((mean - float(y.max())) / sd) + bonus
@@ -481,10 +517,20 @@ class Surrogate(Proposer):
             attempts,
             lambda j: (
                 ("surrogate screen (one knob off the baseline): " if screening else "surrogate: ")
-                + f"expected improvement, predicted {math.exp(mean[j]):.3f}x "
+                + f"{why}expected improvement, predicted {math.exp(mean[j]):.3f}x "
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
+
+    def _stalls(self) -> tuple[int, int]:
+        return int(self.opt("neighbours")), int(self.opt("restart"))
+
+    def _drawn(self, codes, y, cand: np.ndarray, bonus: np.ndarray, known: set[str], attempts, why: str) -> Proposal:
+        """The candidate best in one posterior draw (times its chance to be measured): ``thompson``'s proposals."""
+        draw = explore.posterior_draw(self, codes, y, cand, BIAS, self.np_rng)
+        order = np.argsort(-(draw + bonus), kind="stable")
+        what = lambda j: f"surrogate: {why}posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
+        return self._first_new(order, cand, known, attempts, what)
 
     def _baseline_neighbours(self, cand: np.ndarray, seen: set[str], mode: str | None) -> np.ndarray:
         """The untried one-knob changes of the baseline that may be proposed (the screen's candidates)."""
