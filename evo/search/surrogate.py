@@ -65,6 +65,7 @@ from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
 from evo.search import explore
 from evo.search.base import Option, Proposal, Proposer
+from evo.search.expected_improvement import log_h as _log_h
 from evo.search.failure_model import FailureModel
 
 ENUMERATE_MAX = 200_000  # score the whole space up to this many genomes (before family.check)
@@ -72,27 +73,6 @@ MAX_OBS = 256  # measured genomes the model conditions on, at most (the best hal
 INEXACT_PRIOR = 0.2  # chance a genome with an inexact knob can be measured, while the correctness mode is unknown
 BIAS = 0.5**2  # prior variance of the constant
 LOCAL_DECAY = 0.5  # the high-order term's likeness of two genomes, per knob they differ in
-
-
-def _log_h(z: np.ndarray) -> np.ndarray:
-    """log(z * Phi(z) + phi(z)): the log of expected improvement in units of sd, stable for very negative z."""
-    out = np.empty_like(z)
-    lo = z < -5.0
-    zz = z[~lo]
-    cdf = 0.5 * (1.0 + _erf(zz / math.sqrt(2.0)))
-    pdf = np.exp(-0.5 * zz * zz) / math.sqrt(2 * math.pi)
-    out[~lo] = np.log(np.maximum(zz * cdf + pdf, 1e-300))
-    zl = z[lo]
-    out[lo] = -0.5 * zl * zl - 0.5 * math.log(2 * math.pi) - 2 * np.log(-zl) + np.log1p(-3.0 / (zl * zl))
-    return out
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7), vectorized: numpy has no erf, scipy is not a dependency."""
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
-    return np.sign(x) * (1.0 - poly * np.exp(-a * a))
 
 
 def _h(v: Any) -> Any:
