@@ -26,7 +26,9 @@ mkdir -p "$OUT" /tmp/gpu-bars
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     > /dev/null 2>&1 || echo "device wheels not installed (.whl/)"
 # the wheels on every interpreter's path: tests' subprocesses set PYTHONPATH to the checkout alone
+# (a venv ignores the user site: the interpreter's own site-packages too, where it may be written)
 us=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p "$us" && echo /tmp/site > "$us/evo-device.pth"
+pl=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && { echo /tmp/site > "$pl/evo-device.pth"; } 2>/dev/null
 export PYTHONPATH=$root:/tmp/site EVO_CACHE_DIR=/tmp/evocache EVO_TEST_CACHE_DIR=/tmp/evocache PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
     --format=csv; echo "commit: ${EVO_COMMIT:-unknown}"; } >> "$OUT/device.txt" 2>&1
