@@ -62,6 +62,21 @@ def test_a_hook_that_segfaults_in_evo_run_is_a_recorded_verdict_and_the_campaign
     assert len(attempts) == 5  # the crash counts as one attempt of the budget; the rest were measured
 
 
+def test_no_compile_process_outlives_a_campaign_process_that_segfaulted(tmp_path):
+    """Before: on an H100 the gpu case above never returned: the compile-ahead process (worker.prefetch, on by
+    default on a GPU) outlived the campaign process that segfaulted, holding `evo run`'s stdout, so whatever read
+    it (this test's subprocess.run) waited for ever. Here the recorded backend with prefetch set as a GPU sets it."""
+    mark = tmp_path / "crashed"
+    cfg = _shipped_family_with(tmp_path, _CRASH_ONCE.format(mark=str(mark)))
+    text = cfg.read_text()
+    assert "worker: {timeout_s: 30}" in text
+    cfg.write_text(text.replace("worker: {timeout_s: 30}", "worker: {timeout_s: 30, prefetch: 1}"))
+    r = evo_cmd("run", str(cfg), "--plain", "--attempts", "5", cwd=tmp_path, timeout=120)  # raises if it hangs
+    assert mark.exists() and r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    said = [ln for ln in r.stderr.splitlines() if "SIGSEGV" in ln]
+    assert len(said) == 1 and "launch()" in said[0], r.stderr[-3000:]
+
+
 def test_a_hook_that_segfaults_outside_an_attempt_is_one_line_and_what_was_recorded_is_kept(tmp_path):
     """Before: `evo run` died by SIGSEGV with no word (exit -11). A crash outside an attempt (here the proposer's
     check()) would crash again at once: one line naming the family and the hook, exit 2."""

@@ -10,21 +10,40 @@ ideas or an explicit source is built in-line, as before.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing as mp
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 _builder: Any = None
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
-def _init(config_path: str, arch: str) -> None:
+def _init(config_path: str, arch: str, parent: int = 0) -> None:
     global _builder
+    _die_with(parent)
     from evo.config import load_config
     from harness.build import Builder
 
     cfg = load_config(config_path)
     _builder = Builder.for_config(cfg, arch)
+
+
+def _die_with(parent: int) -> None:
+    """A compile process ends when the campaign's does. A pool process never sees its parent die (it holds its own
+    queue's writing end): after a segfault of the campaign process it lived on, holding `evo run`'s stdout, and
+    whatever waited for that output (a test, a pipe into `tail`) waited for ever. Called first in each process."""
+    import ctypes
+    import signal
+
+    if parent and sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # it died before the request was made
+            os._exit(0)
 
 
 def _compile(genome: dict[str, Any]) -> float:
@@ -45,7 +64,7 @@ class Prefetcher:
     def __init__(self, config_path: str, arch: str, workers: int = 1):
         # spawn: the campaign process may hold threads (rich, the worker pipe) that fork would copy mid-state
         self._pool = cf.ProcessPoolExecutor(
-            workers, mp.get_context("spawn"), initializer=_init, initargs=(config_path, arch)
+            workers, mp.get_context("spawn"), initializer=_init, initargs=(config_path, arch, os.getpid())
         )
         self._jobs: dict[str, cf.Future] = {}
 
