@@ -49,8 +49,15 @@ class Sweep:
     geo_map: dict[str, str]  # config geometry name -> recorded geometry name
 
 
-def _params_key(params: Mapping[str, Any]) -> str:
-    return json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
+def _params_key(params: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+    """A geometry's parameters as a key; one at its family's default counts as absent: a sweep recorded before
+    the family had that parameter measured what its default does (fused_add_rmsnorm's ``rounds``)."""
+    d = defaults or {}
+    return json.dumps({k: params[k] for k in sorted(params) if not (k in d and d[k] == params[k])}, sort_keys=True)
+
+
+def _defaults(family: Family) -> dict[str, Any]:
+    return {gp.name: gp.default for gp in family.geometry_params if gp.default is not None}
 
 
 def load_sweeps(family: Family) -> list[dict[str, Any]]:
@@ -85,9 +92,10 @@ def find_sweep(family: Family, geometries: Sequence[Geometry], launch: str = "pl
             f"{kinds}); run on a GPU, or record one with tools/sweep.py on a config that launches {launch}"
         )
     sweeps = timed
+    dft = _defaults(family)
     for d in sweeps:
-        by_params = {_params_key(g["params"]): g["name"] for g in d["geometries"]}
-        mapping = {g.name: by_params.get(_params_key(g.params)) for g in geometries}
+        by_params = {_params_key(g["params"], dft): g["name"] for g in d["geometries"]}
+        mapping = {g.name: by_params.get(_params_key(g.params, dft)) for g in geometries}
         if all(mapping.values()):
             return Sweep(Path(d["_path"]), d, mapping)  # type: ignore[arg-type]
 
@@ -95,11 +103,12 @@ def find_sweep(family: Family, geometries: Sequence[Geometry], launch: str = "pl
         return f"{name} ({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
 
     # matched by parameters, so a name alone says little: both sides are given with their parameters
-    have = sorted({shape(g["name"], g["params"]) for d in sweeps for g in d["geometries"]})
+    recorded = [rg for d in sweeps for rg in d["geometries"]]
+    have = sorted({shape(g["name"], g["params"]) for g in recorded})
     missing = [
         shape(g.name, g.params)
         for g in geometries
-        if not any(_params_key(g.params) == _params_key(rg["params"]) for d in sweeps for rg in d["geometries"])
+        if not any(_params_key(g.params, dft) == _params_key(rg["params"], dft) for rg in recorded)
     ]
     raise NotRecorded(
         f"no recorded H200 sweep covers geometries {', '.join(missing) or '(this combination)'} "

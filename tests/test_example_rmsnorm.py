@@ -270,7 +270,7 @@ def test_launch_args_and_bytes_moved():
     outs = {o.name: torch.empty(o.shape, dtype=getattr(torch, o.dtype)) for o in FAM.outputs(g)}
     assert set(outs) == {"out", "residual_out"}
     args = FAM.kernel_args(inp, outs, g)
-    assert len(args) == len(FAM.arg_types()) == 8
+    assert len(args) == len(FAM.arg_types()) == 9  # ..., eps, T, H, rounds
     for t, a in zip(FAM.arg_types(), args):
         assert isinstance(a, {"p": torch.Tensor, "i": int, "f": float}[t]), (t, a)
     moved = sum(t.numel() * t.element_size() for t in list(inp.values()) + list(outs.values()))

@@ -10,6 +10,7 @@ hashes there. A family whose exactness claims are wrong fails here, without a GP
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,18 @@ def test_a_geometry_recorded_under_its_name_with_other_parameters_is_told_apart(
     msg = str(e.value)
     assert "covers geometries T4096_H4096 (H=2048, S=1, T=4096, prenorm=False)" in msg
     assert "T4096_H4096 (H=4096, S=1, T=4096, prenorm=False)" in msg.split("recorded: ")[1]
+
+
+def test_a_parameter_the_sweep_predates_matches_at_its_default_only():
+    """fused_add_rmsnorm's ``rounds`` came after its H200 sweep: at its default (1, what the sweep's kernel did) a
+    geometry is the sweep's; at 2 (another kernel path) it was never measured."""
+    import pytest
+
+    from evo.core.family import Geometry, load_family
+    from harness.recorded import NotRecorded, find_sweep
+
+    fam = load_family(str(Path(__file__).resolve().parent.parent / "examples" / "fused_add_rmsnorm"))
+    assert "rounds" not in find_sweep(fam, [Geometry("x", {"T": 1, "H": 4096})]).data["geometries"][0]["params"]
+    assert find_sweep(fam, [Geometry("T1", {"T": 1, "H": 4096, "rounds": 1})]).geo_map == {"T1": "T1_H4096"}
+    with pytest.raises(NotRecorded):
+        find_sweep(fam, [Geometry("T1", {"T": 1, "H": 4096, "rounds": 2})])

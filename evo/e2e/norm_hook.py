@@ -19,8 +19,8 @@ values) and ``residual`` (the sum), each ``init_from`` its input).
 
 Two ways to run it: :class:`KernelNorm` launches the genome's compiled kernel (CUDA; harness/gpu.py's
 launcher on torch's current stream, so a CUDA graph capture records it) and :class:`ReferenceNorm` runs the
-family's torch reference in float32, rounded once to bf16 (CPU: there is no kernel to run; the reference is
-the family's own statement of what its kernel computes, eps included).
+family's torch reference in float32, rounded to bf16 (CPU: there is no kernel to run; the reference is
+the family's own statement of what its kernel computes, eps and roundings included: :data:`ENGINE_ROUNDS`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 LAYER_PARTS = ("input_layernorm", "post_attention_layernorm", "self_attn", "mlp")
+# transformers' LlamaRMSNorm rounds the normalized value to bf16 before the weight multiplies it (two roundings);
+# a family that offers the geometry parameter ``rounds`` is asked for that order, so that the decode with the
+# family's kernel can keep the engine's own token stream (examples/fused_add_rmsnorm, docs/measurement.md)
+ENGINE_ROUNDS = ("rounds", 2)
 
 
 class HookError(Exception):
@@ -57,7 +61,10 @@ def geometry(family: Any, T: int, H: int) -> Any:
     """The family's geometry for T token rows of width H (batch 1); HookError when the family refuses it."""
     from evo.core.family import Geometry
 
-    g = Geometry(f"e2e_T{T}_H{H}", {"T": T, "H": H}, 1.0)
+    params: dict[str, Any] = {"T": T, "H": H}
+    if ENGINE_ROUNDS[0] in {gp.name for gp in getattr(family, "geometry_params", ())}:
+        params[ENGINE_ROUNDS[0]] = ENGINE_ROUNDS[1]
+    g = Geometry(f"e2e_T{T}_H{H}", params, 1.0)
     try:
         why = family.check_geometry(g.params)
     except Exception as e:  # a family of other geometry parameters: not this operation
@@ -90,7 +97,7 @@ def roles_of(family: Any, H: int) -> Roles:
 
 
 class ReferenceNorm:
-    """The family's torch reference at float32, its outputs rounded once to bf16 (the CPU path)."""
+    """The family's torch reference at float32, its outputs rounded to bf16 (the CPU path)."""
 
     def __init__(self, family: Any, H: int):
         self.family, self.H, self.roles = family, H, roles_of(family, H)

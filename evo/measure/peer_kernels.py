@@ -145,8 +145,15 @@ def _call(family: Family, method: str, *args: Any) -> Any:
 def problem_mismatch(family: Family, peer: Family, geometries: Sequence[Geometry]) -> str | None:
     """Why ``peer`` does not solve ``family``'s problem at these geometries (geometry parameters, each geometry
     taken, the outputs' names, dtypes and shapes), or None. Asked when the config is loaded; needs no torch."""
-    mine = [gp.name for gp in family.geometry_params]
-    theirs = [gp.name for gp in peer.geometry_params]
+    # a parameter with a default that every geometry leaves at it need not exist in the peer (an option of the
+    # campaign's family, e.g. fused_add_rmsnorm's rounds, that the peer's kernel does not offer)
+    unset = {
+        gp.name
+        for gp in family.geometry_params
+        if gp.default is not None and all(g.params.get(gp.name, gp.default) == gp.default for g in geometries)
+    }
+    mine = [gp.name for gp in family.geometry_params if gp.name not in unset]
+    theirs = [gp.name for gp in peer.geometry_params if gp.name not in unset or gp.default is None]
     if sorted(mine) != sorted(theirs):
         return (
             f"another problem: its geometry parameters are {', '.join(theirs) or 'none'}, the campaign's "

@@ -5,6 +5,7 @@ For each token row t of T rows with hidden size H (kernel.cu):
     r               = bf16(float(x[t]) + float(residual[t]))      (added in float32, stored rounded to bf16)
     residual_out[t] = r
     out[t]          = bf16(float(r) * rsqrt(mean(float(r)^2) + eps) * float(weight))
+                      (geometry parameter rounds 2: bf16(float(bf16(float(r) * rsqrt(...))) * float(weight)))
 
 Engines update in place; this is the out-of-place form (x, residual and weight are only read, out
 and residual_out only written). The harness launches one kernel many
@@ -125,7 +126,10 @@ class FusedAddRmsnorm(Family):
         # r as the kernel makes it: the two bf16 values added in float32, then rounded to bf16 (nearest even).
         r = (inputs["x"].float() + inputs["residual"].float()).to(torch.bfloat16).to(dt)
         inv = torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + EPS)
-        return {"out": r * inv * inputs["weight"].to(dt), "residual_out": r}
+        normed = r * inv
+        if geometry.params.get("rounds", 1) == 2:  # rounded before the weight multiplies it (LlamaRMSNorm's order)
+            normed = normed.to(torch.bfloat16).to(dt)
+        return {"out": normed * inputs["weight"].to(dt), "residual_out": r}
 
     def error_bound(self, output: str) -> float:
         # residual_out is rounded by the reference exactly as by the kernel; out carries bf16 rounding (~2^-9).
@@ -136,7 +140,7 @@ class FusedAddRmsnorm(Family):
         return Launch((geometry["T"], 1, 1), (genome["block"], 1, 1), 0)  # static shared memory only
 
     def arg_types(self) -> str:
-        return "pppppfii"
+        return "pppppfiii"
 
     def kernel_args(self, inputs, outputs, geometry: Geometry) -> list[Any]:
         return [
@@ -148,6 +152,7 @@ class FusedAddRmsnorm(Family):
             EPS,
             geometry["T"],
             geometry["H"],
+            geometry.params.get("rounds", 1),
         ]
 
     def bytes_moved(self, geometry: Geometry) -> int:
@@ -195,8 +200,8 @@ FAMILY = FusedAddRmsnorm(
     ),
     faults={
         "wrong index: weight read one element off": (
-            "ov[j] = normalize(rov[j], wv[j], inv);",
-            "ov[j] = normalize(rov[j], wv[j ^ 1], inv);",
+            "ov[j] = normalize(rov[j], wv[j], inv, rounds);",
+            "ov[j] = normalize(rov[j], wv[j ^ 1], inv, rounds);",
         ),
         "missing barrier: warp 0 sums the partials before the other warps wrote theirs": (
             "  __syncthreads();  // every warp's partial is in shared memory\n",
@@ -215,8 +220,8 @@ FAMILY = FusedAddRmsnorm(
             "rejected: static",
         ),
         "out of bounds: one element written past the end of out": (
-            "      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n",
-            "      ov[j] = normalize(rov[j], wv[j], inv);\n    }\n"
+            "      ov[j] = normalize(rov[j], wv[j], inv, rounds);\n    }\n",
+            "      ov[j] = normalize(rov[j], wv[j], inv, rounds);\n    }\n"
             "    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) out[row + H] = __float2bfloat16_rn(1.0f);\n",
         ),
         "illegal address: out written 1 TiB away": (
@@ -246,5 +251,15 @@ FAMILY = FusedAddRmsnorm(
     geometry_params=(
         GeometryParam("T", int, None, min=1, max=1 << 20, doc="tokens (rows)"),
         GeometryParam("H", int, None, min=8, max=MAX_H, doc="hidden size, a multiple of 8"),
+        GeometryParam(
+            "rounds",
+            int,
+            1,
+            min=1,
+            max=2,
+            doc="roundings of out to bf16: 1 once (FlashInfer's order), 2 the normalized value before the weight "
+            "multiplies it (transformers' LlamaRMSNorm, vLLM): an engine's decode keeps its own token stream only "
+            "with its own order (evo/e2e/norm_hook.py asks for 2)",
+        ),
     ),
 )

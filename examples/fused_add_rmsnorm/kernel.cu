@@ -4,6 +4,7 @@
 //   r               = bf16(float(x[t]) + float(residual[t]))
 //   residual_out[t] = r
 //   out[t]          = bf16(float(r) * rsqrt(mean(float(r)^2) + eps) * float(weight))
+//                     (rounds 2: the product before the weight rounded to bf16 first, as an engine may)
 //
 // Engines update x and residual in place; this is the out-of-place form (x, residual and
 // weight are only read), so a CUDA graph can launch it again and again on the same inputs.
@@ -82,18 +83,24 @@ __device__ __forceinline__ float sum_squares(Pack<VEC> r, float acc) {
   return acc;
 }
 
-// bf16(float(r) * inv * float(w)), element by element.
+// bf16(float(r) * inv * float(w)), element by element; ROUNDS 2: bf16(float(bf16(float(r) * inv)) * float(w)),
+// the normalized value rounded before the weight multiplies it, as transformers' LlamaRMSNorm and vLLM's kernel do.
+__device__ __forceinline__ float scale(float r, float inv, float w, int rounds) {
+  const float n = r * inv;
+  return rounds == 2 ? __bfloat162float(__float2bfloat16_rn(n)) * w : n * w;
+}
+
 template <int VEC>
-__device__ __forceinline__ Pack<VEC> normalize(Pack<VEC> r, Pack<VEC> w, float inv) {
+__device__ __forceinline__ Pack<VEC> normalize(Pack<VEC> r, Pack<VEC> w, float inv, int rounds) {
   Pack<VEC> o;
   if constexpr (VEC == 1) {
-    o.one() = __float2bfloat16_rn(__bfloat162float(r.one()) * inv * __bfloat162float(w.one()));
+    o.one() = __float2bfloat16_rn(scale(__bfloat162float(r.one()), inv, __bfloat162float(w.one()), rounds));
   } else {
 #pragma unroll
     for (int i = 0; i < VEC / 2; ++i) {
       const float2 fr = __bfloat1622float2(r.pair(i));
       const float2 fw = __bfloat1622float2(w.pair(i));
-      o.pair(i) = __floats2bfloat162_rn(fr.x * inv * fw.x, fr.y * inv * fw.y);
+      o.pair(i) = __floats2bfloat162_rn(scale(fr.x, inv, fw.x, rounds), scale(fr.y, inv, fw.y, rounds));
     }
   }
   return o;
@@ -137,7 +144,8 @@ fused_add_rmsnorm(__nv_bfloat16* __restrict__ out,             // [T, H]
                   const __nv_bfloat16* __restrict__ x,         // [T, H]
                   const __nv_bfloat16* __restrict__ residual,  // [T, H]
                   const __nv_bfloat16* __restrict__ weight,    // [H]
-                  float eps, int T, int H) {
+                  float eps, int T, int H,
+                  int rounds) {  // of out: 1 (once) or 2 (the normalized value first: an engine's own order)
   static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: 1, 2, 4 or 8 bf16 values per access");
   static_assert(CACHE >= 0 && CACHE <= 16, "CACHE: 0 (re-read) or up to 16 vectors a thread in registers");
   using P = Pack<VEC>;
@@ -187,12 +195,12 @@ fused_add_rmsnorm(__nv_bfloat16* __restrict__ out,             // [T, H]
 #pragma unroll
     for (int i = 0; i < CACHE; ++i) {
       const int j = threadIdx.x + i * BLOCK;
-      if (j < n) ov[j] = normalize(keep[i], wv[j], inv);
+      if (j < n) ov[j] = normalize(keep[i], wv[j], inv, rounds);
     }
   } else {
     // residual_out[j] was written by this same thread in pass 1: no barrier needed to read it back.
     for (int j = threadIdx.x; j < n; j += BLOCK) {
-      ov[j] = normalize(rov[j], wv[j], inv);
+      ov[j] = normalize(rov[j], wv[j], inv, rounds);
     }
   }
 }
