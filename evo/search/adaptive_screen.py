@@ -18,7 +18,13 @@ screen attempts are ``block_size_x`` values). Two options bound it:
 
 Both are off by default (0: the screen as before), need ``screen: true``, and read only the attempts (the tried
 genomes and their number), so a proposal made ahead of its predecessor's result (compile-ahead) is decided the same
-way on every run. Called by ``Surrogate.propose`` once per proposal, through :func:`candidates`.
+way on every run; under that lag a knob can get one value more than ``screen_values`` says (the predecessor, still
+pending, is not among the attempts). Called by ``Surrogate.propose`` once per proposal, through :func:`candidates`.
+
+On the development caches (docs/search-efficiency.md, "Adaptive screen (session 30)") ``screen_values`` 1 is
+better than the shipped search on four of seven (A4000 260 -> 13.5, mi50 no run within 2% -> 90.5) and worse on
+three (RTX 2080 Ti 13.5 -> 574: its baseline sits in a corner whose one-knob changes mislead the model), so
+neither option is a default.
 """
 
 from __future__ import annotations
