@@ -22,8 +22,8 @@ way on every run; under that lag a knob can get one value more than ``screen_val
 pending, is not among the attempts). Called by ``Surrogate.propose`` once per proposal, through :func:`candidates`.
 
 On the development caches (docs/search-efficiency.md, "Adaptive screen (session 30)") ``screen_values`` 1 is
-better than the shipped search on four of seven (A4000 260 -> 13.5, mi50 no run within 2% -> 90.5) and worse on
-three (RTX 2080 Ti 13.5 -> 574: its baseline sits in a corner whose one-knob changes mislead the model), so
+better than the shipped search on four of eight (A4000 260 -> 13.5, mi50 no run within 2% -> 90.5) and worse on
+four (RTX 2080 Ti 13.5 -> 574: its baseline sits in a corner whose one-knob changes mislead the model), so
 neither option is a default.
 """
 
