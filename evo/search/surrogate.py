@@ -63,7 +63,7 @@ import numpy as np
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
-from evo.search import explore
+from evo.search import adaptive_screen, explore
 from evo.search.base import Option, Proposal, Proposer
 from evo.search.expected_improvement import log_h as _log_h
 from evo.search.failure_model import FailureModel
@@ -173,11 +173,7 @@ class Surrogate(Proposer):
             0,
             256,
         ),
-        "screen": Option(
-            False,
-            "first measure every one-knob change of the baseline (best expected improvement first), so that each "
-            "knob value's own effect is seen once before the model combines them",
-        ),
+        **adaptive_screen.OPTIONS,  # screen, screen_values, screen_every
     }
 
     @classmethod
@@ -195,6 +191,7 @@ class Surrogate(Proposer):
             raise ValueError("thompson: the high-order term (local) has no weights to draw; set local to 0")
         if given("fit_ordinal") and given("ordinal") == 0:
             raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
+        adaptive_screen.validate(given)
 
     def __init__(self, family, geometries, options, seed, tabu=None):
         super().__init__(family, geometries, options, seed, tabu)
@@ -465,7 +462,7 @@ class Surrogate(Proposer):
             return None
         screening = False
         if self.opt("screen") and scores:
-            near = self._baseline_neighbours(cand, seen, mode)
+            near = self._screen(cand, seen, mode, tried, attempts)
             if len(near):
                 cand, screening = near, True
                 inexact = np.array([self._is_inexact(self.genome_of(c)) for c in cand], dtype=bool)
@@ -512,27 +509,11 @@ class Surrogate(Proposer):
         what = lambda j: f"surrogate: {why}posterior draw (Thompson), drawn {math.exp(draw[j]):.3f}x"  # noqa: E731
         return self._first_new(order, cand, known, attempts, what)
 
-    def _baseline_neighbours(self, cand: np.ndarray, seen: set[str], mode: str | None) -> np.ndarray:
-        """The untried one-knob changes of the baseline that may be proposed (the screen's candidates)."""
-        base = self.code(self.family.baseline())
-        if base is None:
-            return cand[:0]
-        if self._space is not None and len(
-            self._space
-        ):  # the space is enumerated: the candidates hold every valid untried genome
-            diff = (cand != np.array(base)).sum(axis=1)
-            return cand[diff == 1]
-        out = []
-        for i in self.active:
-            for v in range(self.levels[i]):
-                if v == base[i]:
-                    continue
-                c = list(base)
-                c[i] = v
-                g = self.genome_of(c)
-                if self.valid(g, seen) and not (mode == "exact" and self._is_inexact(g)):
-                    out.append(c)
-        return np.array(out, dtype=np.int64).reshape(len(out), len(self.knobs))
+    def _screen(self, cand: np.ndarray, seen: set[str], mode: str | None, tried, attempts) -> np.ndarray:
+        """The screen's candidates for this proposal (evo/search/adaptive_screen.py): the baseline's untried one-knob
+        changes, bounded by ``screen_values`` and ``screen_every``."""
+        values, every = int(self.opt("screen_values")), int(self.opt("screen_every"))
+        return adaptive_screen.candidates(self, cand, seen, mode, tried, attempts, values, every)
 
     def _first_new(self, order: np.ndarray, cand: np.ndarray, known: set[str], attempts, what) -> Proposal:
         """The best-ranked candidate whose machine code (when known) was not measured yet (else the best-ranked)."""
