@@ -49,14 +49,14 @@ class Sweep:
     geo_map: dict[str, str]  # config geometry name -> recorded geometry name
 
 
-def _params_key(params: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+def _params_key(params: Mapping[str, object], defaults: Mapping[str, object] | None = None) -> str:
     """A geometry's parameters as a key; one at its family's default counts as absent: a sweep recorded before
     the family had that parameter measured what its default does (fused_add_rmsnorm's ``rounds``)."""
     d = defaults or {}
     return json.dumps({k: params[k] for k in sorted(params) if not (k in d and d[k] == params[k])}, sort_keys=True)
 
 
-def _defaults(family: Family) -> dict[str, Any]:
+def _defaults(family: Family) -> dict[str, object]:
     return {gp.name: gp.default for gp in family.geometry_params if gp.default is not None}
 
 

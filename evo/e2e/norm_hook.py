@@ -61,7 +61,7 @@ def geometry(family: Any, T: int, H: int) -> Any:
     """The family's geometry for T token rows of width H (batch 1); HookError when the family refuses it."""
     from evo.core.family import Geometry
 
-    params: dict[str, Any] = {"T": T, "H": H}
+    params: dict[str, int] = {"T": T, "H": H}
     if ENGINE_ROUNDS[0] in {gp.name for gp in getattr(family, "geometry_params", ())}:
         params[ENGINE_ROUNDS[0]] = ENGINE_ROUNDS[1]
     g = Geometry(f"e2e_T{T}_H{H}", params, 1.0)

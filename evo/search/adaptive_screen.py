@@ -29,11 +29,13 @@ neither option is a default.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
+from evo.core.family import Family, Knob
+from evo.core.genome import Genome
 from evo.core.records import Attempt
 from evo.search.base import Option
 
@@ -66,20 +68,20 @@ class Model(Protocol):
 
     active: list[int]
     levels: list[int]
-    knobs: list[Any]
+    knobs: list[Knob]
     _space: np.ndarray | None
-    family: Any
+    family: Family
 
-    def code(self, genome: Any) -> tuple[int, ...] | None: ...
+    def code(self, genome: Mapping[str, object]) -> tuple[int, ...] | None: ...
 
-    def genome_of(self, code: Sequence[int]) -> Any: ...
+    def genome_of(self, code: Sequence[int]) -> Genome: ...
 
-    def valid(self, genome: Any, seen: set[str]) -> bool: ...
+    def valid(self, genome: Genome, seen: set[str]) -> bool: ...
 
-    def _is_inexact(self, genome: Any) -> bool: ...
+    def _is_inexact(self, genome: Mapping[str, object]) -> bool: ...
 
 
-def validate(given: Any) -> None:
+def validate(given: Callable[[str], object]) -> None:
     """The combinations that would not do what they say (``given(name)``: the option's value or default)."""
     for name in ("screen_values", "screen_every"):
         if given(name) and not given("screen"):
