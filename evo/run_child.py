@@ -29,11 +29,11 @@ import tempfile
 from collections.abc import Sequence
 
 from evo.core.hooks import CRASH_ENV, TRACE_ENV, read_flight, read_trace
+from evo.core.liveness import die_with_parent
 
 CHILD_ENV = "EVO_RUN_CHILD"
 WATCH_ENV = "EVO_RUN_WATCHED"  # "0": no watched child
 CRASHES = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT)
-_PR_SET_PDEATHSIG = 1
 
 
 class _Watch:
@@ -63,20 +63,12 @@ def wanted(argv: Sequence[str]) -> bool:
     return command == "run" and "-h" not in argv and "--help" not in argv
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGKILL when this parent dies (a `kill -9` of evo run)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def _start(argv: Sequence[str], env: dict[str, str], watch: _Watch) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "evo", *argv],
         env=env,
         process_group=0,  # a Ctrl-C reaches this parent only; it is passed on once
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )
     watch.child = proc
     for signum in watch.stops[-1:]:  # one taken while the child was being started

@@ -12,8 +12,10 @@ Here, in the core, because harness may import the core and nothing else of evo (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -132,3 +134,23 @@ def command_of(pid: int) -> str:
         raw = ""
     argv = [a for a in raw.split("\0") if a]
     return " ".join(" ".join([os.path.basename(argv[0]), *argv[1:]]).split())[:80] if argv else ""
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent(parent: int = 0) -> None:
+    """This process gets SIGKILL when its parent dies (Linux; elsewhere nothing). Called in a child as it starts:
+    `evo run`'s campaign process (its watching parent's preexec_fn, a `kill -9` of evo run) and the compile-ahead
+    processes (evo/loop/prefetch.py: a pool process never sees its parent die, and after a segfault of the
+    campaign process one lived on holding `evo run`'s stdout). ``parent``: its pid, when the child may start after
+    the parent died (then it ends at once)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent and os.getppid() != parent:  # it died before the request was made
+        os._exit(0)

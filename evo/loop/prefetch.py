@@ -10,40 +10,25 @@ ideas or an explicit source is built in-line, as before.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import multiprocessing as mp
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from evo.core.liveness import die_with_parent
+
 _builder: Any = None
-_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def _init(config_path: str, arch: str, parent: int = 0) -> None:
     global _builder
-    _die_with(parent)
+    die_with_parent(parent)  # a pool process never sees the campaign's process die (evo/core/liveness.py)
     from evo.config import load_config
     from harness.build import Builder
 
     cfg = load_config(config_path)
     _builder = Builder.for_config(cfg, arch)
-
-
-def _die_with(parent: int) -> None:
-    """A compile process ends when the campaign's does. A pool process never sees its parent die (it holds its own
-    queue's writing end): after a segfault of the campaign process it lived on, holding `evo run`'s stdout, and
-    whatever waited for that output (a test, a pipe into `tail`) waited for ever. Called first in each process."""
-    import ctypes
-    import signal
-
-    if parent and sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # it died before the request was made
-            os._exit(0)
 
 
 def _compile(genome: dict[str, Any]) -> float:
