@@ -7,13 +7,14 @@
 #   EVO_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/sweeps.sh CONFIG:LIMIT_S[:BATCH_MS] ...
 #
 # RESUME_FROM=DIR resumes each sweep from DIR/<name>-h200-sweep.json.xz where that file exists (a time-limited sweep
-# of an earlier call, its $OUT carried back). The output file is $OUT/<name>-h200-sweep.json.xz (<name>: the config's
-# file name, or an example's folder for its evo.yaml). Device wheels in .whl/ are installed to /tmp/site first;
+# of an earlier call, its $OUT carried back). The output file is $OUT/<name>-$CARD-sweep.json.xz (CARD: h200 unless
+# set; <name>: the config's file name, or an example's folder for its evo.yaml). Device wheels in .whl/ are installed to /tmp/site first;
 # device.txt gets one entry per call. The exit status is the first failed sweep's (0: every sweep ran).
 set -u
 root=$(pwd)
 OUT=${OUT:-$root/benchmarks/scratch/sweeps}
 RESUME_FROM=${RESUME_FROM:-}   # a folder holding earlier, time-limited sweep files of the same names
+CARD=${CARD:-h200}   # the card named in the output files (the shipped sweeps are h200)
 mkdir -p "$OUT"
 . "$(dirname "$0")/device-env.sh"
 jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
@@ -23,9 +24,9 @@ for spec in "$@"; do
     batch=${batch:-1}
     name=$(basename "$cfg" .yaml)
     [ "$name" = evo ] && name=$(basename "$(dirname "$cfg")")  # an example's evo.yaml: its folder's name
-    out="$OUT/$name-h200-sweep.json.xz"
+    out="$OUT/$name-$CARD-sweep.json.xz"
     resume=()
-    prev="${RESUME_FROM:+$RESUME_FROM/$name-h200-sweep.json.xz}"
+    prev="${RESUME_FROM:+$RESUME_FROM/$name-$CARD-sweep.json.xz}"
     if [ -n "$prev" ] && [ -f "$prev" ]; then resume=(--resume "$prev"); fi
     cmd=(python3 tools/sweep.py "$cfg" ${resume[@]+"${resume[@]}"} --out "$out" --rounds 10 --aa-rounds 40
          --batch-ms "$batch" --limit-s "$limit" --peer off --jobs "$jobs")
