@@ -274,3 +274,19 @@ def test_compare_sweeps_of_one_landscape(tmp_path, capsys):
     assert c["corr"] < 0.9 and c["sd"] > 0.01
     assert cs.main(["mhc_pre_big_fuse", str(a.sweep_path), str(other)]) == 0
     assert "correlation of log objective" in capsys.readouterr().out
+
+
+def test_a_champion_is_ranked_in_a_sweep(capsys):
+    """`--genome`: the rank and share of the best that issue 42's "within 1% of the best of its space" is read from."""
+    from tools import compare_sweeps as cs
+
+    a = sb.load_space("mhc_pre_big_fuse")
+    ranked = sorted((k for k, v in a.scores.items() if v is not None), key=lambda k: -(a.scores[k] or 0.0))
+    best, third = (sb.Genome.from_key(k) for k in (ranked[0], ranked[2]))
+    assert cs.standing(a, dict(best)) == {"rank": 1, "of": len(ranked), "share": 1.0}
+    st = cs.standing(a, dict(third))
+    assert st["rank"] == 3 and st["share"] == pytest.approx((a.scores[ranked[2]] or 0.0) / a.best) and st["share"] < 1
+    assert cs.main(["mhc_pre_big_fuse", str(a.sweep_path), "--genome", json.dumps(dict(third))]) == 0
+    assert "rank 3 of" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="not a valid genome"):
+        cs.standing(a, {**dict(best), "vec": 3})

@@ -1,16 +1,23 @@
 """How far two recorded sweeps of one family agree: the same landscape measured twice, or on two machines.
 
     python tools/compare_sweeps.py FAMILY FIRST SECOND [--target 0.02]
+    python tools/compare_sweeps.py FAMILY SWEEP --genome GENOME_JSON
+
 
 Each sweep is read as tools/search_bench.py reads it (the campaign's objective per genome, its correctness mode);
 over the genomes valid in both it prints the correlation of log objective, the spread of the log ratio (sd, and
 its largest), where each sweep's best genome ranks in the other, and how many genomes are within the target of
 each sweep's best. One line per figure, to quote beside a landscape measured again.
+
+With ``--genome`` (a campaign's champion, as `evo status --json` prints it) it says where that genome ranks in one
+sweep and how far its objective is from the sweep's best: "within 1% of the best of its space on that card" read
+off a sweep of that card.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -46,13 +53,34 @@ def compare(a: sb.Space, b: sb.Space, target: float = sb.HEADLINE) -> dict[str, 
     }
 
 
+def standing(space: sb.Space, genome: dict[str, object]) -> dict[str, float | int]:
+    """Where ``genome`` ranks among the sweep's valid genomes (1: the best) and its objective over the best's."""
+    mine = space.objective(genome)
+    if mine is None:
+        raise SystemExit(f"{sb.Genome(genome).key} is not a valid genome of {space.sweep_path}")
+    valid = sorted((v for v in space.scores.values() if v is not None), reverse=True)
+    return {"rank": 1 + sum(v > mine for v in valid), "of": len(valid), "share": mine / space.best}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("family")
     ap.add_argument("first")
-    ap.add_argument("second")
+    ap.add_argument("second", nargs="?", help="the other sweep (not with --genome)")
+    ap.add_argument("--genome", default=None, help="a genome as JSON: its rank and distance from the best instead")
     ap.add_argument("--target", type=float, default=sb.HEADLINE, help="within this share of each sweep's best")
     args = ap.parse_args(argv)
+    if args.genome is not None:
+        space = sb.load_space(args.family, args.first)
+        st = standing(space, json.loads(args.genome))
+        print(f"{args.family}: {args.genome} in {args.first} ({space.mode} mode)")
+        print(
+            f"  rank {st['rank']} of {st['of']} valid genomes; objective {100 * float(st['share']):.2f}% of the "
+            f"best's ({100 * (1 - float(st['share'])):.2f}% from it)"
+        )
+        return 0
+    if args.second is None:
+        ap.error("give a second sweep, or --genome")
     a, b = sb.load_space(args.family, args.first), sb.load_space(args.family, args.second)
     c = compare(a, b, args.target)
     pct = f"{100 * args.target:g}%"
