@@ -19,6 +19,9 @@
 #   e2e       #44: examples/fused_add_rmsnorm/e2e.yaml from the baseline on that profile (noise floor measured)
 #   bigfuse   #42: evo run configs/mhc_pre_big_fuse.yaml from the baseline, unattended, 5 minutes (its log shows
 #             the finish); compare its champion with the committed H200 sweep's best on an H200
+#   sweep     #42: a recorded sweep of configs/mhc_pre_big_fuse.yaml on this card (benchmarks/sweeps.sh, the shipped
+#             sweep's settings; the file named after the card: h100, h200), for a campaign's champion on a card no
+#             committed sweep measured (tools/compare_sweeps.py --genome); sweep@CONFIG: another config
 set -u
 root=$(pwd)
 OUT=${OUT:-$root/benchmarks/scratch/gpu-bars}
@@ -85,7 +88,12 @@ print(round(max(0.01, (max(v) - min(v)) / st.median(v)), 4) if len(v) >= 3 else 
           echo "rc=$?"; python3 -m evo status configs/mhc_pre_big_fuse.yaml --storage "$st" --json; } > "$OUT/bigfuse-run.txt" 2>&1
         python3 -m evo log configs/mhc_pre_big_fuse.yaml --storage "$st" -o "$OUT/bigfuse-attempts.md" >> "$OUT/bigfuse-run.txt" 2>&1
         cp /tmp/gpu-bars/bigfuse.db "$OUT/" 2>/dev/null; tail -n 15 "$OUT/bigfuse-run.txt" ;;
-    *) echo "unknown step $step (engines, tests, peers, profile, e2e, bigfuse)" ;;
+    sweep)
+        [ "$engine" = headerlib ] && engine=configs/mhc_pre_big_fuse.yaml
+        batch=1; case $engine in *mhc_pre_big_fuse*) batch=2 ;; esac  # the settings the shipped sweep was recorded with
+        card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o -i -E 'h100|h200|a100|l40s' | head -n 1)
+        OUT=$OUT/sweeps CARD=$(echo "${card:-gpu}" | tr 'A-Z' 'a-z') bash benchmarks/sweeps.sh "$engine:$(( s - 20 )):$batch" ;;
+    *) echo "unknown step $step (engines, tests, peers, profile, e2e, bigfuse, sweep)" ;;
     esac
 done
 # the device tool returns at most eight files a call: everything also as one archive, listed first by name
