@@ -19,7 +19,12 @@ fed every attempt (the surrogate's proposals as finished trials, its own as told
 proposes what a TPE run with this history would. A TPE genome that the campaign's exact correctness mode would
 reject (an inexact knob) is not proposed: the model's proposal is made instead.
 
-Off by default (``portfolio`` 0). Called by ``Surrogate.propose`` once per proposal, through :func:`propose`.
+Off by default (``portfolio`` 0): on the 21 development caches (4 seeds) every third proposal from the 10th on
+reaches 2% on pnpoly_RTX_3090 and _3060_laptop and convolution_A100, where the shipped search never did, but costs
+convolution_W7800 3.2x, pnpoly_RTX_Titan 2.3x and convolution_TITAN_RTX 1.8x; from the 30th on it is worse nowhere by
+more than 1.25x (geometric mean 0.83) but leaves pnpoly 5x behind the best peer (docs/search-efficiency.md,
+"Portfolio (session 31)"). Called by ``Surrogate.propose`` once per proposal: :func:`is_turn`, then on a turn
+:meth:`Portfolio.propose`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from evo.core.genome import Genome
 from evo.core.records import Attempt
 from evo.search.base import Option, Proposal, Proposer
 
+# off by default: docs/search-efficiency.md, "Portfolio (session 31)", has the development numbers
 OPTIONS = {
     "portfolio": Option(
         0,
