@@ -63,7 +63,7 @@ import numpy as np
 from evo.core.genome import Genome
 from evo.core.hooks import check_genome
 from evo.core.records import Attempt, Code
-from evo.search import adaptive_screen, explore
+from evo.search import adaptive_screen, explore, portfolio
 from evo.search.base import Option, Proposal, Proposer
 from evo.search.expected_improvement import log_h as _log_h
 from evo.search.failure_model import FailureModel
@@ -174,6 +174,7 @@ class Surrogate(Proposer):
             256,
         ),
         **adaptive_screen.OPTIONS,  # screen, screen_values, screen_every
+        **portfolio.OPTIONS,  # portfolio, portfolio_start
     }
 
     @classmethod
@@ -192,6 +193,7 @@ class Surrogate(Proposer):
         if given("fit_ordinal") and given("ordinal") == 0:
             raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
         adaptive_screen.validate(given)
+        portfolio.validate(given)
 
     def __init__(self, family, geometries, options, seed, tabu=None):
         super().__init__(family, geometries, options, seed, tabu)
@@ -222,6 +224,8 @@ class Surrogate(Proposer):
         self._key_index: dict[str, int] = {}
         self._inexact: np.ndarray | None = None
         self._inexact_of: dict[str, bool] = {}  # genome key -> has a knob that may change output bits
+        # the model-free half of a portfolio (its seed drawn only when on: the shipped runs keep their generator)
+        self._portfolio = portfolio.Portfolio(self, self.rng.getrandbits(31)) if self.opt("portfolio") else None
 
     # --- encoding -----------------------------------------------------------
     def code(self, genome: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -437,6 +441,11 @@ class Surrogate(Proposer):
 
     # --- proposing --------------------------------------------------------------
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
+        turn = self._portfolio_turn(attempts, seen) if self._portfolio is not None else None
+        return turn or self._model_proposal(attempts, seen)
+
+    def _model_proposal(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
+        """The model's proposal: expected improvement (or a screen's, a draw's, a space-filling start's)."""
         self._enumerate()
         assert self._space is not None
         scores, fails, tried, mode = self._data(attempts)
@@ -498,6 +507,18 @@ class Surrogate(Proposer):
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
+
+    def _portfolio_turn(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
+        """TPE's proposal when this attempt is the portfolio's (evo/search/portfolio.py), else None (also where
+        nothing was measured yet, or TPE's genome would be rejected before the GPU)."""
+        assert self._portfolio is not None
+        if not portfolio.is_turn(int(self.opt("portfolio")), int(self.opt("portfolio_start")), attempts):
+            return None
+        scores, _, _, mode = self._data(attempts)
+        mode = self.correctness_mode or mode
+        if not scores:
+            return None
+        return self._portfolio.propose(attempts, seen, lambda g: mode == "exact" and self._is_inexact(g))
 
     def _stalls(self) -> tuple[int, int]:
         return int(self.opt("neighbours")), int(self.opt("restart"))

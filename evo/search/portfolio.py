@@ -1,0 +1,112 @@
+"""A portfolio for the surrogate (issue 42 item 5, session 31): every k-th proposal from a model-free proposer, Optuna's
+TPE, fed the same attempts (option ``portfolio``).
+
+Why (docs/search-efficiency.md, "Portfolio (session 31)"): the surrogate loses where its model commits to the wrong
+basin early and never measures the genome that would correct it. On pnpoly (three held-out caches, two GPUs on
+which no run came within 2% of the best in 150 evaluations) the best genomes have ``use_method`` 0 and
+``tile_size`` 20, the largest tile, whose speed jumps from 14 to 20 only with ``use_method`` 0 (0.76 -> 1.00 of the
+best on the RTX 3090; with ``use_method`` 2 it peaks at 12-14), while the largest tiles and blocks are where a
+third of the genomes fail. The model's first proposals (far corners: block 992, tile 20) fail, the per-knob failure
+rate marks tile 20 as likely to fail, the runs settle on ``use_method`` 2 at 0.81 by their 15th attempt, and the
+one ``use_method`` 0 genome they try (tile 14, 0.71) confirms the model's ranking. TPE, which keeps no trend and no
+failure rate, but samples each knob's values by how often they appear among the best trials, reaches 2% on all
+three pnpoly caches (ERT 48-96 against the shipped row's inf / inf / 236) and on the rare-best spaces where the
+surrogate loses (convolution_A6000, dedispersion_W6600); it is far behind on the smooth ones, which is why it gets
+only every k-th attempt, and none of the first ``portfolio_start``.
+
+TPE here is ``evo.search.optuna_samplers.TPE``, the proposer ``tpe`` itself, seeded from the surrogate's seed and
+fed every attempt (the surrogate's proposals as finished trials, its own as told trials), so on its turns it
+proposes what a TPE run with this history would. A TPE genome that the campaign's exact correctness mode would
+reject (an inexact knob) is not proposed: the model's proposal is made instead.
+
+Off by default (``portfolio`` 0): on the 21 development caches (4 seeds) every third proposal from the 10th on
+reaches 2% on pnpoly_RTX_3090 and _3060_laptop and convolution_A100, where the shipped search never did, but costs
+convolution_W7800 3.2x, pnpoly_RTX_Titan 2.3x and convolution_TITAN_RTX 1.8x; from the 30th on it is worse nowhere by
+more than 1.25x (geometric mean 0.83) but leaves pnpoly 5x behind the best peer (docs/search-efficiency.md,
+"Portfolio (session 31)"). Called by ``Surrogate.propose`` once per proposal: :func:`is_turn`, then on a turn
+:meth:`Portfolio.propose`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evo.core.genome import Genome
+from evo.core.records import Attempt
+from evo.search.base import Option, Proposal, Proposer
+
+# off by default: docs/search-efficiency.md, "Portfolio (session 31)", has the development numbers
+OPTIONS = {
+    "portfolio": Option(
+        0,
+        "every this many attempts, propose Optuna TPE's genome (fed every attempt, evo/search/portfolio.py) "
+        "instead of the model's, so that a run whose model settles in the wrong basin still samples others "
+        "(0: never)",
+        0,
+        64,
+    ),
+    "portfolio_start": Option(
+        10,
+        "with portfolio: the first this many attempts are always the model's",
+        0,
+        1000,
+    ),
+}
+
+
+def validate(given: Callable[[str], object]) -> None:
+    """The combinations that would not do what they say (``given(name)``: the option's value or default)."""
+    if given("portfolio_start") != OPTIONS["portfolio_start"].default and not given("portfolio"):
+        raise ValueError("portfolio_start: works only with portfolio above 0 (portfolio is 0 here)")
+
+
+def is_turn(every: int, start: int, attempts: Sequence[Attempt]) -> bool:
+    """Whether this proposal is TPE's: every ``every``-th, counting the attempts made (interrupted ones not), once
+    ``start`` were made (and never the first after the baseline); never when ``every`` is 0."""
+    if every <= 0:
+        return False
+    done = sum(a.verdict.kind != "interrupted" for a in attempts)
+    return done >= max(start, 1) and (done - start) % every == 0
+
+
+class Portfolio:
+    """The model-free half of the portfolio: a TPE proposer made on its first turn, which catches up on every attempt
+    it has not been told (evo/search/optuna_samplers.py ``OptunaSampler._feed``) whenever it is asked."""
+
+    def __init__(self, owner: Proposer, seed: int):
+        self.owner = owner
+        self.seed = seed
+        self._tpe: Any = None
+
+    def tpe(self) -> Any:
+        """The TPE proposer (made once; imported here so that a surrogate without a portfolio never loads Optuna)."""
+        if self._tpe is None:
+            from evo.search.optuna_samplers import TPE
+
+            o = self.owner
+            tabu = {k: sorted(v, key=repr) for k, v in o.tabu.items()}
+            self._tpe = TPE(o.family, o.geometries, {}, self.seed, tabu)
+        return self._tpe
+
+    def propose(
+        self, attempts: Sequence[Attempt], seen: set[str], rejected: Callable[[Genome], bool]
+    ) -> Proposal | None:
+        """TPE's proposal, or None where it has none or the campaign would reject it before the GPU (``rejected``:
+        then TPE is told it failed, so that it does not wait for it)."""
+        tpe = self.tpe()
+        p = tpe.propose(attempts, seen)
+        if p is None:
+            return None
+        if rejected(p.genome):
+            trial = tpe._pending.pop(p.genome.key, None)
+            if trial is not None:  # a random fallback has no trial
+                tpe.study.tell(trial, state=_fail())
+            return None
+        return Proposal(p.genome, f"portfolio: {p.origin}")
+
+
+def _fail() -> Any:
+    from optuna.trial import TrialState
+
+    return TrialState.FAIL
