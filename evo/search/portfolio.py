@@ -30,11 +30,16 @@ more than 1.25x (geometric mean 0.83) but leaves pnpoly 5x behind the best peer 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evo.core.genome import Genome
 from evo.core.records import Attempt
 from evo.search.base import Option, Proposal, Proposer
+
+if TYPE_CHECKING:  # imported at run time only when on: a surrogate without a portfolio never loads Optuna
+    from optuna.trial import TrialState
+
+    from evo.search.optuna_samplers import TPE
 
 # off by default: docs/search-efficiency.md, "Portfolio (session 31)", has the development numbers
 OPTIONS = {
@@ -77,9 +82,9 @@ class Portfolio:
     def __init__(self, owner: Proposer, seed: int):
         self.owner = owner
         self.seed = seed
-        self._tpe: Any = None
+        self._tpe: TPE | None = None
 
-    def tpe(self) -> Any:
+    def tpe(self) -> TPE:
         """The TPE proposer (made once; imported here so that a surrogate without a portfolio never loads Optuna)."""
         if self._tpe is None:
             from evo.search.optuna_samplers import TPE
@@ -106,7 +111,7 @@ class Portfolio:
         return Proposal(p.genome, f"portfolio: {p.origin}")
 
 
-def _fail() -> Any:
+def _fail() -> TrialState:
     from optuna.trial import TrialState
 
     return TrialState.FAIL
