@@ -125,3 +125,11 @@ def test_merge_joins_test_rows_and_refuses_a_seed_that_ran_differently(tmp_path:
 def test_the_third_list_is_never_opened(capsys: pytest.CaptureFixture[str]):
     assert ba.main(["audit", "--from", "/work/ext/ktcaches/sel3/x.json.gz"]) == 2
     assert "stays unseen" in capsys.readouterr().err
+
+
+def test_the_report_names_who_meets_each_clause():
+    doc = _doc()
+    text = "\n".join(bs.report(bs.audit(doc, TEST, CAP), doc, TEST, CAP))
+    assert "- no landscape worse than 1.25x: B, C, evo lag 1" in text
+    assert "| A | 2.00* | inf* |" in text  # A is the best on the selection seeds: compared with the second best
+    assert "- L1: A 40.00" in text

@@ -59,14 +59,12 @@ def run_missing(doc: dict[str, Any], args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for label, d in doc.items():
-        if args.landscapes and label not in args.landscapes.split(","):
-            continue
         dest = out / f"{label}-s{seeds[0]}-{seeds[-1]}.json.gz"
         if dest.exists():
             print(f"== {label}: {dest.name} exists, skipped", flush=True)
             continue
         guard(d["sweep"])
-        have = {k for k, rs in d["runs"]["test"].items() if set(seeds) <= {r["seed"] for r in rs}}
+        have = {k for k, rs in d["runs"]["test"].items() if set(seeds) <= {r["seed"] for r in rs} and not args.all}
         todo = [by_label[k] for k in d["runs"]["selection"] if k not in have]
         t0 = time.perf_counter()
         space = sb.load_space(d["sweep"])
@@ -99,12 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cap", type=int, default=150, help="evaluations every run may use (the committed runs': 150)")
     ap.add_argument("--landscapes", default=None, help="comma-separated labels (default: every one)")
     ap.add_argument("--out", default=None, help="run: the folder for the blocks; audit: a folder for the tables")
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="run: every peer, those the files already hold too (a reproduction check: `audit` refuses a seed "
+        "that ran twice with different evaluations)",
+    )
     ap.add_argument("--evo-row", default="evo lag 1", help="the committed test row of evo shown as one more line")
     args = ap.parse_args(argv)
     try:
         for s in args.sources:
             guard(s)
         doc = bs.merge([bs.load(p) for p in bs.expand(args.sources)])
+        if args.landscapes:
+            doc = {k: doc[k] for k in args.landscapes.split(",")}
         if args.what == "run":
             if not args.out:
                 ap.error("run: --out DIR")

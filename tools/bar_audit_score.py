@@ -218,12 +218,29 @@ def report(rows: Sequence[Row], doc: dict[str, Any], seeds: Sequence[int], cap: 
             f"| {r.candidate} | {fmt(r.geomean)} | {fmt(r.hi)} | {r.worse}/{n} | {r.infinite} | "
             f"{fmt(sm.geomean(fin)) if fin else '-'} ({len(fin)}) | {'met' if r.met else 'not met'} |"
         )
-    out += ["", "Per landscape (ratio; the comparison peer where it is not the landscape's overall best):", ""]
+    none_worse = [r.candidate for r in rows if r.worse == 0]
+    half = [r.candidate for r in rows if r.geomean <= GEOMEAN_BAR]
+    met = [r.candidate for r in rows if r.met]
+    out += [
+        "",
+        f"- no landscape worse than {WORSE}x: {', '.join(none_worse) or 'no candidate'}",
+        f"- geometric mean <= {GEOMEAN_BAR}: {', '.join(half) or 'no candidate'}",
+        f"- the whole numeric bar (and its upper bound < 1.0): {', '.join(met) or 'no candidate'}",
+    ]
+    out += [
+        "",
+        "Per landscape: the ratio (* where the comparison peer is the second best: the candidate is the best):",
+        "",
+    ]
     labels = list(doc)
     out.append("| candidate | " + " | ".join(labels) + " |")
     out.append("|---|" + "---:|" * len(labels))
     for r in rows:
-        out.append(f"| {r.candidate} | " + " | ".join(fmt(c.ratio) for c in r.cells) + " |")
+        cells = [
+            fmt(c.ratio) + ("*" if c.peer != chosen_peer(doc[c.landscape]["runs"]["selection"], cap, None) else "")
+            for c in r.cells
+        ]
+        out.append(f"| {r.candidate} | " + " | ".join(cells) + " |")
     out += ["", "Best peer of all (chosen on the selection seeds) and its test ERT2%:", ""]
     for label, d in doc.items():
         best = chosen_peer(d["runs"]["selection"], cap, None)
