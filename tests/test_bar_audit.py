@@ -133,3 +133,12 @@ def test_the_report_names_who_meets_each_clause():
     assert "- no landscape worse than 1.25x: B, C, evo lag 1" in text
     assert "| A | 2.00* | inf* |" in text  # A is the best on the selection seeds: compared with the second best
     assert "- L1: A 40.00" in text
+
+
+def test_the_both_reached_column_leaves_out_zero_and_infinite_ratios():
+    doc = _doc()
+    rows = bs.audit(doc, TEST, CAP)
+    lines = bs.report(rows, doc, TEST, CAP)
+    b = next(x for x in lines if x.startswith("| B |"))
+    assert "| 0.00 |" in b and b.endswith("| 0.50 (1) | met |")  # B: 0.5 and 0 (A never reached): 0.5 alone
+    assert any("B (a ratio of 0" in x for x in lines)

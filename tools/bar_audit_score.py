@@ -212,18 +212,23 @@ def report(rows: Sequence[Row], doc: dict[str, Any], seeds: Sequence[int], cap: 
         "selection seeds)",
         "",
         "| candidate | geometric mean | upper 95% | landscapes > 1.25x | infinite | worst | median | "
-        "finite geomean | bar |",
+        "geomean where both reached 2% | bar |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in sorted(rows, key=lambda r: (r.worse, r.geomean)):
-        fin = [c.ratio for c in r.cells if not math.isinf(c.ratio)]
+        # (a ratio of 0 or inf says only that one side never reached 2% on these seeds: left out of this column)
+        fin = [c.ratio for c in r.cells if math.isfinite(c.ert) and math.isfinite(c.peer_ert)]
         out.append(
             f"| {r.candidate} | {fmt(r.geomean)} | {fmt(r.hi)} | {r.worse}/{n} | {r.infinite} | "
             f"{fmt(max(c.ratio for c in r.cells))} | {fmt(float(np.median([c.ratio for c in r.cells])))} | "
             f"{fmt(sm.geomean(fin)) if fin else '-'} ({len(fin)}) | {'met' if r.met else 'not met'} |"
         )
     none_worse = [r.candidate for r in rows if r.worse == 0]
-    half = [r.candidate for r in rows if r.geomean <= GEOMEAN_BAR]
+    half = [
+        r.candidate + (" (a ratio of 0: its peer never reached 2% somewhere)" if r.geomean == 0 else "")
+        for r in rows
+        if r.geomean <= GEOMEAN_BAR
+    ]
     met = [r.candidate for r in rows if r.met]
     out += [
         "",
