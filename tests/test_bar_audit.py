@@ -142,3 +142,13 @@ def test_the_both_reached_column_leaves_out_zero_and_infinite_ratios():
     b = next(x for x in lines if x.startswith("| B |"))
     assert "| 0.00 |" in b and b.endswith("| 0.50 (1) | met |")  # B: 0.5 and 0 (A never reached): 0.5 alone
     assert any("B (a ratio of 0" in x for x in lines)
+
+
+def test_self_split_compares_a_strategy_with_itself_on_other_seeds():
+    doc = _doc()
+    for d in doc.values():  # 20 test seeds of the committed best peer A: 10 on seeds 0..9, 20 on 10..19 (L1)
+        d["runs"]["test"]["A"] = _runs("A", list(range(20)), [10] * 10 + [20] * 10)
+    doc["L2"]["runs"]["test"]["A"] = _runs("A", list(range(20)), [None] * 10 + [30] * 10)
+    assert bs.self_split(doc, None, CAP, range(10), range(10, 20)) == [0.5, math.inf]
+    (line,) = bs.noise_lines(doc, CAP, "evo lag 1")  # (evo's row has no 20 seeds here: no line for it)
+    assert "worse than 1.25x on 1/2 landscapes (the other way round: 1/2)" in line

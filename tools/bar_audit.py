@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         rows = bs.audit(doc, seeds, args.cap, args.evo_row)
-        text = bs.report(rows, doc, seeds, args.cap)
+        text = bs.report(rows, doc, seeds, args.cap, args.evo_row)
     except (AuditError, bs.ScoreError) as e:
         print(f"bar_audit: {e}", file=sys.stderr)
         return 2

@@ -199,11 +199,44 @@ def audit(doc: dict[str, Any], seeds: Sequence[int], cap: int, evo_row: str | No
     return rows
 
 
+def self_split(
+    doc: dict[str, Any], row: str | None, cap: int, first: Sequence[int], second: Sequence[int]
+) -> list[float]:
+    """What seed noise alone does to the ratio: per landscape, ERT2% of one strategy on the ``first`` test seeds
+    over its own on the ``second`` (``row`` None: each landscape's committed best peer, whose test runs cover 20
+    seeds). A strategy compared with itself is worse than 1.25x wherever this is above 1.25."""
+    out = []
+    for d in doc.values():
+        runs = d["runs"]["test"][row or d["best_peer"]]
+        out.append(sm.ratio(sm.ert(outcomes(runs, cap, first)), sm.ert(outcomes(runs, cap, second))))
+    return out
+
+
+def noise_lines(doc: dict[str, Any], cap: int, evo_row: str | None) -> list[str]:
+    """The self-comparison lines of the report (test seeds 0..9 over 10..19, both ways round)."""
+    first, second = range(10), range(10, 20)
+    out = []
+    for row in (None, evo_row):
+        try:
+            r = self_split(doc, row, cap, first, second)
+        except (ScoreError, KeyError):
+            continue  # (a row without 20 test seeds: no split to show)
+        up = sum(x > WORSE for x in r)
+        down = sum(x < 1 / WORSE for x in r)
+        out.append(
+            f"- {row or 'the best peer'} against itself, ERT2% on test seeds 0..9 over 10..19: worse than {WORSE}x "
+            f"on {up}/{len(r)} landscapes (the other way round: {down}/{len(r)}): " + ", ".join(fmt(x) for x in r)
+        )
+    return out
+
+
 def fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.2f}"
 
 
-def report(rows: Sequence[Row], doc: dict[str, Any], seeds: Sequence[int], cap: int) -> list[str]:
+def report(
+    rows: Sequence[Row], doc: dict[str, Any], seeds: Sequence[int], cap: int, evo_row: str | None = "evo lag 1"
+) -> list[str]:
     """The summary table (one line per candidate) and the per-landscape ratios."""
     n = len(doc)
     out = [
@@ -235,6 +268,10 @@ def report(rows: Sequence[Row], doc: dict[str, Any], seeds: Sequence[int], cap: 
         f"- no landscape worse than {WORSE}x: {', '.join(none_worse) or 'no candidate'}",
         f"- geometric mean <= {GEOMEAN_BAR}: {', '.join(half) or 'no candidate'}",
         f"- the whole numeric bar (and its upper bound < 1.0): {', '.join(met) or 'no candidate'}",
+        "",
+        "Seed noise alone (a strategy compared with itself on other seeds):",
+        "",
+        *noise_lines(doc, cap, evo_row),
     ]
     out += [
         "",
