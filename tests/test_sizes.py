@@ -128,3 +128,17 @@ def test_the_limits_in_the_docs_are_these():
         f"{conf['pylint']['max-statements']} statements",
     ):
         assert phrase in text, phrase
+
+
+def test_committed_results_stay_small_and_large_text_is_gzipped():
+    """benchmarks/results/README.md: the folder stays under 3 MiB and its text files over 32 KiB are gzipped (a
+    ledger too: a 1.6 MB SQLite file landed raw once and took the folder over)."""
+    res = ROOT / "benchmarks" / "results"
+    tracked = subprocess.run(["git", "ls-files", str(res)], cwd=ROOT, capture_output=True, text=True, check=False)
+    if tracked.returncode != 0 or not tracked.stdout.strip():
+        pytest.skip("not a git checkout: the committed results cannot be listed")
+    files = [ROOT / f for f in tracked.stdout.splitlines() if (ROOT / f).is_file()]
+    assert sum(f.stat().st_size for f in files) < 3 * 2**20
+    packed = {".gz", ".xz", ".png"}
+    raw = [f.relative_to(ROOT) for f in files if f.suffix not in packed and f.stat().st_size > 32 * 2**10]
+    assert not raw, f"gzip these (gzip -9n): {raw}"
