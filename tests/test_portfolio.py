@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from evo.core.genome import Genome
 from evo.core.records import Attempt, Verdict
 from evo.search import TPE, Surrogate, portfolio
 from tests.test_proposer import FAM, GEOS, PICKY, drive
@@ -76,6 +77,7 @@ def test_a_genome_the_campaign_would_reject_is_not_proposed():
         ({"portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
         ({"portfolio": -1}, "portfolio: "),
         ({"portfolio": 1.5}, "portfolio: "),
+        ({"portfolio": 3, "screen": True}, "portfolio: not with screen"),
     ],
 )
 def test_options_are_checked(opts, msg):
@@ -102,3 +104,21 @@ def test_whose_turn():
     assert [portfolio.is_turn(2, 0, runs[:n]) for n in range(1, 5)] == [False, True, False, True]
     assert not any(portfolio.is_turn(0, 0, runs[:n]) for n in range(1, 10))
     assert not portfolio.is_turn(3, 2, [runs[0], _attempt(1, "interrupted")])
+
+
+def test_a_turn_never_proposes_machine_code_already_measured():
+    """TPE knows no machine code: on its turns the portfolio applies the model's rule (static_key set, a genome whose
+    digest equals a measured genome's is not proposed), as tests/test_surrogate.py asserts of the model alone."""
+
+    def digest(g):
+        return f"vec{g['vec']}-unroll{g['unroll']}" if g["warp0_stream"] else Genome(g).key
+
+    prop = Surrogate(FAM, GEOS, {"portfolio": 2, "portfolio_start": 2}, 5)
+    prop.static_key = digest
+    attempts, proposals, _ = drive(prop, FAM, 60, 5, _judge)
+    assert sum(p.origin.startswith(TURN) for p in proposals) >= 10
+    measured = {digest(Genome(attempts[0].genome))}
+    for a in attempts[1:]:
+        d = digest(Genome(a.genome))
+        assert d not in measured, f"{a.genome_key} has the machine code of a measured genome"
+        measured.add(d)

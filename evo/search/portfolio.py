@@ -47,7 +47,7 @@ OPTIONS = {
         0,
         "every this many attempts, propose Optuna TPE's genome (fed every attempt, evo/search/portfolio.py) "
         "instead of the model's, so that a run whose model settles in the wrong basin still samples others "
-        "(0: never)",
+        "(0: never; not with screen)",
         0,
         64,
     ),
@@ -64,6 +64,8 @@ def validate(given: Callable[[str], object]) -> None:
     """The combinations that would not do what they say (``given(name)``: the option's value or default)."""
     if given("portfolio_start") != OPTIONS["portfolio_start"].default and not given("portfolio"):
         raise ValueError("portfolio_start: works only with portfolio above 0 (portfolio is 0 here)")
+    if given("portfolio") and given("screen"):  # TPE's turns would come before the screen has measured its changes
+        raise ValueError("portfolio: not with screen (TPE's turns would interrupt the screen of one-knob changes)")
 
 
 def is_turn(every: int, start: int, attempts: Sequence[Attempt]) -> bool:

@@ -518,7 +518,13 @@ class Surrogate(Proposer):
         mode = self.correctness_mode or mode
         if not scores:
             return None
-        return self._portfolio.propose(attempts, seen, lambda g: mode == "exact" and self._is_inexact(g))
+        # the model's own rules before the GPU: no inexact knob in exact mode, no machine code already measured
+        known = {d for d in (self._static_of(self.genome_of(c)) for c in scores) if d is not None}
+
+        def rejected(g: Genome) -> bool:
+            return (mode == "exact" and self._is_inexact(g)) or (bool(known) and self._static_of(g) in known)
+
+        return self._portfolio.propose(attempts, seen, rejected)
 
     def _stalls(self) -> tuple[int, int]:
         return int(self.opt("neighbours")), int(self.opt("restart"))
