@@ -9,8 +9,8 @@ import random
 import pytest
 
 from evo.core.genome import Genome
-from evo.core.records import Attempt, Verdict
 from evo.search import TPE, Surrogate, portfolio
+from tests.test_adaptive_screen import _attempt
 from tests.test_proposer import FAM, GEOS, PICKY, drive
 from tests.test_surrogate import _judge
 
@@ -85,13 +85,6 @@ def test_options_are_checked(opts, msg):
         Surrogate.validate_options(opts)
     assert "\n" not in str(e.value)
     Surrogate.validate_options({"portfolio": 3, "portfolio_start": 5})
-
-
-def _attempt(i: int, kind: str = "accepted") -> Attempt:
-    a = Attempt(i, "t", FAM.name, {}, f"g{i}", "test", [])
-    a.score = 1.0
-    a.verdict = Verdict.accepted("faster") if kind == "accepted" else Verdict.error("interrupted", "not evaluated")
-    return a
 
 
 def test_whose_turn():
