@@ -25,11 +25,16 @@ from evo.core.hooks import FamilyHookError, reason, trace
 from evo.core.variant import LaunchError, Variant, inert_knobs, launch_digest
 from evo.measure.peer_kernels import check_peers
 
+NOT_CHECKED = "evo check: not checked: "  # a final line that starts so: exit 3 (README "Exit codes")
 CONFIG_ERROR = "config error: "  # a FAIL line that starts so is a usage error (exit 2, as for every command)
 
 
 class CheckFailed(Exception):
     """The first problem found (one line)."""
+
+
+class NotCheckable(Exception):
+    """Nothing here that `evo check` could check (one line): exit 3, "could not check", never "clean" or "failed"."""
 
 
 @dataclass
@@ -504,9 +509,7 @@ def run_check(
             raise CheckFailed(f"{CONFIG_ERROR}{e}") from None
         fam = cfg.family
         if getattr(fam, "recorded_only", False):  # (harness/ktcache.py: measurements only, nothing to compile)
-            raise CheckFailed(
-                f"{CONFIG_ERROR}family {fam.name} is a Kernel Tuner cache: no kernel to check; evo run replays it"
-            )
+            raise NotCheckable(f"family {fam.name} is a Kernel Tuner cache: no kernel to check; evo run replays it")
         todo = first_todo(fam.folder / "family.py")
         if todo:
             raise CheckFailed(todo)
@@ -547,6 +550,8 @@ def run_check(
             check_gpu_baseline(cfg, report, say)
     except (CheckFailed, FamilyHookError) as e:
         return False, f"evo check: FAIL: {e}"
+    except NotCheckable as e:
+        return False, f"{NOT_CHECKED}{e}"
     for n in report.notes:
         say(f"  note: {n}")
     return True, f"evo check: pass ({fam.name}: " + "; ".join(report.facts) + ")"

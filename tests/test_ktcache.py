@@ -187,6 +187,17 @@ def test_evo_run_replays_a_kernel_tuner_cache_on_the_cpu(tmp_path, capsys):
         assert e.error is not None if a.verdict.status == "error" else e.time_ms == a.timings[g].median_us / 1000
 
 
+def test_evo_check_on_a_cache_says_not_checked_and_exits_3(tmp_path, capsys):
+    """A cache has no kernel: `evo check` can check nothing, so it says so and exits 3 ("could not check here"),
+    neither 0 (clean) nor 2 (the config is good: `evo run` replays it)."""
+    from evo.check import run_check
+
+    cfg = _config(tmp_path)
+    ok, line = run_check(cfg, gpu=False, say=lambda s: None)
+    assert not ok and line.startswith("evo check: not checked: family matmul_A100 is a Kernel Tuner cache")
+    assert main(["check", str(cfg), "--cpu"]) == 3
+
+
 def test_the_cache_itself_is_a_config(tmp_path, monkeypatch):
     """`evo run CACHE.json`: the campaign named after the file, its one geometry, the recorded backend."""
     monkeypatch.chdir(tmp_path)

@@ -20,7 +20,8 @@ EXIT_CODES = """exit codes:
   0    done; what was checked is clean
   1    done; problems found (check failed, sanitizer errors, a wrong selfcheck verdict, a broken family)
   2    bad input: arguments, config, an unknown name (with a "did you mean"), no ledger yet
-  3    could not check here: sanitize without a GPU or compute-sanitizer, selfcheck with faults unverified
+  3    could not check here: sanitize without a GPU or compute-sanitizer, selfcheck with faults unverified,
+       check on a Kernel Tuner cache (no kernel)
   130  stopped by SIGINT, 143 by SIGTERM (what was recorded is kept; the same command resumes)"""
 
 

@@ -178,7 +178,7 @@ def _families() -> int:
 def _check(args) -> int:
     """`evo check`: the checks run in a child process (evo/family_child.py), which this one watches, so that a
     family's code that exits, crashes or hangs still ends in one FAIL line; the child runs them here."""
-    from evo.cli.common import EXIT_USAGE
+    from evo.cli.common import EXIT_UNCHECKED, EXIT_USAGE
     from evo.family_child import in_child, run_in_child
 
     if args.sample < 0:
@@ -188,14 +188,18 @@ def _check(args) -> int:
         rc = run_in_child(argv + (["--cpu"] if args.cpu else []))
         result(config=args.config, ok=rc == 0)  # the child printed its lines; --json's document is the parent's
         return rc
-    from evo.check import CONFIG_ERROR, run_check
+    from evo.check import CONFIG_ERROR, NOT_CHECKED, run_check
     from evo.core.hooks import DONE, trace
 
     ok, line = run_check(args.config, sample=args.sample, seed=args.seed, gpu=not args.cpu)
     print(line, flush=True)
     result(config=args.config, ok=ok, summary=line)
     trace("", DONE)
-    return 0 if ok else EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
+    if ok:
+        return 0
+    if line.startswith(NOT_CHECKED):
+        return EXIT_UNCHECKED
+    return EXIT_USAGE if line.startswith(f"evo check: FAIL: {CONFIG_ERROR}") else 1
 
 
 def _new(args) -> int:
