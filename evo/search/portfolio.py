@@ -30,7 +30,7 @@ more than 1.25x (geometric mean 0.83) but leaves pnpoly 5x behind the best peer 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from evo.core.genome import Genome
 from evo.core.records import Attempt
@@ -75,6 +75,36 @@ def is_turn(every: int, start: int, attempts: Sequence[Attempt]) -> bool:
         return False
     done = sum(a.verdict.kind != "interrupted" for a in attempts)
     return done >= max(start, 1) and (done - start) % every == 0
+
+
+class Model(Protocol):
+    """What a turn asks of the surrogate (evo/search/surrogate.py; a protocol: the surrogate imports this module)."""
+
+    correctness_mode: str | None
+
+    def opt(self, name: str) -> int: ...
+    def genome_of(self, code: Sequence[int]) -> Genome: ...
+    def _data(self, attempts: Sequence[Attempt]) -> tuple[dict[tuple[int, ...], list[float]], object, object, str]: ...
+    def _static_of(self, g: Genome) -> str | None: ...
+    def _is_inexact(self, g: Genome) -> bool: ...
+
+
+def turn(model: Model, half: Portfolio, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
+    """TPE's proposal when this attempt is the portfolio's, else None (also where nothing was measured yet, or TPE's
+    genome would be rejected before the GPU). Called by ``Surrogate.propose`` before the model proposes."""
+    if not is_turn(int(model.opt("portfolio")), int(model.opt("portfolio_start")), attempts):
+        return None
+    scores, _, _, mode = model._data(attempts)
+    mode = model.correctness_mode or mode
+    if not scores:
+        return None
+    # the model's own rules before the GPU: no inexact knob in exact mode, no machine code already measured
+    known = {d for d in (model._static_of(model.genome_of(c)) for c in scores) if d is not None}
+
+    def rejected(g: Genome) -> bool:
+        return (mode == "exact" and model._is_inexact(g)) or (bool(known) and model._static_of(g) in known)
+
+    return half.propose(attempts, seen, rejected)
 
 
 class Portfolio:

@@ -441,7 +441,7 @@ class Surrogate(Proposer):
 
     # --- proposing --------------------------------------------------------------
     def propose(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
-        turn = self._portfolio_turn(attempts, seen) if self._portfolio is not None else None
+        turn = portfolio.turn(self, self._portfolio, attempts, seen) if self._portfolio is not None else None
         return turn or self._model_proposal(attempts, seen)
 
     def _model_proposal(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
@@ -507,24 +507,6 @@ class Surrogate(Proposer):
                 f"(+/- {100 * (math.exp(sd[j]) - 1):.0f}%)"
             ),
         )
-
-    def _portfolio_turn(self, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
-        """TPE's proposal when this attempt is the portfolio's (evo/search/portfolio.py), else None (also where
-        nothing was measured yet, or TPE's genome would be rejected before the GPU)."""
-        assert self._portfolio is not None
-        if not portfolio.is_turn(int(self.opt("portfolio")), int(self.opt("portfolio_start")), attempts):
-            return None
-        scores, _, _, mode = self._data(attempts)
-        mode = self.correctness_mode or mode
-        if not scores:
-            return None
-        # the model's own rules before the GPU: no inexact knob in exact mode, no machine code already measured
-        known = {d for d in (self._static_of(self.genome_of(c)) for c in scores) if d is not None}
-
-        def rejected(g: Genome) -> bool:
-            return (mode == "exact" and self._is_inexact(g)) or (bool(known) and self._static_of(g) in known)
-
-        return self._portfolio.propose(attempts, seen, rejected)
 
     def _stalls(self) -> tuple[int, int]:
         return int(self.opt("neighbours")), int(self.opt("restart"))
