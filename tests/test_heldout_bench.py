@@ -129,3 +129,27 @@ def test_an_interval_with_infinite_draws_is_infinite_not_nan():
     assert math.isfinite(lo) and lo > 1.0 and hi == math.inf
     point, glo, ghi = sm.bootstrap_geomean([([sm.Outcome(5, True)] * 3, [sm.Outcome(10, True)] * 3)] * 2)
     assert (point, glo, ghi) == (0.5, 0.5, 0.5)
+
+
+def test_bench_deployed_passes_options_to_evos_row_only(tmp_path, monkeypatch):
+    """``--options`` (an option tested before it is the default) reaches evo's test runs, not the peers', and the
+    table's command line says so; malformed JSON is a usage error, not a traceback."""
+    from tools import bench_deployed as bd
+
+    seen: list[tuple[list[str], object]] = []
+    real = sb.bench
+
+    def spy(space, seeds, strategies, **kw):
+        seen.append(([s.label for s in strategies], kw.get("evo_options")))
+        return real(space, seeds, strategies, **kw)
+
+    monkeypatch.setattr(sb, "bench", spy)
+    out = tmp_path / "res"
+    argv = ["--landscape", f"plain={FIXTURE}", "--seeds", "1", "--select-seeds", "1", "--cap", "12", "--lags", "1"]
+    argv += ["--strategies", "evo random", "--options", '{"portfolio": 3}', "--out", str(out)]
+    assert bd.main(argv) == 0
+    assert ([sb.EVO], {"portfolio": 3}) in seen and (["evo random"], None) in seen
+    assert "evo's options over the deployed config's: {\"portfolio\": 3}" in (out / "table.md").read_text()
+    with pytest.raises(SystemExit) as e:
+        bd.main(["--landscape", f"plain={FIXTURE}", "--options", "{portfolio"])
+    assert e.value.code == 2

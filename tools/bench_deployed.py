@@ -124,7 +124,15 @@ def landscape_runs(space: sb.Space, args: argparse.Namespace, say: Any) -> dict[
     evo = next(s for s in sb.STRATEGIES if s.label == sb.EVO)
     for lag in args.lags:
         rs, _ = sb.bench(
-            space, args.seeds, [evo], first_seed=args.first_seed, cap=args.cap, jobs=args.jobs, lag=lag, out=quiet
+            space,
+            args.seeds,
+            [evo],
+            first_seed=args.first_seed,
+            cap=args.cap,
+            jobs=args.jobs,
+            lag=lag,
+            out=quiet,
+            evo_options=getattr(args, "evo_options", None),
         )
         test[f"evo lag {lag}"] = [record(space, r) for r in rs[sb.EVO]]
     strat = next(s for s in strategies if s.label == best)
@@ -271,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
         "(benchmarks/heldout/ktcaches.json): its landscapes, after any --landscape, sha256 checked",
     )
     ap.add_argument("--cache-dir", default=".", help="the folder holding the list's cache files (outside the repo)")
+    ap.add_argument(
+        "--options",
+        default=None,
+        metavar="JSON",
+        help="evo's row: surrogate options over the deployed config's (an option not yet the default, tested as "
+        "users would set it)",
+    )
     args = ap.parse_args(argv)
+    try:
+        args.evo_options = json.loads(args.options) if args.options else None
+    except json.JSONDecodeError as e:
+        ap.error(f"--options is not JSON: {e}")
     try:
         args.specs = landscape_specs(args)
     except HeldoutError as e:
@@ -312,7 +331,12 @@ def write(out: Path, rows: list[tuple[str, sb.Space, dict[str, Any]]], text: lis
         f"Machine: {platform.machine()} {platform.processor() or ''}, {platform.python_version()}, CPU only "
         f"(recorded sweeps); kernel_tuner {sb._dist_version('kernel_tuner')}, optuna {sb._dist_version('optuna')}  ",
         f"Seeds: test {args.first_seed}..{args.first_seed + args.seeds - 1}, selection {args.select_first}.."
-        f"{args.select_first + args.select_seeds - 1}; cap {args.cap} evaluations; lags {args.lags}",
+        f"{args.select_first + args.select_seeds - 1}; cap {args.cap} evaluations; lags {args.lags}"
+        + (
+            f"; evo's options over the deployed config's: {json.dumps(opts)}"
+            if (opts := getattr(args, "evo_options", None))
+            else ""
+        ),
         "",
         *text,
         "",
