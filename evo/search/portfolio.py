@@ -49,7 +49,7 @@ OPTIONS = {
         3,
         "every this many attempts, propose Optuna TPE's genome (fed every attempt, evo/search/portfolio.py) "
         "instead of the model's, so that a run whose model settles in the wrong basin still samples others "
-        "(0: never; not with screen)",
+        "(0: never; a screen turns the default off, and is refused with a portfolio set)",
         0,
         64,
     ),
