@@ -224,7 +224,7 @@ class Surrogate(Proposer):
         self._key_index: dict[str, int] = {}
         self._inexact: np.ndarray | None = None
         self._inexact_of: dict[str, bool] = {}  # genome key -> has a knob that may change output bits
-        # the model-free half of a portfolio (its seed drawn only when on: the shipped runs keep their generator)
+        # the model-free half of a portfolio (its seed drawn only when on: `portfolio: 0` keeps the runs before it)
         self._portfolio = portfolio.Portfolio(self, self.rng.getrandbits(31)) if portfolio.every(self.opt) else None
 
     # --- encoding -----------------------------------------------------------
