@@ -1,6 +1,6 @@
 """The surrogate's portfolio (evo/search/portfolio.py): with ``portfolio`` k, every k-th proposal after
-``portfolio_start`` attempts is Optuna TPE's, fed the same attempts; seeded; off (0) by default, leaving the run as
-it was."""
+``portfolio_start`` attempts is Optuna TPE's, fed the same attempts; seeded; on by default (3 from the 30th, session
+32), off with 0 or a screen."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import random
 import pytest
 
 from evo.core.genome import Genome
+from evo.core.records import Code, Verdict
 from evo.search import TPE, Surrogate, portfolio
+from evo.search.portfolio_tpe import FailAwareTPE, worst_for_failures
 from tests.test_adaptive_screen import _attempt
 from tests.test_proposer import FAM, GEOS, PICKY, drive
 from tests.test_surrogate import _judge
@@ -53,11 +55,20 @@ def test_seeded():
     assert _keys(opts, 1) != _keys(opts, 2)
 
 
-def test_off_is_the_run_as_before():
-    """0 (the default) draws nothing from the surrogate's generator: the run is the shipped one, seed for seed; on,
-    it differs."""
-    assert _keys({}, 3) == _keys({"portfolio": 0}, 3)
-    assert _keys({}, 3) != _keys({"portfolio": 2, "portfolio_start": 2}, 3)
+def test_on_by_default_off_is_the_run_as_before():
+    """The default is every third proposal from the 30th attempt on; 0 draws nothing from the surrogate's generator, so
+    before the 30th attempt the runs are the same, seed for seed, and after it they differ."""
+    assert _keys({}, 3, 40) == _keys({"portfolio": 3, "portfolio_start": 30}, 3, 40)
+    assert _keys({}, 3, 29) == _keys({"portfolio": 0}, 3, 29)  # proposal 29 follows the baseline and 29 attempts
+    assert _keys({}, 3, 40) != _keys({"portfolio": 0}, 3, 40)
+
+
+def test_a_screen_turns_the_default_off():
+    """``screen`` measures one-knob changes first, which TPE's turns would interrupt: with it the default portfolio
+    is off (the run is the one with ``portfolio`` 0), and asking for both is refused."""
+    screen = {"screen": True}
+    Surrogate.validate_options(screen)
+    assert _keys(screen, 3, 40) == _keys({**screen, "portfolio": 0}, 3, 40)
 
 
 def test_a_genome_the_campaign_would_reject_is_not_proposed():
@@ -74,7 +85,8 @@ def test_a_genome_the_campaign_would_reject_is_not_proposed():
 @pytest.mark.parametrize(
     "opts, msg",
     [
-        ({"portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
+        ({"portfolio": 0, "portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
+        ({"screen": True, "portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
         ({"portfolio": -1}, "portfolio: "),
         ({"portfolio": 1.5}, "portfolio: "),
         ({"portfolio": 3, "screen": True}, "portfolio: not with screen"),
@@ -115,3 +127,20 @@ def test_a_turn_never_proposes_machine_code_already_measured():
         d = digest(Genome(a.genome))
         assert d not in measured, f"{a.genome_key} has the machine code of a measured genome"
         measured.add(d)
+
+
+def test_tpe_counts_a_failure_as_the_worst_speed():
+    """Optuna's TPE leaves failed trials out of its densities, so it would keep sampling where genomes fail: the
+    portfolio's TPE is told a failed genome as measured at the worst speed so far; a genome rejected for machine
+    code measured before, or an interrupted one, is no failure."""
+    attempts, _, _ = drive(Surrogate(FAM, GEOS, {"portfolio": 0}, 0), FAM, 3, 0, _judge)
+    attempts[1].score = 0.5
+    attempts[2].score, attempts[2].verdict = None, Verdict.error("compile", "made-up")
+    attempts[3].score, attempts[3].verdict = None, Verdict.rejected("static", "same SASS", Code.STATIC_IDENTICAL_SASS)
+    told = worst_for_failures(attempts)
+    assert [a.score for a in told] == [attempts[0].score, 0.5, 0.5, None]
+    assert attempts[2].score is None  # copies: the ledger's attempts are not changed
+    tpe = FailAwareTPE(FAM, GEOS, {}, 0)
+    tpe.propose(attempts, {a.genome_key for a in attempts})
+    values = sorted(t.value for t in tpe.study.trials if t.state.name == "COMPLETE")
+    assert values == sorted([attempts[0].score, 0.5, 0.5])

@@ -42,7 +42,7 @@ def test_never_repeats_never_invalid(seed):
         assert PICKY.check(p.genome, GEOS) is None, (p.genome, PICKY.check(p.genome, GEOS))
         assert set(p.genome) == {k.name for k in FAM.knobs}
         assert all(p.genome[k.name] in k.values for k in FAM.knobs)
-        assert p.origin.startswith("surrogate: ")
+        assert p.origin.startswith(("surrogate: ", "portfolio: "))  # the default portfolio's turns from the 30th
 
 
 def test_constraints_bite():
@@ -255,6 +255,8 @@ def test_calibration_finds_a_sharp_optimum():
     space = sb.load_space("mhc_prenorm_gemm")
     fixed_prior = {"fit": False, "ordinal": 0.5}  # the prior this test was written for (before `fit`)
     # the proposer seeded with 103 itself (the bench's factory seeds per session: seed * 7919 + 1)
+    # the portfolio off: this is calibrate's test (the default portfolio's cost here is the next test's)
+    fixed_prior = {**fixed_prior, "portfolio": 0}
     calibrated = sb.run_proposer(
         space, Surrogate(space.family, space.geometries, {**fixed_prior, "calibrate": True}, 103), 103
     )
@@ -263,6 +265,19 @@ def test_calibration_finds_a_sharp_optimum():
     )
     assert calibrated.ok and calibrated.evals <= 80, calibrated.evals
     assert not fixed.ok or fixed.evals > 300, fixed.evals  # what the option is for
+
+
+def test_the_default_portfolio_does_not_keep_failing_on_a_sharp_optimum():
+    """The same run with the default portfolio (TPE's every third proposal from the 30th): TPE left failed genomes
+    out of its model, so 33 of its 47 turns failed (``math`` mma with a small ``split_k`` does not run) and the run
+    needed 169 evaluations; told failures as the worst speed it needs 90 (54 without the portfolio: TPE's measured
+    genomes draw the model into the ``fma`` basin for a while, evo/search/portfolio_tpe.py)."""
+    from tools import search_bench as sb
+
+    space = sb.load_space("mhc_prenorm_gemm")
+    opts = {"fit": False, "ordinal": 0.5, "calibrate": True}
+    run = sb.run_proposer(space, Surrogate(space.family, space.geometries, opts, 103), 103)
+    assert run.ok and run.evals <= 100, run.evals
 
 
 def _measured(space, n: int, seed: int):

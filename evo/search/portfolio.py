@@ -19,17 +19,19 @@ fed every attempt (the surrogate's proposals as finished trials, its own as told
 proposes what a TPE run with this history would. A TPE genome that the campaign's exact correctness mode would
 reject (an inexact knob) is not proposed: the model's proposal is made instead.
 
-Off by default (``portfolio`` 0): on the 21 development caches (4 seeds) every third proposal from the 10th on
-reaches 2% on pnpoly_RTX_3090 and _3060_laptop and convolution_A100, where the shipped search never did, but costs
-convolution_W7800 3.2x, pnpoly_RTX_Titan 2.3x and convolution_TITAN_RTX 1.8x; from the 30th on it is worse nowhere by
-more than 1.25x (geometric mean 0.83) but leaves pnpoly 5x behind the best peer (docs/search-efficiency.md,
-"Portfolio (session 31)"). Called by ``Surrogate.propose`` once per proposal: :func:`is_turn`, then on a turn
+On by default since session 32 (``portfolio`` 3 from the 30th attempt; ``portfolio`` 0 turns it off, and a
+``screen`` turns the default off): on the development caches every third proposal from the 10th on cost
+convolution_W7800 3.2x, from the 30th on it was worse nowhere by more than 1.25x (geometric mean 0.83) and reached 2%
+on two pnpoly caches where the shipped search never did (docs/search-efficiency.md, "Portfolio (session 31)"). TPE's
+turns do not keep sampling where genomes fail (session 32: on mhc_prenorm_gemm 33 of its 47 turns failed): it is told
+a failed genome as measured at the worst speed (evo/search/portfolio_tpe.py). Called by
+``Surrogate.propose`` once per proposal: :func:`turn`, which asks :func:`is_turn` and on a turn
 :meth:`Portfolio.propose`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from evo.core.genome import Genome
@@ -41,18 +43,18 @@ if TYPE_CHECKING:  # imported at run time only when on: a surrogate without a po
 
     from evo.search.optuna_samplers import TPE
 
-# off by default: docs/search-efficiency.md, "Portfolio (session 31)", has the development numbers
+# on by default from the 30th attempt (session 32): docs/search-efficiency.md, "Portfolio (session 31)", has the numbers
 OPTIONS = {
     "portfolio": Option(
-        0,
+        3,
         "every this many attempts, propose Optuna TPE's genome (fed every attempt, evo/search/portfolio.py) "
         "instead of the model's, so that a run whose model settles in the wrong basin still samples others "
-        "(0: never; not with screen)",
+        "(0: never; a screen turns the default off, and is refused with a portfolio set)",
         0,
         64,
     ),
     "portfolio_start": Option(
-        10,
+        30,
         "with portfolio: the first this many attempts are always the model's",
         0,
         1000,
@@ -60,12 +62,19 @@ OPTIONS = {
 }
 
 
-def validate(given: Callable[[str], object]) -> None:
-    """The combinations that would not do what they say (``given(name)``: the option's value or default)."""
-    if given("portfolio_start") != OPTIONS["portfolio_start"].default and not given("portfolio"):
-        raise ValueError("portfolio_start: works only with portfolio above 0 (portfolio is 0 here)")
-    if given("portfolio") and given("screen"):  # TPE's turns would come before the screen has measured its changes
+def every(given: Callable[[str], object]) -> int:
+    """The portfolio's period as it runs: the option, except that a screen turns the default off (TPE's turns would
+    interrupt the screen of one-knob changes; a config that asks for both is refused by :func:`validate`)."""
+    return 0 if given("screen") else int(given("portfolio"))  # type: ignore[call-overload]
+
+
+def validate(given: Callable[[str], object], options: Mapping[str, object]) -> None:
+    """The combinations that would not do what they say (``given(name)``: the option's value or default;
+    ``options``: the ones the config sets)."""
+    if options.get("portfolio") and given("screen"):  # TPE's turns would come before the screen's changes
         raise ValueError("portfolio: not with screen (TPE's turns would interrupt the screen of one-knob changes)")
+    if given("portfolio_start") != OPTIONS["portfolio_start"].default and not every(given):
+        raise ValueError("portfolio_start: works only with portfolio above 0 and no screen (the portfolio is off here)")
 
 
 def is_turn(every: int, start: int, attempts: Sequence[Attempt]) -> bool:
@@ -92,7 +101,7 @@ class Model(Protocol):
 def turn(model: Model, half: Portfolio, attempts: Sequence[Attempt], seen: set[str]) -> Proposal | None:
     """TPE's proposal when this attempt is the portfolio's, else None (also where nothing was measured yet, or TPE's
     genome would be rejected before the GPU). Called by ``Surrogate.propose`` before the model proposes."""
-    if not is_turn(int(model.opt("portfolio")), int(model.opt("portfolio_start")), attempts):
+    if not is_turn(every(model.opt), int(model.opt("portfolio_start")), attempts):
         return None
     scores, _, _, mode = model._data(attempts)
     mode = model.correctness_mode or mode
@@ -119,11 +128,11 @@ class Portfolio:
     def tpe(self) -> TPE:
         """The TPE proposer (made once; imported here so that a surrogate without a portfolio never loads Optuna)."""
         if self._tpe is None:
-            from evo.search.optuna_samplers import TPE
+            from evo.search.portfolio_tpe import FailAwareTPE
 
             o = self.owner
             tabu = {k: sorted(v, key=repr) for k, v in o.tabu.items()}
-            self._tpe = TPE(o.family, o.geometries, {}, self.seed, tabu)
+            self._tpe = FailAwareTPE(o.family, o.geometries, {}, self.seed, tabu)
         return self._tpe
 
     def propose(

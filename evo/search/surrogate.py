@@ -193,7 +193,7 @@ class Surrogate(Proposer):
         if given("fit_ordinal") and given("ordinal") == 0:
             raise ValueError("fit_ordinal: ordinal is 0 (no trend), and fit_ordinal would choose one anyway")
         adaptive_screen.validate(given)
-        portfolio.validate(given)
+        portfolio.validate(given, options)
 
     def __init__(self, family, geometries, options, seed, tabu=None):
         super().__init__(family, geometries, options, seed, tabu)
@@ -224,8 +224,8 @@ class Surrogate(Proposer):
         self._key_index: dict[str, int] = {}
         self._inexact: np.ndarray | None = None
         self._inexact_of: dict[str, bool] = {}  # genome key -> has a knob that may change output bits
-        # the model-free half of a portfolio (its seed drawn only when on: the shipped runs keep their generator)
-        self._portfolio = portfolio.Portfolio(self, self.rng.getrandbits(31)) if self.opt("portfolio") else None
+        # the model-free half of a portfolio (its seed drawn only when on: `portfolio: 0` keeps the runs before it)
+        self._portfolio = portfolio.Portfolio(self, self.rng.getrandbits(31)) if portfolio.every(self.opt) else None
 
     # --- encoding -----------------------------------------------------------
     def code(self, genome: Mapping[str, Any]) -> tuple[int, ...] | None:
