@@ -150,6 +150,7 @@ def test_bench_deployed_passes_options_to_evos_row_only(tmp_path, monkeypatch):
     assert bd.main(argv) == 0
     assert ([sb.EVO], {"portfolio": 3}) in seen and (["evo random"], None) in seen
     assert "evo's options over the deployed config's: {\"portfolio\": 3}" in (out / "table.md").read_text()
-    with pytest.raises(SystemExit) as e:
-        bd.main(["--landscape", f"plain={FIXTURE}", "--options", "{portfolio"])
-    assert e.value.code == 2
+    for bad in ("{portfolio", "[3]", '{"portfolio": -1}', '{"portfolo": 3}'):  # refused before any run
+        with pytest.raises(SystemExit) as e:
+            bd.main(["--landscape", f"plain={FIXTURE}", "--options", bad])
+        assert e.value.code == 2, bad

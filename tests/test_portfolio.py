@@ -10,7 +10,7 @@ import pytest
 
 from evo.core.genome import Genome
 from evo.core.records import Code, Verdict
-from evo.search import TPE, Surrogate, portfolio
+from evo.search import Surrogate, portfolio
 from evo.search.portfolio_tpe import FailAwareTPE, worst_for_failures
 from tests.test_adaptive_screen import _attempt
 from tests.test_proposer import FAM, GEOS, PICKY, drive
@@ -33,15 +33,15 @@ def test_every_kth_proposal_after_the_start_is_tpes():
 
 
 def test_a_turn_proposes_what_tpe_fed_the_same_attempts_proposes():
-    """The portfolio's proposal is the ``tpe`` proposer's own: a TPE seeded as the surrogate seeds it (the draw after
-    the model's generator's) and given the same attempts proposes the same genome."""
+    """The portfolio's proposal is its TPE's (the ``tpe`` proposer told failures as the worst speed): one seeded as the
+    surrogate seeds it (the draw after the model's generator's) and given the same attempts proposes the same genome."""
     seed = 5
     prop = Surrogate(FAM, GEOS, {"portfolio": 2, "portfolio_start": 6}, seed)
     attempts, proposals, _ = drive(prop, FAM, 7, 0, _judge)
     assert proposals[5].origin.startswith(TURN) and not proposals[4].origin.startswith(TURN)
     rng = random.Random(seed)
     rng.getrandbits(64)  # the surrogate's numpy generator
-    tpe = TPE(FAM, GEOS, {}, rng.getrandbits(31))
+    tpe = FailAwareTPE(FAM, GEOS, {}, rng.getrandbits(31))  # (TPE itself while nothing failed)
     before = attempts[:6]  # the baseline and the model's five
     mine = tpe.propose(before, {a.genome_key for a in before})
     assert mine is not None and mine.genome.key == proposals[5].genome.key
@@ -87,6 +87,10 @@ def test_a_genome_the_campaign_would_reject_is_not_proposed():
     [
         ({"portfolio": 0, "portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
         ({"screen": True, "portfolio_start": 5}, "portfolio_start: works only with portfolio above 0"),
+        (
+            {"screen": True, "portfolio_start": 30},
+            "portfolio_start: works only with portfolio above 0",
+        ),  # (the default)
         ({"portfolio": -1}, "portfolio: "),
         ({"portfolio": 1.5}, "portfolio: "),
         ({"portfolio": 3, "screen": True}, "portfolio: not with screen"),
@@ -132,13 +136,17 @@ def test_a_turn_never_proposes_machine_code_already_measured():
 def test_tpe_counts_a_failure_as_the_worst_speed():
     """Optuna's TPE leaves failed trials out of its densities, so it would keep sampling where genomes fail: the
     portfolio's TPE is told a failed genome as measured at the worst speed so far; a genome rejected for machine
-    code measured before, or an interrupted one, is no failure."""
-    attempts, _, _ = drive(Surrogate(FAM, GEOS, {"portfolio": 0}, 0), FAM, 3, 0, _judge)
+    code measured before, an interrupted one, or one exact mode refused for an inexact knob, is no failure."""
+    attempts, _, _ = drive(Surrogate(FAM, GEOS, {"portfolio": 0}, 0), FAM, 5, 0, _judge)
     attempts[1].score = 0.5
     attempts[2].score, attempts[2].verdict = None, Verdict.error("compile", "made-up")
     attempts[3].score, attempts[3].verdict = None, Verdict.rejected("static", "same SASS", Code.STATIC_IDENTICAL_SASS)
+    attempts[4].score, attempts[4].verdict = None, Verdict.error("interrupted", "the campaign stopped")
+    inexact = Verdict.rejected("correctness", "unroll changes the order", Code.CORRECTNESS_INEXACT_KNOB)
+    attempts[5].score, attempts[5].verdict = None, inexact
     told = worst_for_failures(attempts)
-    assert [a.score for a in told] == [attempts[0].score, 0.5, 0.5, None]
+    assert [a.score for a in told] == [attempts[0].score, 0.5, 0.5, None, None, None]
+    attempts = attempts[:4]  # (what TPE's study is told of the first four)
     assert attempts[2].score is None  # copies: the ledger's attempts are not changed
     tpe = FailAwareTPE(FAM, GEOS, {}, 0)
     tpe.propose(attempts, {a.genome_key for a in attempts})

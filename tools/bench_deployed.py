@@ -258,6 +258,29 @@ def landscape_specs(args: argparse.Namespace) -> list[str]:
     return specs or list(DEFAULT_LANDSCAPES)
 
 
+def parse_options(ap: argparse.ArgumentParser, text: str | None) -> dict[str, Any] | None:
+    """``--options``: a JSON object of surrogate options, checked before any run (not after the first landscape's
+    selection runs); anything else is a usage error (exit 2)."""
+    if not text:
+        return None
+    try:
+        opts = json.loads(text)
+    except json.JSONDecodeError as e:
+        ap.error(f"--options is not JSON: {e}")
+    if not isinstance(opts, dict):
+        ap.error("--options: a JSON object of surrogate options, e.g. '{\"portfolio\": 0}'")
+    from evo.search import Surrogate
+
+    unknown = sorted(set(opts) - set(Surrogate.OPTIONS))
+    if unknown:
+        ap.error(f"--options: not a surrogate option: {', '.join(unknown)} (docs/config.md lists them)")
+    try:
+        Surrogate.validate_options(opts)
+    except ValueError as e:
+        ap.error(f"--options: {e}")
+    return opts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--landscape", action="append", default=None, metavar="LABEL=FAMILY[:SWEEP]")
@@ -287,10 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         "users would set it)",
     )
     args = ap.parse_args(argv)
-    try:
-        args.evo_options = json.loads(args.options) if args.options else None
-    except json.JSONDecodeError as e:
-        ap.error(f"--options is not JSON: {e}")
+    args.evo_options = parse_options(ap, args.options)
     try:
         args.specs = landscape_specs(args)
     except HeldoutError as e:

@@ -14,17 +14,19 @@ three pnpoly caches (ERT 48-96 against the shipped row's inf / inf / 236) and on
 surrogate loses (convolution_A6000, dedispersion_W6600); it is far behind on the smooth ones, which is why it gets
 only every k-th attempt, and none of the first ``portfolio_start``.
 
-TPE here is ``evo.search.optuna_samplers.TPE``, the proposer ``tpe`` itself, seeded from the surrogate's seed and
-fed every attempt (the surrogate's proposals as finished trials, its own as told trials), so on its turns it
-proposes what a TPE run with this history would. A TPE genome that the campaign's exact correctness mode would
-reject (an inexact knob) is not proposed: the model's proposal is made instead.
+TPE here is the proposer ``tpe`` (``evo.search.optuna_samplers.TPE``) told a failed genome as measured at the
+worst speed so far (evo/search/portfolio_tpe.py ``FailAwareTPE``; Optuna's TPE alone leaves failed trials out and
+keeps sampling where genomes fail: on mhc_prenorm_gemm 33 of its 47 turns failed), seeded from the surrogate's seed
+and fed every attempt (the surrogate's proposals as finished trials, its own as told trials). A TPE genome that the
+campaign's exact correctness mode would reject (an inexact knob) is not proposed: the model's proposal is made
+instead.
 
 On by default since session 32 (``portfolio`` 3 from the 30th attempt; ``portfolio`` 0 turns it off, and a
-``screen`` turns the default off): on the development caches every third proposal from the 10th on cost
-convolution_W7800 3.2x, from the 30th on it was worse nowhere by more than 1.25x (geometric mean 0.83) and reached 2%
-on two pnpoly caches where the shipped search never did (docs/search-efficiency.md, "Portfolio (session 31)"). TPE's
-turns do not keep sampling where genomes fail (session 32: on mhc_prenorm_gemm 33 of its 47 turns failed): it is told
-a failed genome as measured at the worst speed (evo/search/portfolio_tpe.py). Called by
+``screen`` turns the default off). On the development caches (4 seeds; docs/search-efficiency.md, "Portfolio
+(session 31)" and "Session 32: the default") it reached 2% where the search without it never did on pnpoly_RTX_3090,
+pnpoly_RTX_3060_laptop and convolution_A100, was level on the smooth caches (nothing changes before the 30th
+attempt), and cost pnpoly_RTX_Titan 2.25x on 4 seeds (1.08 on 8); on the third held-out list it reached 2% on both
+pnpoly caches (0.95x and 0.74x the best peer). Called by
 ``Surrogate.propose`` once per proposal: :func:`turn`, which asks :func:`is_turn` and on a turn
 :meth:`Portfolio.propose`.
 """
@@ -73,7 +75,7 @@ def validate(given: Callable[[str], object], options: Mapping[str, object]) -> N
     ``options``: the ones the config sets)."""
     if options.get("portfolio") and given("screen"):  # TPE's turns would come before the screen's changes
         raise ValueError("portfolio: not with screen (TPE's turns would interrupt the screen of one-knob changes)")
-    if given("portfolio_start") != OPTIONS["portfolio_start"].default and not every(given):
+    if "portfolio_start" in options and not every(given):  # (set, not merely different from the default)
         raise ValueError("portfolio_start: works only with portfolio above 0 and no screen (the portfolio is off here)")
 
 

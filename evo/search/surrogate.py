@@ -14,7 +14,8 @@ valid, untried genome of the space (every one ``family.check`` accepts, up to
 200,000 before the check; beyond that ``pool`` mutations and crossovers of the
 best genomes plus random ones) is scored by its expected improvement over the
 best measured score times the chance it can be measured at all, and the best
-is proposed; ties go by the seed.
+is proposed; ties go by the seed. From the 30th attempt every third proposal is Optuna TPE's instead
+(``portfolio``, the default since session 32: evo/search/portfolio.py).
 
 Before each proposal the prior sizes are fitted to the attempts (``fit``): the
 one-knob effect size and the pairwise share are set to the point of a small
