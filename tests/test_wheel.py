@@ -6,10 +6,13 @@ download again), but evo itself must come from the wheel: the test checks where 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -22,27 +25,32 @@ EXAMPLE = ROOT / "examples" / "fused_add_rmsnorm"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     work = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(work / "dist"),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # one build at a time in this checkout: under xdist both workers may run this module's fixture, and setuptools
+    # writes (and we remove) build/ and evo_kernels.egg-info/ in the checkout itself
+    lock = Path(tempfile.gettempdir()) / f"evo-wheel-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(work / "dist"),
+                str(ROOT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
+        # and its metadata folder: on a PYTHONPATH naming the checkout, pip would take it for evo-kernels installed
+        shutil.rmtree(ROOT / "evo_kernels.egg-info", ignore_errors=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
-    # and its metadata folder: on a PYTHONPATH naming the checkout, pip would take it for evo-kernels installed
-    shutil.rmtree(ROOT / "evo_kernels.egg-info", ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EVO_FAMILY_PATH")}
     (wheel,) = (work / "dist").glob("evo_kernels-*.whl")  # the distribution's name: evo-kernels
     env_dir = work / "venv"
